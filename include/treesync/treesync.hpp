@@ -1,0 +1,2075 @@
+// treesync.hpp - header-only incremental directory-tree mirror (C++17)
+//
+// SPDX-License-Identifier: MIT
+// Copyright (c) treesync authors
+//
+// A missing destination is populated in one streaming pass; an existing one is
+// brought up to date by comparing size and mtime, rewriting only what changed and
+// deleting what the source no longer has.  A second run on an unchanged tree
+// performs no writes at all.
+//
+// Reading order of this file:
+//   [treesync.config]     version, language guard
+//   [treesync.vocabulary] file_type, stat_info, action, report, error codes
+//   [treesync.policy.*]   the policy categories and their built-ins
+//   [treesync.traits]     how a policy is recognised; the filesystem requirements
+//   [treesync.api]        sync(...) declarations
+//   [treesync.detail.*]   glob matcher, policy pack, the engine
+//   [treesync.posix]      the POSIX backend (handle based, *at() calls)
+//   [treesync.api.impl]   sync(...) definitions
+#ifndef TREESYNC_TREESYNC_HPP
+#define TREESYNC_TREESYNC_HPP
+
+// [treesync.config] -----------------------------------------------------------------------------
+
+#if !((defined(_MSVC_LANG) && _MSVC_LANG >= 201703L) || __cplusplus >= 201703L)
+#error "treesync requires C++17 or later (e.g. -std=c++17 or cpp_std=c++17)"
+#endif
+
+#define TREESYNC_VERSION_MAJOR 0
+#define TREESYNC_VERSION_MINOR 1
+#define TREESYNC_VERSION_PATCH 0
+#define TREESYNC_VERSION (TREESYNC_VERSION_MAJOR * 10000 + TREESYNC_VERSION_MINOR * 100 + TREESYNC_VERSION_PATCH)
+#define TREESYNC_VERSION_STRING "0.1.0"
+
+#if defined(__unix__) || defined(__APPLE__)
+#define TREESYNC_HAS_POSIX 1
+#else
+#define TREESYNC_HAS_POSIX 0
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <initializer_list>
+#include <limits>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#if TREESYNC_HAS_POSIX
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#endif
+#endif
+
+namespace treesync {
+inline namespace v0 {
+
+// [treesync.vocabulary] -------------------------------------------------------------------------
+
+/// What a directory entry is.  `none` means "absent"; `unknown` means "the listing did not say"
+/// (no d_type), so the engine has to stat.
+enum class file_type : unsigned char { none, regular, directory, symlink, fifo, socket, block, character, unknown };
+
+inline constexpr bool is_special(file_type t) noexcept {
+  return t == file_type::fifo || t == file_type::socket || t == file_type::block || t == file_type::character;
+}
+
+inline constexpr const char* to_string(file_type t) noexcept {
+  switch (t) {
+    case file_type::none: return "none";
+    case file_type::regular: return "file";
+    case file_type::directory: return "directory";
+    case file_type::symlink: return "symlink";
+    case file_type::fifo: return "fifo";
+    case file_type::socket: return "socket";
+    case file_type::block: return "block device";
+    case file_type::character: return "character device";
+    case file_type::unknown: break;
+  }
+  return "unknown";
+}
+
+/// The metadata the engine works with.  Times are nanoseconds since the Unix epoch.
+struct stat_info {
+  file_type type = file_type::none;
+  std::uint64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;  ///< last status change: when the file was last written or chmod'ed
+  std::uint32_t mode = 0;     ///< permission bits only (07777)
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+};
+
+/// One name from a directory listing; `type` comes from d_type and may be `unknown`.
+struct dir_entry {
+  std::string name;
+  file_type type = file_type::unknown;
+};
+
+/// treesync's own error conditions (everything else is a `std::errc` / system error).
+enum class errc {
+  same_directory = 1,     ///< source and destination are the same directory
+  nested_directory,       ///< one of source / destination lies inside the other
+  empty_source,           ///< empty source over a non-empty destination, not allowed
+  max_delete_exceeded,    ///< the plan deletes more entries than max_delete allows
+  symlink_cycle,          ///< following a link would revisit a directory on the current path
+  dangling_symlink,       ///< a link to follow points at nothing
+  special_file,           ///< FIFO, socket or device: never opened, skipped
+  vanished,               ///< the source entry disappeared during the run
+  changed_during_copy,    ///< the source file changed while it was copied; not installed
+};
+
+namespace detail {
+class error_category_impl final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "treesync"; }
+  std::string message(int c) const override {
+    switch (static_cast<errc>(c)) {
+      case errc::same_directory: return "source and destination are the same directory";
+      case errc::nested_directory: return "source and destination are nested in each other";
+      case errc::empty_source: return "source is empty and destination is not (allow_empty_source to proceed)";
+      case errc::max_delete_exceeded: return "the run would delete more entries than max_delete allows";
+      case errc::symlink_cycle: return "symbolic link cycle";
+      case errc::dangling_symlink: return "dangling symbolic link";
+      case errc::special_file: return "special file (fifo, socket or device) skipped";
+      case errc::vanished: return "vanished during the run";
+      case errc::changed_during_copy: return "changed while being copied";
+    }
+    return "unknown treesync error";
+  }
+};
+}  // namespace detail
+
+inline const std::error_category& error_category() noexcept {
+  static const detail::error_category_impl instance;
+  return instance;
+}
+inline std::error_code make_error_code(errc e) noexcept { return {static_cast<int>(e), error_category()}; }
+
+}  // namespace v0
+}  // namespace treesync
+
+template <>
+struct std::is_error_code_enum<treesync::errc> : std::true_type {};
+
+namespace treesync {
+inline namespace v0 {
+
+/// What the engine did (or, under dry_run, would do) to one entry.
+enum class action_kind {
+  create,       ///< a new entry in the destination
+  update,       ///< an existing file rewritten, or an entry replaced by one of another type
+  update_meta,  ///< data current; permission bits or mtime set
+  remove,       ///< an entry deleted from the destination
+  skip,         ///< not copied (special file, a link the links policy skips)
+  error,        ///< a per-entry failure; also recorded in report::errors
+  vanished,     ///< the source entry vanished or changed under us; also in report::vanished
+};
+
+inline constexpr const char* to_string(action_kind k) noexcept {
+  switch (k) {
+    case action_kind::create: return "create";
+    case action_kind::update: return "update";
+    case action_kind::update_meta: return "update_meta";
+    case action_kind::remove: return "remove";
+    case action_kind::skip: return "skip";
+    case action_kind::error: return "error";
+    case action_kind::vanished: return "vanished";
+  }
+  return "?";
+}
+
+/// Passed to the observer.  `path` is relative to the roots, '/'-separated, and only valid during
+/// the call.  `type` is the type of the entry written (for removals: of the entry removed).
+struct action {
+  action_kind kind;
+  file_type type;
+  std::string_view path;
+  std::uint64_t src_size = 0;
+  std::uint64_t dst_size = 0;
+  std::error_code code{};  ///< set for error / vanished / skip
+};
+
+/// A per-entry outcome that is not a plain success.
+struct entry_error {
+  std::string path;       ///< relative to the roots ("" is the root itself)
+  std::string operation;  ///< "list", "stat", "copy", "remove", ...
+  std::error_code code;
+};
+
+/// The outcome of a run.  Under `errors::collect` a run that touched some entries but failed on
+/// others returns normally: inspect `errors` (rsync's exit 23 in object form).
+struct report {
+  std::size_t scanned = 0;       ///< source entries looked at
+  std::size_t created = 0;       ///< entries that did not exist in the destination
+  std::size_t updated = 0;       ///< files rewritten, entries replaced by another type
+  std::size_t meta_updated = 0;  ///< permission bits / mtime set without copying data
+  std::size_t deleted = 0;       ///< destination entries removed (each entry of a removed tree counts)
+  std::size_t excluded = 0;      ///< source or destination entries left alone by the exclude policy
+  std::size_t skipped = 0;       ///< special files and skipped links
+  std::size_t cleaned = 0;       ///< temporaries of an interrupted earlier run removed
+  std::uint64_t bytes_copied = 0;
+  std::vector<entry_error> errors;    ///< failures; every other entry was still synced
+  std::vector<entry_error> vanished;  ///< source entries that vanished / changed during the run
+  std::vector<entry_error> skipped_entries;
+  std::chrono::nanoseconds elapsed{0};
+
+  bool ok() const noexcept { return errors.empty(); }
+  /// true when the destination was not modified at all
+  bool unchanged() const noexcept { return created + updated + meta_updated + deleted + cleaned == 0; }
+};
+
+/// Writes `name` for a terminal or a log: control characters, DEL and backslash are escaped
+/// (`\n`, `\t`, `\x1b`, `\\`) so a file called "a\nb" cannot forge a line of output.  Bytes >= 0x80
+/// are kept so UTF-8 names stay readable.
+inline std::string escape(std::string_view name) {
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(name.size());
+  for (char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0xf];
+    } else {
+      out += ch;
+    }
+  }
+  return out;
+}
+
+// [treesync.policy.compare] ---------------------------------------------------------------------
+//
+// A comparison policy answers one question: is the destination file's DATA up to date?
+// Requirement: `bool up_to_date(const treesync::file_pair&) const`.
+// Permission bits are handled by the engine whatever the comparison says.
+
+/// The two files being compared.  `racy` is set by the engine when the destination was written
+/// within the racy window of the source's mtime (DESIGN.md 5.13): the source may have been
+/// modified again in the same timestamp tick, so equal size+mtime proves nothing.  Policies that
+/// trust mtimes must settle a racy pair by content.
+class file_pair {
+ public:
+  using content_fn = bool (*)(void*);
+  file_pair(const stat_info& s, const stat_info& d, bool is_racy, content_fn fn, void* ctx) noexcept
+      : src(s), dst(d), racy(is_racy), fn_(fn), ctx_(ctx) {}
+
+  const stat_info& src;
+  const stat_info& dst;
+  bool racy;
+
+  /// Reads both files and compares their bytes (expensive; call only when needed).
+  bool same_content() const { return fn_(ctx_); }
+
+ private:
+  content_fn fn_;
+  void* ctx_;
+};
+
+namespace compare {
+
+/// Equal size and mtime within `window` (default: exact to the nanosecond).  A racy pair is
+/// verified by content.  The window is for filesystems with coarse timestamps (FAT: 2 s).
+struct size_mtime {
+  std::chrono::nanoseconds window{0};
+  bool up_to_date(const file_pair& f) const {
+    if (f.src.size != f.dst.size) return false;
+    const std::int64_t d = f.src.mtime_ns - f.dst.mtime_ns;
+    if ((d < 0 ? -d : d) > window.count()) return false;
+    return !f.racy || f.same_content();
+  }
+};
+
+/// Equal size is enough (rsync --size-only).
+struct size_only_t {
+  bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size; }
+};
+inline constexpr size_only_t size_only{};
+
+/// A destination newer than the source is kept (rsync -u); otherwise like size_mtime.
+struct newer_t {
+  bool up_to_date(const file_pair& f) const {
+    if (f.dst.mtime_ns > f.src.mtime_ns) return true;
+    return size_mtime{}.up_to_date(f);
+  }
+};
+inline constexpr newer_t newer{};
+
+/// Equal size and equal bytes (rsync -c); reads every file whose size matches.
+struct checksum_t {
+  bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size && f.same_content(); }
+};
+inline constexpr checksum_t checksum{};
+
+/// Never up to date: every file is rewritten.
+struct always_t {
+  bool up_to_date(const file_pair&) const { return false; }
+};
+inline constexpr always_t always{};
+
+}  // namespace compare
+
+// [treesync.policy.deletion] --------------------------------------------------------------------
+//
+// What happens to destination entries the source lacks ("extraneous" entries).
+// Requirement: `bool removes(std::string_view rel, file_type type, bool excluded) const` and
+// `std::size_t limit() const` (the most entries a run may delete; npos = unlimited; a run whose
+// plan exceeds it is refused before its first deletion).
+
+inline constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
+
+namespace deletion {
+
+/// Delete what the source lacks, except excluded entries (rsync --delete).
+struct extraneous_t {
+  bool removes(std::string_view, file_type, bool excluded) const { return !excluded; }
+  std::size_t limit() const { return unlimited; }
+};
+inline constexpr extraneous_t extraneous{};
+
+/// Never delete (rsync without --delete).
+struct keep_t {
+  bool removes(std::string_view, file_type, bool) const { return false; }
+  std::size_t limit() const { return unlimited; }
+};
+inline constexpr keep_t keep{};
+
+/// Delete excluded destination entries too (rsync --delete-excluded).
+struct delete_excluded_t {
+  bool removes(std::string_view, file_type, bool) const { return true; }
+  std::size_t limit() const { return unlimited; }
+};
+inline constexpr delete_excluded_t delete_excluded{};
+
+/// Another deletion policy, with a cap: `max_delete{100}` or `max_delete{100, delete_excluded}`.
+template <class Base = extraneous_t>
+struct max_delete {
+  explicit max_delete(std::size_t n, Base b = Base{}) : max(n), base(std::move(b)) {}
+  std::size_t max;
+  Base base;
+  bool removes(std::string_view rel, file_type t, bool excluded) const { return base.removes(rel, t, excluded); }
+  std::size_t limit() const { return max; }
+};
+max_delete(std::size_t)->max_delete<extraneous_t>;
+template <class B>
+max_delete(std::size_t, B) -> max_delete<B>;
+
+}  // namespace deletion
+
+using deletion::max_delete;
+
+// [treesync.policy.links] -----------------------------------------------------------------------
+//
+// What to do with a source symlink.
+// Requirement: `link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const`
+// where `inside` says the target, resolved lexically from the link's directory, stays inside the
+// source tree.  A policy may declare `static constexpr bool needs_target = false;` to spare the
+// engine a readlink per link.
+
+enum class link_action { follow, preserve, skip };
+
+namespace links {
+
+/// Copy what the link points to (the default; `cp -L`, `rsync -L`).
+struct dereference_t {
+  static constexpr bool needs_target = false;
+  link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::follow; }
+};
+inline constexpr dereference_t dereference{};
+
+/// Recreate the link itself, target unchanged (`rsync -l`).
+struct preserve_t {
+  static constexpr bool needs_target = false;
+  link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::preserve; }
+};
+inline constexpr preserve_t preserve{};
+
+/// Neither follow nor copy links (`rsync --no-links`); they are counted as skipped.
+struct skip_t {
+  static constexpr bool needs_target = false;
+  link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::skip; }
+};
+inline constexpr skip_t skip{};
+
+/// Keep links that stay inside the source as links; follow the others (`rsync --copy-unsafe-links`).
+struct dereference_unsafe_t {
+  link_action on_symlink(std::string_view, std::string_view, bool inside) const {
+    return inside ? link_action::preserve : link_action::follow;
+  }
+};
+inline constexpr dereference_unsafe_t dereference_unsafe{};
+
+}  // namespace links
+
+// [treesync.policy.exclude] ---------------------------------------------------------------------
+//
+// An excluded entry is neither copied nor deleted (unless the deletion policy deletes excluded
+// entries); an excluded directory is not entered.
+// Requirement: `bool excluded(std::string_view rel, file_type type) const`, or any callable
+// `bool(std::string_view rel, file_type type)`.
+
+namespace detail {
+bool glob_match(std::string_view pattern, std::string_view text);
+}
+
+/// One rsync/gitignore-style pattern: without '/' it matches a name at any depth; with '/' it is
+/// anchored at the root (a leading '/' is optional); `*` and `?` stop at '/', `**` spans
+/// directories (`**/` also matches zero directories); `[a-z]`, `[!x]`, `[^x]`, `\` escapes; a
+/// trailing '/' matches directories only.
+class glob {
+ public:
+  explicit glob(std::string_view pattern) {
+    if (!pattern.empty() && pattern.back() == '/') {
+      dirs_only_ = true;
+      pattern.remove_suffix(1);
+    }
+    if (!pattern.empty() && pattern.front() == '/') {
+      anchored_ = true;
+      pattern.remove_prefix(1);
+    }
+    if (pattern.find('/') != std::string_view::npos) anchored_ = true;
+    pattern_ = std::string(pattern);
+  }
+  bool matches(std::string_view rel, file_type type) const {
+    if (dirs_only_ && type != file_type::directory) return false;
+    if (anchored_) return detail::glob_match(pattern_, rel);
+    const auto slash = rel.rfind('/');
+    return detail::glob_match(pattern_, slash == std::string_view::npos ? rel : rel.substr(slash + 1));
+  }
+  const std::string& pattern() const noexcept { return pattern_; }
+
+ private:
+  std::string pattern_;
+  bool anchored_ = false;
+  bool dirs_only_ = false;
+};
+
+/// Excludes what matches any of its patterns: `treesync::exclude{"*.pyc", "__pycache__/"}`.
+class exclude {
+ public:
+  exclude(std::initializer_list<std::string_view> patterns) {
+    for (auto p : patterns) add(p);
+  }
+  template <class Range, class = decltype(std::begin(std::declval<const Range&>()))>
+  explicit exclude(const Range& patterns) {
+    for (const auto& p : patterns) add(p);
+  }
+  exclude& add(std::string_view pattern) {
+    if (!pattern.empty()) globs_.emplace_back(pattern);
+    return *this;
+  }
+  bool excluded(std::string_view rel, file_type type) const {
+    for (const auto& g : globs_)
+      if (g.matches(rel, type)) return true;
+    return false;
+  }
+  std::size_t size() const noexcept { return globs_.size(); }
+
+ private:
+  std::vector<glob> globs_;
+};
+
+/// Excludes nothing (the default).
+struct exclude_nothing_t {
+  bool excluded(std::string_view, file_type) const { return false; }
+};
+inline constexpr exclude_nothing_t exclude_nothing{};
+
+namespace detail {
+template <class P, class = void>
+struct has_excluded_member : std::false_type {};
+template <class P>
+struct has_excluded_member<P, std::void_t<decltype(bool(std::declval<const P&>().excluded(
+                                  std::declval<std::string_view>(), std::declval<file_type>())))>>
+    : std::true_type {};
+template <class P, class = void>
+struct is_exclude_callable : std::false_type {};
+template <class P>
+struct is_exclude_callable<P, std::void_t<decltype(bool(std::declval<const P&>()(
+                                  std::declval<std::string_view>(), std::declval<file_type>())))>>
+    : std::true_type {};
+
+template <class P>
+bool call_excluded(const P& p, std::string_view rel, file_type t) {
+  if constexpr (has_excluded_member<P>::value)
+    return p.excluded(rel, t);
+  else
+    return p(rel, t);
+}
+
+template <bool Any, class... Ps>
+struct predicate_combination {
+  std::tuple<Ps...> preds;
+  bool excluded(std::string_view rel, file_type t) const {
+    return std::apply(
+        [&](const auto&... p) {
+          if constexpr (Any)
+            return (false || ... || call_excluded(p, rel, t));
+          else
+            return (true && ... && call_excluded(p, rel, t));
+        },
+        preds);
+  }
+};
+
+template <class P>
+struct negated_predicate {
+  P pred;
+  bool excluded(std::string_view rel, file_type t) const { return !call_excluded(pred, rel, t); }
+};
+}  // namespace detail
+
+/// Excluded when any of the predicates excludes it.
+template <class... Ps>
+detail::predicate_combination<true, std::decay_t<Ps>...> any_of(Ps&&... ps) {
+  return {std::tuple<std::decay_t<Ps>...>(std::forward<Ps>(ps)...)};
+}
+/// Excluded when all of the predicates exclude it.
+template <class... Ps>
+detail::predicate_combination<false, std::decay_t<Ps>...> all_of(Ps&&... ps) {
+  return {std::tuple<std::decay_t<Ps>...>(std::forward<Ps>(ps)...)};
+}
+/// Excluded when the predicate does not exclude it ("only *.h": `not_(exclude{"*.h"})` - but
+/// mind that directories must then be let through too).
+template <class P>
+detail::negated_predicate<std::decay_t<P>> not_(P&& p) {
+  return {std::forward<P>(p)};
+}
+
+// [treesync.policy.write] -----------------------------------------------------------------------
+// Requirement: `static constexpr bool atomic`.
+
+namespace write {
+/// Write under a temporary name in the same directory, rename into place (the default): no
+/// reader and no crash ever sees a partial file at the final name.
+struct atomic_t {
+  static constexpr bool atomic = true;
+};
+inline constexpr atomic_t atomic{};
+/// Overwrite the existing file (rsync --inplace): keeps its inode and hard links, uses no extra
+/// space, but a crash leaves a partial file (with a wrong mtime, so the next run redoes it).
+struct in_place_t {
+  static constexpr bool atomic = false;
+};
+inline constexpr in_place_t in_place{};
+}  // namespace write
+
+// [treesync.policy.errors] ----------------------------------------------------------------------
+// Requirement: `static constexpr bool stop_on_error`.
+
+namespace errors {
+/// Record per-entry failures in the report and keep going (the default).
+struct collect_t {
+  static constexpr bool stop_on_error = false;
+};
+inline constexpr collect_t collect{};
+/// Stop at the first per-entry failure; the run then fails like a refusal.
+struct stop_t {
+  static constexpr bool stop_on_error = true;
+};
+inline constexpr stop_t stop{};
+}  // namespace errors
+
+// [treesync.policy.flags] -----------------------------------------------------------------------
+
+/// Report what would be done; write nothing.
+struct dry_run_t {};
+inline constexpr dry_run_t dry_run{};
+
+/// Allow an empty source to empty a non-empty destination (refused by default: an unmounted
+/// source must not wipe the mirror).
+struct allow_empty_source_t {};
+inline constexpr allow_empty_source_t allow_empty_source{};
+
+/// Observer: any callable `void(const treesync::action&)`.  The default observes nothing.
+struct no_observer_t {
+  void operator()(const action&) const noexcept {}
+};
+
+// [treesync.traits] -----------------------------------------------------------------------------
+//
+// Policies are recognised by what they can do, not by a base class.  Each category has a trait
+// (`is_compare_policy_v<P>`) and, under C++20, a concept of the same meaning (`compare_policy<P>`).
+
+namespace detail {
+template <class P, class = void>
+struct compare_like : std::false_type {};
+template <class P>
+struct compare_like<P, std::void_t<decltype(bool(std::declval<const P&>().up_to_date(std::declval<const file_pair&>())))>>
+    : std::true_type {};
+
+template <class P, class = void>
+struct deletion_like : std::false_type {};
+template <class P>
+struct deletion_like<P, std::void_t<decltype(bool(std::declval<const P&>().removes(std::declval<std::string_view>(),
+                                                                                  std::declval<file_type>(), true))),
+                                    decltype(std::size_t(std::declval<const P&>().limit()))>> : std::true_type {};
+
+template <class P, class = void>
+struct links_like : std::false_type {};
+template <class P>
+struct links_like<P, std::enable_if_t<std::is_same_v<decltype(std::declval<const P&>().on_symlink(
+                                                         std::declval<std::string_view>(),
+                                                         std::declval<std::string_view>(), true)),
+                                                     link_action>>> : std::true_type {};
+
+template <class P, class = void>
+struct write_like : std::false_type {};
+template <class P>
+struct write_like<P, std::void_t<decltype(bool(P::atomic))>> : std::true_type {};
+
+template <class P, class = void>
+struct errors_like : std::false_type {};
+template <class P>
+struct errors_like<P, std::void_t<decltype(bool(P::stop_on_error))>> : std::true_type {};
+
+template <class P, class = void>
+struct observer_like : std::false_type {};
+template <class P>
+struct observer_like<P, std::void_t<decltype(std::declval<P&>()(std::declval<const action&>()))>> : std::true_type {};
+
+template <class P, class = void>
+struct links_needs_target : std::true_type {};
+template <class P>
+struct links_needs_target<P, std::void_t<decltype(P::needs_target)>> : std::bool_constant<P::needs_target> {};
+}  // namespace detail
+
+template <class P>
+inline constexpr bool is_compare_policy_v = detail::compare_like<std::decay_t<P>>::value;
+template <class P>
+inline constexpr bool is_deletion_policy_v = detail::deletion_like<std::decay_t<P>>::value;
+template <class P>
+inline constexpr bool is_links_policy_v = detail::links_like<std::decay_t<P>>::value;
+template <class P>
+inline constexpr bool is_exclude_policy_v =
+    detail::has_excluded_member<std::decay_t<P>>::value || detail::is_exclude_callable<std::decay_t<P>>::value;
+template <class P>
+inline constexpr bool is_write_policy_v = detail::write_like<std::decay_t<P>>::value;
+template <class P>
+inline constexpr bool is_errors_policy_v = detail::errors_like<std::decay_t<P>>::value;
+template <class P>
+inline constexpr bool is_observer_policy_v =
+    detail::observer_like<std::decay_t<P>>::value && !is_exclude_policy_v<P>;
+template <class P>
+inline constexpr bool is_dry_run_policy_v = std::is_same_v<std::decay_t<P>, dry_run_t>;
+template <class P>
+inline constexpr bool is_allow_empty_source_policy_v = std::is_same_v<std::decay_t<P>, allow_empty_source_t>;
+
+/// How many categories P belongs to: a policy must belong to exactly one.
+template <class P>
+inline constexpr int policy_category_count_v =
+    int(is_compare_policy_v<P>) + int(is_deletion_policy_v<P>) + int(is_links_policy_v<P>) +
+    int(is_exclude_policy_v<P>) + int(is_write_policy_v<P>) + int(is_errors_policy_v<P>) +
+    int(is_observer_policy_v<P>) + int(is_dry_run_policy_v<P>) + int(is_allow_empty_source_policy_v<P>);
+
+template <class P>
+inline constexpr bool is_policy_v = policy_category_count_v<P> == 1;
+
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+template <class P>
+concept compare_policy = is_compare_policy_v<P>;
+template <class P>
+concept deletion_policy = is_deletion_policy_v<P>;
+template <class P>
+concept links_policy = is_links_policy_v<P>;
+template <class P>
+concept exclude_policy = is_exclude_policy_v<P>;
+template <class P>
+concept write_policy = is_write_policy_v<P>;
+template <class P>
+concept errors_policy = is_errors_policy_v<P>;
+template <class P>
+concept observer_policy = is_observer_policy_v<P>;
+template <class P>
+concept policy = is_policy_v<P>;
+#endif
+
+/// The filesystem requirements (DESIGN.md 4).  Every operation reports failure through its last
+/// `std::error_code&` argument; names are single path components; `"."` names the handle itself.
+///
+///   using dir_handle = ...;                                           // movable
+///   stat_info  stat_path(const path&, bool follow, error_code&);      // for the guards
+///   path       canonical(const path&, error_code&);
+///   dir_handle open_root(const path&, error_code&);
+///   void       make_root(const path&, std::uint32_t mode, error_code&);
+///   std::vector<dir_entry> list(dir_handle&, error_code&);
+///   stat_info  stat(dir_handle&, const std::string& name, bool follow, error_code&);
+///   dir_handle open_dir(dir_handle&, const std::string& name, bool follow, error_code&);
+///   std::uint64_t copy_file(dir_handle& src, const std::string& name, bool follow,
+///                           dir_handle& dst, const std::string& dst_name, bool replace,
+///                           const stat_info& expected, error_code&);
+///        // copies data into dst_name (created exclusively, or truncated when `replace`);
+///        // if the source's size and mtime after the copy still equal `expected`'s, applies
+///        // expected.mode and expected.mtime_ns to the new file, else fails with
+///        // errc::changed_during_copy and leaves the new file's mtime alone.
+///   bool       same_content(dir_handle&, const std::string&, bool follow,
+///                           dir_handle&, const std::string&, error_code&);
+///   void set_mode(dir_handle&, const std::string&, std::uint32_t, error_code&);
+///   void set_mtime(dir_handle&, const std::string&, std::int64_t ns, error_code&);   // no follow
+///   void rename(dir_handle&, const std::string& from, const std::string& to, error_code&);
+///   void remove(dir_handle&, const std::string&, error_code&);       // a non-directory
+///   void remove_dir(dir_handle&, const std::string&, error_code&);   // an empty directory
+///   void make_dir(dir_handle&, const std::string&, std::uint32_t mode, error_code&);
+///   void make_symlink(dir_handle&, const std::string& name, const std::string& target, error_code&);
+///   std::string read_link(dir_handle&, const std::string&, error_code&);
+///   std::int64_t now();              // the clock the filesystem stamps ctimes with (ns)
+///   std::int64_t racy_window();      // timestamp granularity + clock slack (ns)
+namespace detail {
+template <class FS, class = void>
+struct filesystem_like : std::false_type {};
+template <class FS>
+struct filesystem_like<
+    FS, std::void_t<typename FS::dir_handle,
+                    decltype(std::declval<FS&>().list(std::declval<typename FS::dir_handle&>(),
+                                                      std::declval<std::error_code&>())),
+                    decltype(std::declval<FS&>().stat(std::declval<typename FS::dir_handle&>(),
+                                                      std::declval<const std::string&>(), true,
+                                                      std::declval<std::error_code&>())),
+                    decltype(std::declval<FS&>().open_root(std::declval<const std::filesystem::path&>(),
+                                                           std::declval<std::error_code&>())),
+                    decltype(std::declval<FS&>().racy_window())>> : std::true_type {};
+}  // namespace detail
+
+template <class FS>
+inline constexpr bool is_filesystem_v = detail::filesystem_like<std::decay_t<FS>>::value;
+
+// [treesync.api] --------------------------------------------------------------------------------
+//
+//   report sync(src, dst, policies...);                 // posix_fs; throws filesystem_error
+//   report sync(src, dst, policies..., error_code& ec);  // never throws filesystem_error
+//   report sync(fs, src, dst, policies... [, ec]);       // any filesystem (mock_fs, posix_fs, ...)
+//
+// Throws (or sets ec) only when the run is refused before touching anything (source missing or
+// not a directory, same or nested directories, empty source, max_delete exceeded, destination
+// root cannot be created) or stopped by errors::stop.  Per-entry failures are in report::errors.
+
+// [treesync.detail.glob] ------------------------------------------------------------------------
+
+namespace detail {
+
+// Matches a bracket expression starting at p[i] == '['.  Returns false through `valid` when the
+// bracket is not closed (the '[' is then a literal).
+inline bool match_bracket(std::string_view p, std::size_t& i, unsigned char c, bool& valid) {
+  std::size_t j = i + 1;
+  bool negate = false;
+  if (j < p.size() && (p[j] == '!' || p[j] == '^')) {
+    negate = true;
+    ++j;
+  }
+  bool matched = false;
+  bool first = true;
+  while (j < p.size() && (first || p[j] != ']')) {
+    first = false;
+    unsigned char lo = static_cast<unsigned char>(p[j]);
+    if (lo == '\\' && j + 1 < p.size()) lo = static_cast<unsigned char>(p[++j]);
+    ++j;
+    unsigned char hi = lo;
+    if (j + 1 < p.size() && p[j] == '-' && p[j + 1] != ']') {
+      hi = static_cast<unsigned char>(p[j + 1]);
+      if (hi == '\\' && j + 2 < p.size()) {
+        hi = static_cast<unsigned char>(p[j + 2]);
+        ++j;
+      }
+      j += 2;
+    }
+    if (lo <= c && c <= hi) matched = true;
+  }
+  if (j >= p.size()) {
+    valid = false;
+    return false;
+  }
+  valid = true;
+  i = j + 1;  // past ']'
+  return matched != negate;
+}
+
+inline bool glob_match_at(std::string_view p, std::size_t pi, std::string_view s, std::size_t si, int depth) {
+  if (depth > 64) return false;  // pathological patterns: refuse rather than recurse forever
+  while (pi < p.size()) {
+    const char c = p[pi];
+    if (c == '*') {
+      std::size_t k = pi;
+      while (k < p.size() && p[k] == '*') ++k;
+      if (k - pi >= 2) {  // "**": any sequence, '/' included
+        const bool starts_component = pi == 0 || p[pi - 1] == '/';
+        if (starts_component && k < p.size() && p[k] == '/') {
+          // "**/": zero or more whole directories
+          if (glob_match_at(p, k + 1, s, si, depth + 1)) return true;
+          for (std::size_t j = si; j < s.size(); ++j)
+            if (s[j] == '/' && glob_match_at(p, k + 1, s, j + 1, depth + 1)) return true;
+          return false;
+        }
+        for (std::size_t j = si; j <= s.size(); ++j)
+          if (glob_match_at(p, k, s, j, depth + 1)) return true;
+        return false;
+      }
+      // "*": any sequence within one component
+      if (k == p.size()) return s.find('/', si) == std::string_view::npos;
+      for (std::size_t j = si;; ++j) {
+        if (glob_match_at(p, k, s, j, depth + 1)) return true;
+        if (j == s.size() || s[j] == '/') return false;
+      }
+    }
+    if (si == s.size()) return false;
+    const auto sc = static_cast<unsigned char>(s[si]);
+    if (c == '?') {
+      if (sc == '/') return false;
+      ++pi;
+      ++si;
+      continue;
+    }
+    if (c == '[') {
+      bool valid = false;
+      std::size_t next = pi;
+      const bool m = sc != '/' && match_bracket(p, next, sc, valid);
+      if (valid) {
+        if (!m) return false;
+        pi = next;
+        ++si;
+        continue;
+      }
+      // unterminated '[': a literal
+    }
+    char lit = c;
+    if (c == '\\' && pi + 1 < p.size()) lit = p[++pi];
+    if (lit != s[si]) return false;
+    ++pi;
+    ++si;
+  }
+  return si == s.size();
+}
+
+inline bool glob_match(std::string_view pattern, std::string_view text) { return glob_match_at(pattern, 0, text, 0, 0); }
+
+/// Does a relative link target, resolved from the link's directory, stay inside the tree?
+inline bool link_stays_inside(std::string_view rel_link, std::string_view target) {
+  if (target.empty() || target.front() == '/') return false;
+  // depth of the link's directory below the root
+  std::size_t depth = 0;
+  for (char ch : rel_link)
+    if (ch == '/') ++depth;
+  std::size_t pos = 0;
+  while (pos <= target.size()) {
+    std::size_t end = target.find('/', pos);
+    if (end == std::string_view::npos) end = target.size();
+    const std::string_view comp = target.substr(pos, end - pos);
+    if (comp == "..") {
+      if (depth == 0) return false;
+      --depth;
+    } else if (!comp.empty() && comp != ".") {
+      ++depth;
+    }
+    pos = end + 1;
+  }
+  return true;
+}
+
+// [treesync.detail.pack] ------------------------------------------------------------------------
+
+template <template <class> class Is, class Default>
+Default& pick(Default& d) {
+  return d;
+}
+template <template <class> class Is, class Default, class P, class... Rest>
+decltype(auto) pick(Default& d, P& p, Rest&... rest) {
+  if constexpr (Is<std::decay_t<P>>::value)
+    return (p);
+  else
+    return pick<Is>(d, rest...);
+}
+
+template <template <class> class Is, class... Ps>
+inline constexpr int count_in_pack = (0 + ... + int(Is<std::decay_t<Ps>>::value));
+
+template <class P>
+struct is_compare : std::bool_constant<is_compare_policy_v<P>> {};
+template <class P>
+struct is_deletion : std::bool_constant<is_deletion_policy_v<P>> {};
+template <class P>
+struct is_links : std::bool_constant<is_links_policy_v<P>> {};
+template <class P>
+struct is_exclude : std::bool_constant<is_exclude_policy_v<P>> {};
+template <class P>
+struct is_write : std::bool_constant<is_write_policy_v<P>> {};
+template <class P>
+struct is_errors : std::bool_constant<is_errors_policy_v<P>> {};
+template <class P>
+struct is_observer : std::bool_constant<is_observer_policy_v<P>> {};
+template <class P>
+struct is_dry_run : std::bool_constant<is_dry_run_policy_v<P>> {};
+template <class P>
+struct is_allow_empty : std::bool_constant<is_allow_empty_source_policy_v<P>> {};
+
+template <class P>
+constexpr bool check_one_policy() {
+  static_assert(policy_category_count_v<P> != 0,
+                "treesync::sync: an argument is not a treesync policy (no category's requirements are met: "
+                "compare, deletion, links, exclude, write, errors, observer, dry_run, allow_empty_source)");
+  static_assert(policy_category_count_v<P> <= 1,
+                "treesync::sync: an argument meets the requirements of more than one policy category; "
+                "make it satisfy exactly one");
+  return true;
+}
+
+template <class... Ps>
+constexpr bool check_policies() {
+  static_assert(count_in_pack<is_compare, Ps...> <= 1, "treesync::sync: more than one compare policy given");
+  static_assert(count_in_pack<is_deletion, Ps...> <= 1, "treesync::sync: more than one deletion policy given");
+  static_assert(count_in_pack<is_links, Ps...> <= 1, "treesync::sync: more than one links policy given");
+  static_assert(count_in_pack<is_exclude, Ps...> <= 1,
+                "treesync::sync: more than one exclude policy given (combine them with any_of / all_of)");
+  static_assert(count_in_pack<is_write, Ps...> <= 1, "treesync::sync: more than one write policy given");
+  static_assert(count_in_pack<is_errors, Ps...> <= 1, "treesync::sync: more than one errors policy given");
+  static_assert(count_in_pack<is_observer, Ps...> <= 1, "treesync::sync: more than one observer given");
+  static_assert(count_in_pack<is_dry_run, Ps...> <= 1, "treesync::sync: more than one dry_run given");
+  static_assert(count_in_pack<is_allow_empty, Ps...> <= 1, "treesync::sync: more than one allow_empty_source given");
+  return (true && ... && check_one_policy<std::decay_t<Ps>>());
+}
+
+}  // namespace detail
+
+// [treesync.detail.engine] ----------------------------------------------------------------------
+//
+// The diff is a merge: list a source directory and its destination directory, sort both by name,
+// walk them side by side (source only -> create, destination only -> delete, both -> compare).
+// Each directory pair is independent.  "cold" marks a destination directory known to be empty
+// (just created, or missing under dry_run): it is never listed or stat'ed.
+
+namespace detail {
+
+inline constexpr std::string_view temp_prefix = ".treesync-tmp-";
+
+inline bool is_temp_name(std::string_view name) noexcept {
+  return name.size() > temp_prefix.size() && name.substr(0, temp_prefix.size()) == temp_prefix;
+}
+
+inline bool is_enoent(const std::error_code& ec) noexcept { return ec == std::errc::no_such_file_or_directory; }
+
+inline bool same_identity(const stat_info& a, const stat_info& b) noexcept { return a.dev == b.dev && a.ino == b.ino; }
+
+inline std::filesystem::path strip_trailing_separators(std::filesystem::path p) {
+  std::string s = p.string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return std::filesystem::path(s);
+}
+
+inline unsigned long process_token() noexcept {
+#if TREESYNC_HAS_POSIX
+  return static_cast<unsigned long>(::getpid());
+#else
+  return 0;
+#endif
+}
+
+template <class FS, class Cmp, class Del, class Lnk, class Exc, class Wr, class Err, class Obs>
+class engine {
+ public:
+  using handle = typename FS::dir_handle;
+
+  engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, bool dry,
+         bool allow_empty, report& rep)
+      : fs_(fs), cmp_(cmp), del_(del), lnk_(lnk), exc_(exc), obs_(obs), dry_(dry), allow_empty_(allow_empty),
+        rep_(rep), racy_window_(fs.racy_window()) {}
+
+  /// Runs the whole sync.  Returns a refusal (nothing touched), the first error under
+  /// errors::stop, or an empty code.
+  std::error_code run(const std::filesystem::path& src_in, const std::filesystem::path& dst_in) {
+    const std::filesystem::path src = strip_trailing_separators(src_in);
+    const std::filesystem::path dst = strip_trailing_separators(dst_in);
+    std::error_code ec;
+    const stat_info ss = fs_.stat_path(src, true, ec);
+    if (ec) return ec;
+    if (ss.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
+    stat_info ds = fs_.stat_path(dst, true, ec);
+    bool dst_exists = true;
+    if (ec) {
+      if (!is_enoent(ec)) return ec;
+      ec.clear();
+      dst_exists = false;
+    }
+    if (dst_exists && ds.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
+    if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
+    if (auto e = check_nesting(src, ss, dst, dst_exists ? &ds : nullptr)) return e;
+
+    handle sh = fs_.open_root(src, ec);
+    if (ec) return ec;
+    handle dh;
+    bool have_dh = false;
+    if (dst_exists) {
+      dh = fs_.open_root(dst, ec);
+      if (ec) return ec;
+      have_dh = true;
+    } else {
+      if (!dry_) {
+        fs_.make_root(dst, 0700, ec);
+        if (ec) return ec;
+        dh = fs_.open_root(dst, ec);
+        if (ec) return ec;
+        have_dh = true;
+      }
+      ++rep_.created;
+      note(action_kind::create, file_type::directory);
+    }
+    ancestors_.push_back({ss.dev, ss.ino});
+    const dir_result r = process_dir(sh, have_dh ? &dh : nullptr, !dst_exists, true);
+    ancestors_.pop_back();
+    if (refusal_) return refusal_;
+    if (!r.listing_failed && !stopped_) finish_dir(have_dh ? &dh : nullptr, ".", ss, dst_exists ? &ds : nullptr, r.modified);
+    return stop_error_;
+  }
+
+ private:
+  struct dir_result {
+    bool modified = false;        // entries of the destination directory were added/removed/renamed
+    bool listing_failed = false;  // the directory pair was not processed
+  };
+
+  // Keeps rel_ equal to the relative path of the entry being processed.
+  class rel_scope {
+   public:
+    rel_scope(std::string& rel, const std::string& name) : rel_(rel), saved_(rel.size()) {
+      if (!rel_.empty()) rel_ += '/';
+      rel_ += name;
+    }
+    ~rel_scope() { rel_.resize(saved_); }
+    rel_scope(const rel_scope&) = delete;
+    rel_scope& operator=(const rel_scope&) = delete;
+
+   private:
+    std::string& rel_;
+    std::size_t saved_;
+  };
+
+  struct content_ctx {
+    engine* self;
+    handle* s;
+    handle* d;
+    const std::string* name;
+    bool follow;
+    bool checked = false;
+    std::error_code ec;
+  };
+
+  static bool content_thunk(void* p) {
+    auto& c = *static_cast<content_ctx*>(p);
+    c.checked = true;
+    std::error_code ec;
+    const bool same = c.self->fs_.same_content(*c.s, *c.name, c.follow, *c.d, *c.name, ec);
+    if (ec) {
+      c.ec = ec;
+      return true;  // undecidable: the engine reports the error and leaves the file alone
+    }
+    return same;
+  }
+
+  // ---- reporting
+
+  void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
+            std::error_code code = {}) {
+    obs_(action{kind, type, std::string_view(rel_), src_size, dst_size, code});
+  }
+
+  void fail(const char* op, std::error_code ec) {
+    rep_.errors.push_back({rel_, op, ec});
+    note(action_kind::error, file_type::none, 0, 0, ec);
+    if constexpr (Err::stop_on_error) {
+      stopped_ = true;
+      if (!stop_error_) stop_error_ = ec;
+    }
+  }
+
+  void vanish(const char* op, std::error_code ec) {
+    rep_.vanished.push_back({rel_, op, ec});
+    note(action_kind::vanished, file_type::none, 0, 0, ec);
+  }
+
+  // A failed source operation: vanished when the entry is gone, a failure otherwise.
+  void source_failure(handle& s, const std::string& name, const char* op, std::error_code ec) {
+    if (is_enoent(ec)) {
+      std::error_code probe;
+      fs_.stat(s, name, false, probe);
+      if (is_enoent(probe)) {
+        vanish(op, errc::vanished);
+        return;
+      }
+    }
+    fail(op, ec);
+  }
+
+  bool excluded(file_type t) const { return call_excluded(exc_, std::string_view(rel_), t); }
+
+  std::string temp_name() {
+    return std::string(temp_prefix) + std::to_string(process_token()) + "-" + std::to_string(++temp_counter_);
+  }
+
+  // ---- guards
+
+  std::error_code check_nesting(const std::filesystem::path& src, const stat_info& ss, const std::filesystem::path& dst,
+                                const stat_info* ds) {
+    std::error_code ec;
+    // Is the destination (or, when it does not exist yet, the directory it will be created in)
+    // the source or inside it?  Walk the canonical path's ancestors comparing device+inode, so
+    // symlinks and bind mounts cannot hide the relation.
+    std::filesystem::path probe;
+    if (ds) {
+      probe = fs_.canonical(dst, ec);
+    } else {
+      std::filesystem::path parent = dst.parent_path();
+      if (parent.empty()) parent = ".";
+      probe = fs_.canonical(parent, ec);
+    }
+    if (ec) return ec;
+    if (ancestor_matches(probe, ss)) return errc::nested_directory;
+    if (ds) {
+      const std::filesystem::path csrc = fs_.canonical(src, ec);
+      if (ec) return ec;
+      if (ancestor_matches(csrc, *ds)) return errc::nested_directory;
+    }
+    return {};
+  }
+
+  bool ancestor_matches(std::filesystem::path p, const stat_info& id) {
+    for (;;) {
+      std::error_code ec;
+      const stat_info st = fs_.stat_path(p, true, ec);
+      if (!ec && same_identity(st, id)) return true;
+      if (!p.has_relative_path()) return false;
+      p = p.parent_path();
+    }
+  }
+
+  // ---- one directory pair
+
+  dir_result process_dir(handle& s, handle* d, bool cold, bool root) {
+    std::error_code ec;
+    std::vector<dir_entry> sl = fs_.list(s, ec);
+    if (ec) {
+      fail("list", ec);  // and delete nothing below: an unreadable source is not an empty one
+      return {false, true};
+    }
+    std::vector<dir_entry> dl;
+    if (!cold && d) {
+      dl = fs_.list(*d, ec);
+      if (ec) {
+        fail("list", ec);
+        return {false, true};
+      }
+    }
+    const auto by_name = [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; };
+    std::sort(sl.begin(), sl.end(), by_name);
+    std::sort(dl.begin(), dl.end(), by_name);
+
+    if (root && !allow_empty_ && sl.empty() &&
+        std::any_of(dl.begin(), dl.end(), [](const dir_entry& e) { return !is_temp_name(e.name); })) {
+      refusal_ = errc::empty_source;
+      return {false, true};
+    }
+
+    dir_result r;
+    std::size_t i = 0, j = 0;
+    while ((i < sl.size() || j < dl.size()) && !stopped_) {
+      if (j == dl.size() || (i < sl.size() && sl[i].name < dl[j].name)) {
+        r.modified |= source_entry(s, d, sl[i], nullptr);
+        ++i;
+      } else if (i == sl.size() || dl[j].name < sl[i].name) {
+        r.modified |= extraneous_entry(*d, dl[j]);
+        ++j;
+      } else {
+        r.modified |= source_entry(s, d, sl[i], &dl[j]);
+        ++i;
+        ++j;
+      }
+    }
+    return r;
+  }
+
+  // A source entry, with its destination counterpart if the listing had one.  Returns whether the
+  // destination directory's entries changed.
+  bool source_entry(handle& s, handle* d, const dir_entry& e, const dir_entry* de) {
+    rel_scope scope(rel_, e.name);
+    ++rep_.scanned;
+    std::error_code ec;
+    file_type t = e.type;
+    stat_info st;
+    bool follow = false;
+    std::string target;
+    bool have_target = false;
+
+    if (t == file_type::unknown || t == file_type::symlink) {
+      st = fs_.stat(s, e.name, false, ec);
+      if (ec) {
+        source_failure(s, e.name, "stat", ec);
+        return false;
+      }
+      t = st.type;
+    } else {
+      st = fs_.stat(s, e.name, false, ec);
+      if (ec) {
+        source_failure(s, e.name, "stat", ec);
+        return false;
+      }
+      if (st.type == file_type::symlink) {  // replaced by a link since the listing
+        vanish("stat", errc::vanished);
+        return false;
+      }
+      t = st.type;
+    }
+
+    if (t == file_type::symlink) {
+      if constexpr (links_needs_target<Lnk>::value) {
+        target = fs_.read_link(s, e.name, ec);
+        if (ec) {
+          source_failure(s, e.name, "readlink", ec);
+          return false;
+        }
+        have_target = true;
+      }
+      const link_action a = lnk_.on_symlink(rel_, target, link_stays_inside(rel_, target));
+      if (a == link_action::skip) {
+        if (excluded(file_type::symlink)) {
+          ++rep_.excluded;
+          return false;
+        }
+        ++rep_.skipped;
+        note(action_kind::skip, file_type::symlink, st.size);
+        return false;
+      }
+      if (a == link_action::follow) {
+        const stat_info ft = fs_.stat(s, e.name, true, ec);
+        if (ec) {
+          if (is_enoent(ec)) {
+            std::error_code probe;
+            fs_.stat(s, e.name, false, probe);
+            if (is_enoent(probe))
+              vanish("stat", errc::vanished);
+            else
+              fail("stat", errc::dangling_symlink);
+          } else {
+            fail("stat", ec);
+          }
+          return false;
+        }
+        st = ft;
+        t = st.type;
+        follow = true;
+      }
+    }
+
+    if (excluded(t)) {
+      ++rep_.excluded;
+      return false;
+    }
+    switch (t) {
+      case file_type::regular: return sync_file(s, d, e.name, st, follow, de);
+      case file_type::directory: return sync_dir(s, d, e.name, st, follow, de);
+      case file_type::symlink:
+        if (!have_target) {
+          target = fs_.read_link(s, e.name, ec);
+          if (ec) {
+            source_failure(s, e.name, "readlink", ec);
+            return false;
+          }
+        }
+        return sync_link(d, e.name, target, st, de);
+      default:
+        // special files are never opened: opening a FIFO blocks, a device may have side effects
+        ++rep_.skipped;
+        rep_.skipped_entries.push_back({rel_, "open", errc::special_file});
+        note(action_kind::skip, t, 0, 0, errc::special_file);
+        return false;
+    }
+  }
+
+  // Type and (when the caller needs it) stat of a destination entry.
+  file_type probe_dst(handle* d, const std::string& name, const dir_entry* de, file_type wanted, stat_info& out,
+                      bool& failed) {
+    failed = false;
+    if (!de) return file_type::none;
+    file_type dt = de->type;
+    // d_type already tells a type swap: no stat needed.
+    if (dt != file_type::unknown && dt != wanted) return dt;
+    std::error_code ec;
+    out = fs_.stat(*d, name, false, ec);
+    if (ec) {
+      if (is_enoent(ec)) return file_type::none;
+      fail("stat", ec);
+      failed = true;
+      return file_type::none;
+    }
+    return out.type;
+  }
+
+  bool sync_file(handle& s, handle* d, const std::string& name, const stat_info& st, bool follow, const dir_entry* de) {
+    std::error_code ec;
+    stat_info dst_st;
+    bool failed = false;
+    const file_type dt = probe_dst(d, name, de, file_type::regular, dst_st, failed);
+    if (failed) return false;
+
+    if (dt == file_type::regular) {
+      const bool racy = dst_st.ctime_ns <= st.mtime_ns + racy_window_;
+      content_ctx ctx{this, &s, d, &name, follow, false, {}};
+      const file_pair pair(st, dst_st, racy, &content_thunk, &ctx);
+      const bool current = cmp_.up_to_date(pair);
+      if (ctx.ec) {
+        fail("compare", ctx.ec);
+        return false;
+      }
+      if (current) {
+        if (dst_st.mode != st.mode) {
+          if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
+          if (ec) return fail("chmod", ec), false;
+          ++rep_.meta_updated;
+          note(action_kind::update_meta, file_type::regular, st.size, dst_st.size);
+        } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + racy_window_) {
+          // Racily clean, verified by content, and the source is now older than the window:
+          // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
+          if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
+          if (ec) return fail("utime", ec), false;
+          ++rep_.meta_updated;
+          note(action_kind::update_meta, file_type::regular, st.size, dst_st.size);
+        }
+        return false;
+      }
+    }
+
+    const bool in_place = !Wr::atomic && dt == file_type::regular;
+    const bool via_temp = !in_place && (Wr::atomic || dt != file_type::none);
+    const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
+    if (dry_) {
+      if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
+      count(kind);
+      rep_.bytes_copied += st.size;
+      note(kind, file_type::regular, st.size, dst_st.size);
+      return true;
+    }
+    const std::string out_name = via_temp ? temp_name() : name;
+    const std::uint64_t bytes = fs_.copy_file(s, name, follow, *d, out_name, in_place, st, ec);
+    if (ec) {
+      if (via_temp) discard(*d, out_name);
+      if (ec == errc::changed_during_copy)
+        vanish("copy", ec);
+      else
+        source_failure(s, name, "copy", ec);
+      return via_temp ? false : true;
+    }
+    if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) {
+      discard(*d, out_name);
+      return true;
+    }
+    if (via_temp) {
+      fs_.rename(*d, out_name, name, ec);
+      if (ec) {
+        discard(*d, out_name);
+        fail("rename", ec);
+        return true;
+      }
+    }
+    count(kind);
+    rep_.bytes_copied += bytes;
+    note(kind, file_type::regular, st.size, dst_st.size);
+    return true;
+  }
+
+  bool sync_dir(handle& s, handle* d, const std::string& name, const stat_info& st, bool follow, const dir_entry* de) {
+    for (const auto& id : ancestors_) {
+      if (id.first == st.dev && id.second == st.ino) {
+        fail("opendir", errc::symlink_cycle);
+        return false;
+      }
+    }
+    std::error_code ec;
+    stat_info dst_st;
+    bool failed = false;
+    const file_type dt = probe_dst(d, name, de, file_type::directory, dst_st, failed);
+    if (failed) return false;
+
+    handle sub_s = fs_.open_dir(s, name, follow, ec);
+    if (ec) {
+      source_failure(s, name, "opendir", ec);
+      return false;
+    }
+    handle sub_d;
+    bool have_sub_d = false;
+    bool modified = false;
+    const bool cold = dt != file_type::directory;
+    if (!cold) {
+      sub_d = fs_.open_dir(*d, name, false, ec);
+      if (ec) {
+        fail("opendir", ec);
+        return false;
+      }
+      have_sub_d = true;
+    } else {
+      if (dt != file_type::none) {
+        if (!remove_entry(*d, name, dt, false)) return false;
+        modified = true;
+      }
+      if (!dry_) {
+        fs_.make_dir(*d, name, 0700, ec);  // final mode once the content is in (a 0555 source dir)
+        if (ec) {
+          fail("mkdir", ec);
+          return modified;
+        }
+        sub_d = fs_.open_dir(*d, name, false, ec);
+        if (ec) {
+          fail("opendir", ec);
+          return true;
+        }
+        have_sub_d = true;
+      }
+      modified = true;
+      const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
+      count(kind);
+      note(kind, file_type::directory);
+    }
+    ancestors_.push_back({st.dev, st.ino});
+    const dir_result r = process_dir(sub_s, have_sub_d ? &sub_d : nullptr, cold, false);
+    ancestors_.pop_back();
+    if (!r.listing_failed && !stopped_) finish_dir(d, name, st, cold ? nullptr : &dst_st, r.modified);
+    return modified;
+  }
+
+  // Directory metadata, after the content is complete.  `old` is null for a directory created by
+  // this run.
+  void finish_dir(handle* d, const std::string& name, const stat_info& st, const stat_info* old, bool content_changed) {
+    if (dry_ || !d) {
+      if (old && (old->mode != st.mode || old->mtime_ns != st.mtime_ns)) {
+        ++rep_.meta_updated;
+        note(action_kind::update_meta, file_type::directory);
+      }
+      return;
+    }
+    std::error_code ec;
+    bool meta = false;
+    if (!old || old->mode != st.mode) {
+      fs_.set_mode(*d, name, st.mode, ec);
+      if (ec) return fail("chmod", ec);
+      meta = old != nullptr;
+    }
+    if (!old || content_changed || old->mtime_ns != st.mtime_ns) {
+      fs_.set_mtime(*d, name, st.mtime_ns, ec);
+      if (ec) return fail("utime", ec);
+      meta = meta || (old && old->mtime_ns != st.mtime_ns);
+    }
+    if (meta) {
+      ++rep_.meta_updated;
+      note(action_kind::update_meta, file_type::directory);
+    }
+  }
+
+  bool sync_link(handle* d, const std::string& name, const std::string& target, const stat_info& st,
+                 const dir_entry* de) {
+    std::error_code ec;
+    file_type dt = de ? de->type : file_type::none;
+    if (dt == file_type::unknown) {
+      const stat_info ds = fs_.stat(*d, name, false, ec);
+      if (ec && !is_enoent(ec)) return fail("stat", ec), false;
+      dt = ec ? file_type::none : ds.type;
+      ec.clear();
+    }
+    if (dt == file_type::symlink) {
+      const std::string current = fs_.read_link(*d, name, ec);
+      if (!ec && current == target) return false;
+      if (ec && !is_enoent(ec)) return fail("readlink", ec), false;
+      ec.clear();
+    }
+    const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
+    if (dry_) {
+      if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
+      count(kind);
+      note(kind, file_type::symlink, st.size);
+      return true;
+    }
+    const std::string tmp = temp_name();
+    fs_.make_symlink(*d, tmp, target, ec);
+    if (ec) return fail("symlink", ec), false;
+    if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) {
+      discard(*d, tmp);
+      return true;
+    }
+    fs_.rename(*d, tmp, name, ec);
+    if (ec) {
+      discard(*d, tmp);
+      fail("rename", ec);
+      return true;
+    }
+    count(kind);
+    note(kind, file_type::symlink, st.size);
+    return true;
+  }
+
+  // A destination entry the source lacks.
+  bool extraneous_entry(handle& d, const dir_entry& de) {
+    rel_scope scope(rel_, de.name);
+    if (is_temp_name(de.name)) {  // left by an interrupted run: always removed
+      std::error_code ec;
+      if (!dry_) fs_.remove(d, de.name, ec);
+      if (ec && !is_enoent(ec)) return fail("unlink", ec), false;
+      ++rep_.cleaned;
+      note(action_kind::remove, de.type);
+      return true;
+    }
+    file_type t = de.type;
+    if (t == file_type::unknown) {
+      std::error_code ec;
+      const stat_info st = fs_.stat(d, de.name, false, ec);
+      if (ec) {
+        if (!is_enoent(ec)) fail("stat", ec);
+        return false;
+      }
+      t = st.type;
+    }
+    const bool ex = excluded(t);
+    if (del_.removes(std::string_view(rel_), t, ex)) {
+      remove_entry(d, de.name, t, true);
+      return true;
+    }
+    if (ex) ++rep_.excluded;
+    return false;
+  }
+
+  // Removes an entry; a directory is emptied first, through handles opened without following
+  // links, so a symlink inside the destination is removed, never walked through.
+  bool remove_entry(handle& d, const std::string& name, file_type t, bool count_top) {
+    std::error_code ec;
+    if (t == file_type::unknown) {
+      const stat_info st = fs_.stat(d, name, false, ec);
+      if (ec) return is_enoent(ec) ? true : (fail("stat", ec), false);
+      t = st.type;
+    }
+    if (t == file_type::directory) {
+      handle sub = fs_.open_dir(d, name, false, ec);
+      if (ec) {
+        if (is_enoent(ec)) return true;
+        return fail("opendir", ec), false;
+      }
+      std::vector<dir_entry> children = fs_.list(sub, ec);
+      if (ec) return fail("list", ec), false;
+      bool ok = true;
+      for (const auto& c : children) {
+        rel_scope scope(rel_, c.name);
+        ok = remove_entry(sub, c.name, c.type, true) && ok;
+        if (stopped_) return false;
+      }
+      if (!ok) return false;  // never remove a directory that still has content
+      if (!dry_) fs_.remove_dir(d, name, ec);
+    } else {
+      if (!dry_) fs_.remove(d, name, ec);
+    }
+    if (ec && !is_enoent(ec)) return fail(t == file_type::directory ? "rmdir" : "unlink", ec), false;
+    if (count_top) {
+      ++rep_.deleted;
+      note(action_kind::remove, t);
+    }
+    return true;
+  }
+
+  void discard(handle& d, const std::string& name) {
+    std::error_code ignored;
+    fs_.remove(d, name, ignored);
+  }
+
+  void count(action_kind k) { k == action_kind::create ? ++rep_.created : ++rep_.updated; }
+
+  FS& fs_;
+  const Cmp& cmp_;
+  const Del& del_;
+  const Lnk& lnk_;
+  const Exc& exc_;
+  Obs& obs_;
+  bool dry_;
+  bool allow_empty_;
+  report& rep_;
+  std::int64_t racy_window_;
+  std::string rel_;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ancestors_;  // dev+ino of source dirs on the path
+  std::uint64_t temp_counter_ = 0;
+  bool stopped_ = false;
+  std::error_code stop_error_;
+  std::error_code refusal_;
+};
+
+}  // namespace detail
+
+// [treesync.posix] ------------------------------------------------------------------------------
+//
+// Every operation below the roots is relative to a directory handle (the *at() family) and never
+// follows a link the engine did not ask to follow, so nothing is resolved through a symlink that
+// appeared in the destination, and paths longer than PATH_MAX work.
+
+#if TREESYNC_HAS_POSIX
+class posix_fs {
+ public:
+  /// An open directory (O_DIRECTORY | O_CLOEXEC), closed on destruction.
+  class dir_handle {
+   public:
+    dir_handle() noexcept = default;
+    explicit dir_handle(int fd) noexcept : fd_(fd) {}
+    dir_handle(dir_handle&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+    dir_handle& operator=(dir_handle&& o) noexcept {
+      if (this != &o) {
+        reset();
+        fd_ = std::exchange(o.fd_, -1);
+      }
+      return *this;
+    }
+    dir_handle(const dir_handle&) = delete;
+    dir_handle& operator=(const dir_handle&) = delete;
+    ~dir_handle() { reset(); }
+    int fd() const noexcept { return fd_; }
+
+   private:
+    void reset() noexcept {
+      if (fd_ >= 0) ::close(fd_);
+      fd_ = -1;
+    }
+    int fd_ = -1;
+  };
+
+  /// `racy_window`: how close to a source file's mtime a copy must be to be verified by content on
+  /// the next run (timestamp granularity plus clock slack; 1 s covers NFS servers with 1 s stamps).
+  explicit posix_fs(std::chrono::nanoseconds racy_window = std::chrono::seconds(1)) noexcept
+      : racy_(racy_window.count()) {}
+
+  stat_info stat_path(const std::filesystem::path& p, bool follow, std::error_code& ec) const {
+    struct ::stat st;
+    const int rc = follow ? ::stat(p.c_str(), &st) : ::lstat(p.c_str(), &st);
+    if (rc != 0) return set_errno(ec), stat_info{};
+    ec.clear();
+    return convert(st);
+  }
+
+  std::filesystem::path canonical(const std::filesystem::path& p, std::error_code& ec) const {
+    return std::filesystem::canonical(p, ec);
+  }
+
+  dir_handle open_root(const std::filesystem::path& p, std::error_code& ec) const {
+    const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return set_errno(ec), dir_handle{};
+    ec.clear();
+    return dir_handle(fd);
+  }
+
+  void make_root(const std::filesystem::path& p, std::uint32_t mode, std::error_code& ec) const {
+    check(::mkdir(p.c_str(), static_cast<mode_t>(mode)), ec);
+  }
+
+  std::vector<dir_entry> list(dir_handle& d, std::error_code& ec) const {
+    std::vector<dir_entry> out;
+    ec.clear();
+#if defined(__linux__)
+    // getdents64 straight on the handle: no fdopendir (which costs an fstat and an fcntl).
+    alignas(8) static thread_local char buf[64 * 1024];
+    for (;;) {
+      const long n = ::syscall(SYS_getdents64, d.fd(), buf, sizeof buf);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        set_errno(ec);
+        return {};
+      }
+      if (n == 0) break;
+      for (long off = 0; off < n;) {
+        // struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+        std::uint16_t reclen;
+        std::memcpy(&reclen, buf + off + 16, sizeof reclen);
+        const auto dtype = static_cast<unsigned char>(buf[off + 18]);
+        const char* name = buf + off + 19;
+        if (!(name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))))
+          out.push_back({std::string(name), from_dtype(dtype)});
+        off += reclen;
+      }
+    }
+#else
+    const int fd = ::openat(d.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return set_errno(ec), out;
+    DIR* dir = ::fdopendir(fd);
+    if (!dir) {
+      set_errno(ec);
+      ::close(fd);
+      return out;
+    }
+    errno = 0;
+    while (const struct dirent* e = ::readdir(dir)) {
+      const char* name = e->d_name;
+      if (!(name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))))
+        out.push_back({std::string(name), from_dtype(e->d_type)});
+    }
+    if (errno) set_errno(ec);
+    ::closedir(dir);
+#endif
+    return out;
+  }
+
+  stat_info stat(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
+    struct ::stat st;
+    if (::fstatat(d.fd(), name.c_str(), &st, follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0) return set_errno(ec), stat_info{};
+    ec.clear();
+    return convert(st);
+  }
+
+  dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
+    const int fd = ::openat(d.fd(), name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW));
+    if (fd < 0) return set_errno(ec), dir_handle{};
+    ec.clear();
+    return dir_handle(fd);
+  }
+
+  std::uint64_t copy_file(dir_handle& sd, const std::string& name, bool follow, dir_handle& dd,
+                          const std::string& dst_name, bool replace, const stat_info& expected,
+                          std::error_code& ec) const {
+    ec.clear();
+    // O_NONBLOCK: should a FIFO have been swapped in since the stat, opening it must not hang.
+    const fd_guard in(::openat(sd.fd(), name.c_str(),
+                               O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW)));
+    if (in.fd < 0) return set_errno(ec), 0;
+    const int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | (replace ? O_TRUNC : (O_CREAT | O_EXCL));
+    const fd_guard out(::openat(dd.fd(), dst_name.c_str(), flags, 0600));
+    if (out.fd < 0) return set_errno(ec), 0;
+    struct ::stat before;
+    if (::fstat(in.fd, &before) != 0) return set_errno(ec), 0;
+    if (!S_ISREG(before.st_mode)) return ec = errc::special_file, 0;
+    const std::uint64_t bytes = copy_data(in.fd, out.fd, ec);
+    if (ec) return bytes;
+    struct ::stat after;
+    if (::fstat(in.fd, &after) != 0) return set_errno(ec), bytes;
+    const stat_info a = convert(after);
+    if (a.size != expected.size || a.mtime_ns != expected.mtime_ns || bytes != expected.size) {
+      ec = errc::changed_during_copy;
+      return bytes;
+    }
+    if (::fchmod(out.fd, static_cast<mode_t>(expected.mode)) != 0) return set_errno(ec), bytes;
+    const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(expected.mtime_ns)};
+    if (::futimens(out.fd, ts) != 0) return set_errno(ec), bytes;
+    return bytes;
+  }
+
+  bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,
+                    std::error_code& ec) const {
+    ec.clear();
+    const fd_guard fa(::openat(a.fd(), an.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW)));
+    if (fa.fd < 0) return set_errno(ec), false;
+    const fd_guard fb(::openat(b.fd(), bn.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
+    if (fb.fd < 0) return set_errno(ec), false;
+    std::vector<char> ba(1 << 16), bb(1 << 16);
+    for (;;) {
+      const ::ssize_t na = read_full(fa.fd, ba.data(), ba.size(), ec);
+      if (ec) return false;
+      const ::ssize_t nb = read_full(fb.fd, bb.data(), bb.size(), ec);
+      if (ec) return false;
+      if (na != nb || std::memcmp(ba.data(), bb.data(), static_cast<std::size_t>(na)) != 0) return false;
+      if (na == 0) return true;
+    }
+  }
+
+  void set_mode(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {
+    check(::fchmodat(d.fd(), name.c_str(), static_cast<mode_t>(mode), 0), ec);
+  }
+  void set_mtime(dir_handle& d, const std::string& name, std::int64_t ns, std::error_code& ec) const {
+    const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(ns)};
+    check(::utimensat(d.fd(), name.c_str(), ts, AT_SYMLINK_NOFOLLOW), ec);
+  }
+  void rename(dir_handle& d, const std::string& from, const std::string& to, std::error_code& ec) const {
+    check(::renameat(d.fd(), from.c_str(), d.fd(), to.c_str()), ec);
+  }
+  void remove(dir_handle& d, const std::string& name, std::error_code& ec) const {
+    check(::unlinkat(d.fd(), name.c_str(), 0), ec);
+  }
+  void remove_dir(dir_handle& d, const std::string& name, std::error_code& ec) const {
+    check(::unlinkat(d.fd(), name.c_str(), AT_REMOVEDIR), ec);
+  }
+  void make_dir(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {
+    check(::mkdirat(d.fd(), name.c_str(), static_cast<mode_t>(mode)), ec);
+  }
+  void make_symlink(dir_handle& d, const std::string& name, const std::string& target, std::error_code& ec) const {
+    check(::symlinkat(target.c_str(), d.fd(), name.c_str()), ec);
+  }
+  std::string read_link(dir_handle& d, const std::string& name, std::error_code& ec) const {
+    std::string buf(256, '\0');
+    for (;;) {
+      const ::ssize_t n = ::readlinkat(d.fd(), name.c_str(), buf.data(), buf.size());
+      if (n < 0) return set_errno(ec), std::string{};
+      if (static_cast<std::size_t>(n) < buf.size()) {
+        buf.resize(static_cast<std::size_t>(n));
+        ec.clear();
+        return buf;
+      }
+      buf.resize(buf.size() * 2);
+    }
+  }
+
+  std::int64_t now() const noexcept {
+    struct timespec ts;
+    ::clock_gettime(CLOCK_REALTIME, &ts);
+    return std::int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  }
+  std::int64_t racy_window() const noexcept { return racy_; }
+
+ private:
+  struct fd_guard {
+    explicit fd_guard(int f) noexcept : fd(f) {}
+    fd_guard(const fd_guard&) = delete;
+    fd_guard& operator=(const fd_guard&) = delete;
+    ~fd_guard() {
+      if (fd >= 0) ::close(fd);
+    }
+    int fd;
+  };
+
+  static void set_errno(std::error_code& ec) noexcept { ec.assign(errno, std::system_category()); }
+  static void check(int rc, std::error_code& ec) noexcept {
+    if (rc != 0)
+      set_errno(ec);
+    else
+      ec.clear();
+  }
+
+  static struct timespec to_timespec(std::int64_t ns) noexcept {
+    struct timespec ts;
+    std::int64_t sec = ns / 1000000000;
+    std::int64_t rem = ns % 1000000000;
+    if (rem < 0) {
+      rem += 1000000000;
+      --sec;
+    }
+    ts.tv_sec = static_cast<time_t>(sec);
+    ts.tv_nsec = static_cast<long>(rem);
+    return ts;
+  }
+
+  static file_type from_mode(mode_t m) noexcept {
+    switch (m & S_IFMT) {
+      case S_IFREG: return file_type::regular;
+      case S_IFDIR: return file_type::directory;
+      case S_IFLNK: return file_type::symlink;
+      case S_IFIFO: return file_type::fifo;
+      case S_IFSOCK: return file_type::socket;
+      case S_IFBLK: return file_type::block;
+      case S_IFCHR: return file_type::character;
+      default: return file_type::unknown;
+    }
+  }
+
+  static file_type from_dtype(unsigned char t) noexcept {
+    switch (t) {
+      case DT_REG: return file_type::regular;
+      case DT_DIR: return file_type::directory;
+      case DT_LNK: return file_type::symlink;
+      case DT_FIFO: return file_type::fifo;
+      case DT_SOCK: return file_type::socket;
+      case DT_BLK: return file_type::block;
+      case DT_CHR: return file_type::character;
+      default: return file_type::unknown;
+    }
+  }
+
+  static stat_info convert(const struct ::stat& st) noexcept {
+    stat_info i;
+    i.type = from_mode(st.st_mode);
+    i.size = static_cast<std::uint64_t>(st.st_size);
+#if defined(__APPLE__)
+    i.mtime_ns = std::int64_t(st.st_mtimespec.tv_sec) * 1000000000 + st.st_mtimespec.tv_nsec;
+    i.ctime_ns = std::int64_t(st.st_ctimespec.tv_sec) * 1000000000 + st.st_ctimespec.tv_nsec;
+#else
+    i.mtime_ns = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    i.ctime_ns = std::int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+#endif
+    i.mode = static_cast<std::uint32_t>(st.st_mode & 07777);
+    i.dev = static_cast<std::uint64_t>(st.st_dev);
+    i.ino = static_cast<std::uint64_t>(st.st_ino);
+    return i;
+  }
+
+  static ::ssize_t read_full(int fd, char* buf, std::size_t len, std::error_code& ec) noexcept {
+    std::size_t got = 0;
+    while (got < len) {
+      const ::ssize_t n = ::read(fd, buf + got, len - got);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        set_errno(ec);
+        return -1;
+      }
+      if (n == 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    return static_cast<::ssize_t>(got);
+  }
+
+  static bool write_all(int fd, const char* buf, std::size_t len, std::error_code& ec) noexcept {
+    while (len > 0) {
+      const ::ssize_t n = ::write(fd, buf, len);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        set_errno(ec);
+        return false;
+      }
+      buf += n;
+      len -= static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  // copy_file_range (data stays in the kernel), falling back to read/write where the kernel or
+  // the filesystem pair cannot do it.  Never falls back on a real I/O error.
+  static std::uint64_t copy_data(int in, int out, std::error_code& ec) {
+    std::uint64_t total = 0;
+#if defined(__linux__) && defined(SYS_copy_file_range)
+    for (;;) {
+      const long n = ::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, std::size_t(1) << 30, 0u);
+      if (n > 0) {
+        total += static_cast<std::uint64_t>(n);
+        continue;
+      }
+      if (n == 0) return total;
+      if (errno == EINTR) continue;
+      const int e = errno;
+      if (total == 0 && (e == EXDEV || e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EBADF || e == EPERM))
+        break;  // not supported here: fall through to read/write
+      ec.assign(e, std::system_category());
+      return total;
+    }
+#endif
+    std::vector<char> buf(1 << 17);
+    for (;;) {
+      const ::ssize_t n = ::read(in, buf.data(), buf.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        set_errno(ec);
+        return total;
+      }
+      if (n == 0) return total;
+      if (!write_all(out, buf.data(), static_cast<std::size_t>(n), ec)) return total;
+      total += static_cast<std::uint64_t>(n);
+    }
+  }
+
+  std::int64_t racy_;
+};
+#endif  // TREESYNC_HAS_POSIX
+
+// [treesync.api.impl] ---------------------------------------------------------------------------
+
+namespace detail {
+
+template <class FS, class... Ps>
+report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, std::error_code& ec,
+                Ps&... ps) {
+  static_assert(is_filesystem_v<FS>, "treesync::sync: the first argument does not meet the filesystem requirements");
+  static_assert(check_policies<Ps...>(), "treesync::sync: invalid policy set");
+  ec.clear();
+  compare::size_mtime default_compare{};
+  deletion::extraneous_t default_deletion{};
+  links::dereference_t default_links{};
+  exclude_nothing_t default_exclude{};
+  write::atomic_t default_write{};
+  errors::collect_t default_errors{};
+  no_observer_t default_observer{};
+
+  auto& cmp = pick<is_compare>(default_compare, ps...);
+  auto& del = pick<is_deletion>(default_deletion, ps...);
+  auto& lnk = pick<is_links>(default_links, ps...);
+  auto& exc = pick<is_exclude>(default_exclude, ps...);
+  auto& wr = pick<is_write>(default_write, ps...);
+  auto& err = pick<is_errors>(default_errors, ps...);
+  auto& obs = pick<is_observer>(default_observer, ps...);
+  using Cmp = std::remove_reference_t<decltype(cmp)>;
+  using Del = std::remove_reference_t<decltype(del)>;
+  using Lnk = std::remove_reference_t<decltype(lnk)>;
+  using Exc = std::remove_reference_t<decltype(exc)>;
+  using Wr = std::decay_t<decltype(wr)>;
+  using Err = std::decay_t<decltype(err)>;
+  using Obs = std::remove_reference_t<decltype(obs)>;
+  constexpr bool dry = count_in_pack<is_dry_run, Ps...> > 0;
+  constexpr bool allow_empty = count_in_pack<is_allow_empty, Ps...> > 0;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  report rep;
+  if (del.limit() != unlimited) {
+    // max_delete refuses the run before its first deletion: plan it first (a dry run: reads only).
+    report plan;
+    no_observer_t quiet;
+    engine<FS, Cmp, Del, Lnk, Exc, Wr, errors::collect_t, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, true,
+                                                                                  allow_empty, plan);
+    ec = planner.run(src, dst);
+    if (!ec && plan.deleted > del.limit()) ec = errc::max_delete_exceeded;
+    if (ec) {
+      rep.elapsed = std::chrono::steady_clock::now() - t0;
+      return rep;
+    }
+  }
+  engine<FS, Cmp, Del, Lnk, Exc, Wr, Err, Obs> eng(fs, cmp, del, lnk, exc, obs, dry, allow_empty, rep);
+  ec = eng.run(src, dst);
+  rep.elapsed = std::chrono::steady_clock::now() - t0;
+  return rep;
+}
+
+template <class... Args>
+constexpr bool ends_with_error_code() {
+  if constexpr (sizeof...(Args) == 0) {
+    return false;
+  } else {
+    using last = std::tuple_element_t<sizeof...(Args) - 1, std::tuple<Args...>>;
+    return std::is_same_v<last, std::error_code&>;
+  }
+}
+
+template <class FS, class Tuple, std::size_t... I>
+report run_with_error_code(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, Tuple& args,
+                           std::index_sequence<I...>) {
+  std::error_code& ec = std::get<sizeof...(I)>(args);
+  return run_sync(fs, src, dst, ec, std::get<I>(args)...);
+}
+
+}  // namespace detail
+
+/// Mirrors `src` into `dst` over the filesystem `fs`, composed from `policies` (any order, at most
+/// one per category).  With a trailing `std::error_code&` it reports refusals there instead of
+/// throwing `std::filesystem::filesystem_error`.
+template <class FS, class... Args, std::enable_if_t<is_filesystem_v<FS>, int> = 0>
+report sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
+  if constexpr (detail::ends_with_error_code<Args...>()) {
+    auto refs = std::forward_as_tuple(args...);
+    return detail::run_with_error_code(fs, src, dst, refs, std::make_index_sequence<sizeof...(Args) - 1>{});
+  } else {
+    std::error_code ec;
+    report r = detail::run_sync(fs, src, dst, ec, args...);
+    if (ec) {
+      if (!r.errors.empty() && r.errors.back().code == ec) {
+        const auto& e = r.errors.back();
+        throw std::filesystem::filesystem_error("treesync::sync: " + e.operation, src / e.path, dst / e.path, ec);
+      }
+      throw std::filesystem::filesystem_error("treesync::sync: refused", src, dst, ec);
+    }
+    return r;
+  }
+}
+
+#if TREESYNC_HAS_POSIX
+/// Mirrors `src` into `dst` on the real filesystem (posix_fs).
+template <class... Args>
+report sync(const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
+  posix_fs fs;
+  return sync(fs, src, dst, std::forward<Args>(args)...);
+}
+#endif
+
+}  // namespace v0
+}  // namespace treesync
+
+#endif  // TREESYNC_TREESYNC_HPP
