@@ -1,0 +1,38 @@
+# cmake -DSOURCE_DIR=<treesync source> -DWORK_DIR=<dir> -DCXX=<compiler> -P plain_include.cmake
+#
+# Consumer without any build-system support:
+#   1. $CXX -std=c++17|c++20 -I <treesync>/include consumer.cpp
+#   2. the vendored-copy case: include/treesync/treesync.hpp copied alone into a project,
+#      compiled with -I pointing there (the library is one self-sufficient file);
+#   3. every public header compiles on its own (self-contained includes).
+
+cmake_minimum_required(VERSION 3.14)
+include("${CMAKE_CURRENT_LIST_DIR}/common.cmake")
+treesync_require(SOURCE_DIR WORK_DIR CXX)
+
+set(warnings -Wall -Wextra -Wpedantic -Werror)
+set(consumer "${CMAKE_CURRENT_LIST_DIR}/consumer.cpp")
+file(REMOVE_RECURSE "${WORK_DIR}")
+file(MAKE_DIRECTORY "${WORK_DIR}")
+
+# 1. straight from the checkout
+foreach(std 17 20)
+  treesync_run("${CXX}" -std=c++${std} ${warnings} -I "${SOURCE_DIR}/include" "${consumer}"
+               -o "${WORK_DIR}/app-c++${std}")
+  treesync_run_app("${WORK_DIR}/app-c++${std}" "${WORK_DIR}/tree-c++${std}")
+endforeach()
+
+# 2. the single header copied on its own
+file(COPY "${SOURCE_DIR}/include/treesync/treesync.hpp" DESTINATION "${WORK_DIR}/vendor/treesync")
+treesync_run("${CXX}" -std=c++17 ${warnings} -I "${WORK_DIR}/vendor" "${consumer}"
+             -o "${WORK_DIR}/app-vendored")
+treesync_run_app("${WORK_DIR}/app-vendored" "${WORK_DIR}/tree-vendored")
+
+# 3. each public header alone in a translation unit
+file(GLOB headers RELATIVE "${SOURCE_DIR}/include" "${SOURCE_DIR}/include/treesync/*.hpp")
+foreach(h IN LISTS headers)
+  string(MAKE_C_IDENTIFIER "${h}" _id)
+  file(WRITE "${WORK_DIR}/self_contained_${_id}.cpp" "#include <${h}>\n#include <${h}>\nint main() {}\n")
+  treesync_run("${CXX}" -std=c++17 ${warnings} -fsyntax-only -I "${SOURCE_DIR}/include"
+               "${WORK_DIR}/self_contained_${_id}.cpp")
+endforeach()

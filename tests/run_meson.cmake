@@ -1,0 +1,40 @@
+# cmake -DSOURCE_DIR=<treesync> -DBUILD_DIR=<dir> -DCXX=<compiler> [-DJOBS=n] -P run_meson.cmake
+#
+# The ctest test `treesync.meson`: a fresh `meson setup` of the treesync source tree, then
+# `meson compile` and `meson test` (the doctest suite, the version check, the example).
+# Without meson or ninja it prints "treesync-skip: ..." and succeeds; the test's
+# SKIP_REGULAR_EXPRESSION turns that into a ctest "Skipped" (cmake -P cannot choose its exit code
+# before CMake 3.29).
+
+cmake_minimum_required(VERSION 3.14)
+foreach(_var IN ITEMS SOURCE_DIR BUILD_DIR CXX)
+  if(NOT DEFINED ${_var})
+    message(FATAL_ERROR "run_meson.cmake: -D${_var}=... is required")
+  endif()
+endforeach()
+if(NOT DEFINED JOBS)
+  set(JOBS 2)
+endif()
+
+find_program(MESON_EXECUTABLE meson)
+find_program(NINJA_EXECUTABLE NAMES ninja ninja-build samu)
+if(NOT MESON_EXECUTABLE OR NOT NINJA_EXECUTABLE)
+  message("treesync-skip: meson or ninja not found (apt-get install meson ninja-build)")
+  return()
+endif()
+
+function(run)
+  string(REPLACE ";" " " _shown "${ARGN}")
+  message("+ ${_shown}")
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env "CXX=${CXX}" ${ARGN} RESULT_VARIABLE _rc)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "treesync.meson: command failed (${_rc}): ${_shown}")
+  endif()
+endfunction()
+
+file(REMOVE_RECURSE "${BUILD_DIR}")
+run("${MESON_EXECUTABLE}" setup "${BUILD_DIR}" "${SOURCE_DIR}"
+    -Dtests=enabled -Dexamples=enabled -Dwerror=true)
+run("${MESON_EXECUTABLE}" compile -C "${BUILD_DIR}" -j "${JOBS}")
+run("${MESON_EXECUTABLE}" test -C "${BUILD_DIR}" --no-rebuild --print-errorlogs
+    --num-processes "${JOBS}")
