@@ -1211,20 +1211,14 @@ class engine {
     std::string target;
     bool have_target = false;
 
-    if (t == file_type::unknown || t == file_type::symlink) {
+    // One stat per entry: d_type decides whether it is taken with or without following.
+    if (t != file_type::symlink) {
       st = fs_.stat(s, e.name, false, ec);
       if (ec) {
         source_failure(s, e.name, "stat", ec);
         return false;
       }
-      t = st.type;
-    } else {
-      st = fs_.stat(s, e.name, false, ec);
-      if (ec) {
-        source_failure(s, e.name, "stat", ec);
-        return false;
-      }
-      if (st.type == file_type::symlink) {  // replaced by a link since the listing
+      if (t != file_type::unknown && st.type == file_type::symlink) {  // replaced since the listing
         vanish("stat", errc::vanished);
         return false;
       }
@@ -1247,8 +1241,19 @@ class engine {
           return false;
         }
         ++rep_.skipped;
-        note(action_kind::skip, file_type::symlink, st.size);
+        note(action_kind::skip, file_type::symlink);
         return false;
+      }
+      if (a == link_action::preserve) {
+        if (!have_target) {
+          target = fs_.read_link(s, e.name, ec);
+          if (ec) {
+            source_failure(s, e.name, "readlink", ec);
+            return false;
+          }
+        }
+        st.type = file_type::symlink;
+        st.size = target.size();
       }
       if (a == link_action::follow) {
         const stat_info ft = fs_.stat(s, e.name, true, ec);
@@ -1278,15 +1283,7 @@ class engine {
     switch (t) {
       case file_type::regular: return sync_file(s, d, e.name, st, follow, de);
       case file_type::directory: return sync_dir(s, d, e.name, st, follow, de);
-      case file_type::symlink:
-        if (!have_target) {
-          target = fs_.read_link(s, e.name, ec);
-          if (ec) {
-            source_failure(s, e.name, "readlink", ec);
-            return false;
-          }
-        }
-        return sync_link(d, e.name, target, st, de);
+      case file_type::symlink: return sync_link(d, e.name, target, st, de);
       default:
         // special files are never opened: opening a FIFO blocks, a device may have side effects
         ++rep_.skipped;
