@@ -1,0 +1,155 @@
+#!/usr/bin/env bash
+# tests/run.sh — build and test treesync in every configuration CI checks (run from anywhere).
+#
+#   gcc         g++:     doctest suite C++17 + C++20, compile-fail, examples, consumers, Meson build
+#   clang       clang++: doctest suite C++17 + C++20, compile-fail, examples
+#   clang-asan  clang++ with TREESYNC_SANITIZE=ON (ASan + UBSan): suite, compile-fail, examples
+#
+# Each configuration is configured, built and tested (ctest) in build/<name> with Ninja. The run
+# stops at the first configuration that fails. The last line sums all configurations in ctest's
+# own format ("100% tests passed, 0 tests failed out of N"); the exit status is 0 only if all passed.
+#
+# Environment:
+#   TREESYNC_CONFIGS  configurations to run, in order (default: "gcc clang clang-asan")
+#   TREESYNC_JOBS     build and ctest parallelism (default: 2)
+#   TREESYNC_CLEAN=1  delete each build directory first
+#
+# Missing tools (doctest, meson, ninja, clang, pkg-config) are installed with apt-get when running
+# as root; otherwise the script says what to install.
+
+set -uo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root" || exit 1
+
+configs=${TREESYNC_CONFIGS:-"gcc clang clang-asan"}
+jobs=${TREESYNC_JOBS:-2}
+
+say() { printf '\n==== %s\n' "$*"; }
+
+# ---- toolchain ---------------------------------------------------------------------------------
+have_doctest() {
+  local dir
+  for dir in /usr/include /usr/local/include; do
+    [ -f "$dir/doctest/doctest.h" ] && return 0
+  done
+  return 1
+}
+missing_tools() {
+  local absent=() tool
+  for tool in cmake ctest ninja g++ clang++ meson; do
+    command -v "$tool" >/dev/null 2>&1 || absent+=("$tool")
+  done
+  command -v pkg-config >/dev/null 2>&1 || command -v pkgconf >/dev/null 2>&1 || absent+=(pkg-config)
+  have_doctest || absent+=(doctest)
+  echo "${absent[*]:-}"
+}
+
+packages=(doctest-dev meson ninja-build pkgconf clang cmake g++)
+missing=$(missing_tools)
+if [ -n "$missing" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    say "missing: $missing; installing ${packages[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update && apt-get install -y --no-install-recommends "${packages[@]}"
+    missing=$(missing_tools)
+  fi
+fi
+if [ -n "$missing" ]; then
+  echo "tests/run.sh: missing: $missing" >&2
+  echo "  install them with: apt-get install ${packages[*]}" >&2
+  # meson and pkg-config only feed consumer tests, which then report themselves as skipped
+  for tool in $missing; do
+    case $tool in
+      meson | pkg-config) ;;
+      *) echo "tests/run.sh: cannot continue without $tool" >&2; exit 1 ;;
+    esac
+  done
+fi
+
+say "toolchain"
+cmake --version | head -n 1
+echo "ninja $(ninja --version)"
+g++ --version | head -n 1
+clang++ --version | head -n 1
+if command -v meson >/dev/null 2>&1; then echo "meson $(meson --version)"; fi
+
+# ---- configurations ----------------------------------------------------------------------------
+config_args() {  # the compiler and cache options of one configuration
+  case $1 in
+    gcc) echo "-DCMAKE_CXX_COMPILER=g++" ;;
+    clang) echo "-DCMAKE_CXX_COMPILER=clang++ -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF" ;;
+    clang-asan) echo "-DCMAKE_CXX_COMPILER=clang++ -DTREESYNC_SANITIZE=ON -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF" ;;
+    *) return 1 ;;
+  esac
+}
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+sum_total=0     # ctest results summed over the configurations that ran
+sum_failed=0
+results=()      # one line per configuration, printed at the end
+status=0
+
+for name in $configs; do
+  if ! args=$(config_args "$name"); then
+    echo "tests/run.sh: unknown configuration '$name'" >&2
+    status=1
+    break
+  fi
+  dir="build/$name"
+  [ "${TREESYNC_CLEAN:-0}" = 1 ] && rm -rf "$dir"
+  start=$SECONDS
+
+  say "$name: configure ($args)"
+  # shellcheck disable=SC2086  # $args is a list of options
+  if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug $args; then
+    results+=("$name: configure FAILED (counted as 1 failed test)")
+    sum_total=$((sum_total + 1)); sum_failed=$((sum_failed + 1)); status=1
+    break
+  fi
+
+  say "$name: build"
+  if ! cmake --build "$dir" -j "$jobs"; then
+    results+=("$name: build FAILED (counted as 1 failed test)")
+    sum_total=$((sum_total + 1)); sum_failed=$((sum_failed + 1)); status=1
+    break
+  fi
+
+  say "$name: test"
+  log="$dir/ctest.log"
+  (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900) 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -n 1)
+  if [ -z "$line" ]; then
+    # no summary: no tests found, or ctest itself broke; count it as one failure
+    results+=("$name: ctest printed no summary (exit $rc; counted as 1 failed test)")
+    sum_total=$((sum_total + 1)); sum_failed=$((sum_failed + 1)); status=1
+    break
+  fi
+  failed=$(sed -E 's/.* ([0-9]+) tests failed out of.*/\1/' <<<"$line")
+  total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
+  sum_total=$((sum_total + total)); sum_failed=$((sum_failed + failed))
+  skipped=$(grep -cE '^[[:space:]]+[0-9]+ - .* \(Skipped\)$' "$log")
+  results+=("$name: $line, $skipped skipped ($((SECONDS - start)) s)")
+  if [ "$rc" != 0 ] || [ "$failed" != 0 ]; then
+    [ "$failed" = 0 ] && { sum_failed=$((sum_failed + 1)); sum_total=$((sum_total + 1)); }
+    status=1
+    break
+  fi
+done
+
+say "summary"
+for result in "${results[@]}"; do echo "  $result"; done
+if [ "$status" != 0 ]; then
+  echo "  stopped at the first failing configuration (of: $configs)"
+fi
+# ctest's rounding: the nearest integer, but never 100% with a failure
+percent=$(awk -v t="$sum_total" -v f="$sum_failed" 'BEGIN {
+  if (t == 0) { print 0; exit }
+  p = (t - f) * 100 / t; if (f > 0 && p > 99) p = 99; printf "%d\n", p + 0.5 }')
+echo
+echo "${percent}% tests passed, ${sum_failed} tests failed out of ${sum_total}"
+[ "$sum_total" -gt 0 ] || status=1
+exit "$status"
