@@ -1,7 +1,8 @@
 # cmake -DSOURCE_DIR=<treesync> -DBUILD_DIR=<dir> -DCXX=<compiler> [-DJOBS=n] -P run_meson.cmake
 #
 # The ctest test `treesync.meson`: a fresh `meson setup` of the treesync source tree, then
-# `meson compile` and `meson test` (the doctest suite, the version check, the example).
+# `meson compile` and `meson test` (the doctest suite, the version check, the example), then
+# `meson install` into a scratch prefix, which must receive exactly the headers and treesync.pc.
 # Without meson or ninja it prints "treesync-skip: ..." and succeeds; the test's
 # SKIP_REGULAR_EXPRESSION turns that into a ctest "Skipped" (cmake -P cannot choose its exit code
 # before CMake 3.29).
@@ -33,8 +34,20 @@ function(run)
 endfunction()
 
 file(REMOVE_RECURSE "${BUILD_DIR}")
-run("${MESON_EXECUTABLE}" setup "${BUILD_DIR}" "${SOURCE_DIR}"
+set(_prefix "${BUILD_DIR}/prefix")
+run("${MESON_EXECUTABLE}" setup "${BUILD_DIR}" "${SOURCE_DIR}" "--prefix=${_prefix}"
     -Dtests=enabled -Dexamples=enabled -Dwerror=true)
 run("${MESON_EXECUTABLE}" compile -C "${BUILD_DIR}" -j "${JOBS}")
 run("${MESON_EXECUTABLE}" test -C "${BUILD_DIR}" --no-rebuild --print-errorlogs
     --num-processes "${JOBS}")
+
+run("${MESON_EXECUTABLE}" install -C "${BUILD_DIR}" --no-rebuild)
+file(GLOB_RECURSE _installed LIST_DIRECTORIES false RELATIVE "${_prefix}" "${_prefix}/*")
+file(GLOB_RECURSE _expected LIST_DIRECTORIES false RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/include/*.hpp")
+list(APPEND _expected share/pkgconfig/treesync.pc)
+list(SORT _installed)
+list(SORT _expected)
+if(NOT _installed STREQUAL _expected)
+  message(FATAL_ERROR "treesync.meson: meson install put\n  ${_installed}\ninstead of\n  ${_expected}")
+endif()
+message("meson install: exactly the headers and share/pkgconfig/treesync.pc")
