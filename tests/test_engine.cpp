@@ -1,0 +1,694 @@
+// The semantics contract (DESIGN.md section 5), one behaviour per test case, over mock_fs.
+#include <treesync/mock_fs.hpp>
+
+#include <doctest/doctest.h>
+
+#include <set>
+
+namespace {
+
+using treesync::file_type;
+using treesync::mock_fs;
+using op = treesync::mock_fs::op;
+using namespace std::chrono_literals;
+
+constexpr std::int64_t sec = 1000000000;
+
+// A small tree with nanosecond mtimes and varied modes; the clock then moves on, so the files are
+// not "racily clean" when synced.
+void small_tree(mock_fs& fs) {
+  fs.write("/src/a.txt", "alpha", 0640);
+  fs.write("/src/empty", "", 0600);
+  fs.write("/src/bin/tool", "#!/bin/sh\necho hi\n", 0755);
+  fs.write("/src/include/x/y.h", "int y;");
+  fs.write("/src/include/z.h", "int z;");
+  fs.mkdir("/src/emptydir", 0700);
+  fs.set_mtime("/src/a.txt", 1600000000 * sec + 123456789);
+  fs.set_mtime("/src/empty", 1600000001 * sec + 1);
+  fs.set_mtime("/src/include/x/y.h", 1600000002 * sec + 999999999);
+  fs.set_mtime("/src/include/x", 1500000000 * sec + 42);
+  fs.set_mtime("/src/include", 1500000001 * sec + 43);
+  fs.set_mtime("/src", 1500000002 * sec + 44);
+  fs.advance(10s);
+}
+
+// dst mirrors src exactly: same relative paths, types, bytes, link targets, modes and mtimes
+// (the roots' own mode and mtime included).
+void check_mirror(const mock_fs& fs, const std::string& src = "/src", const std::string& dst = "/dst") {
+  const auto s = fs.tree(src);
+  const auto d = fs.tree(dst);
+  std::set<std::string> names;
+  for (const auto& kv : s) names.insert(kv.first);
+  for (const auto& kv : d) names.insert(kv.first);
+  for (const auto& n : names) {
+    INFO("entry: ", n);
+    REQUIRE(s.count(n) == 1);
+    REQUIRE(d.count(n) == 1);
+    CHECK(to_string(s.at(n).type) == std::string(to_string(d.at(n).type)));
+    CHECK(s.at(n).data == d.at(n).data);
+    CHECK(s.at(n).mode == d.at(n).mode);
+    if (s.at(n).type != file_type::symlink) CHECK(s.at(n).mtime_ns == d.at(n).mtime_ns);
+  }
+  CHECK(fs.lstat(src).mode == fs.lstat(dst).mode);
+  CHECK(fs.lstat(src).mtime_ns == fs.lstat(dst).mtime_ns);
+}
+
+treesync::report sync(mock_fs& fs) { return treesync::sync(fs, "/src", "/dst"); }
+
+// A refused run: nothing written, the error code given, and the throwing overload throws.
+template <class... Ps>
+void check_refused(mock_fs& fs, std::error_code expected, Ps&&... ps) {
+  const auto before = fs.tree("/");
+  fs.reset_counters();
+  std::error_code ec;
+  treesync::sync(fs, "/src", "/dst", ps..., ec);
+  CHECK(ec == expected);
+  CHECK(fs.ops().writes() == 0);
+  CHECK_THROWS_AS(treesync::sync(fs, "/src", "/dst", ps...), std::filesystem::filesystem_error);
+  CHECK(fs.ops().writes() == 0);
+  CHECK(fs.tree("/") == before);
+}
+
+}  // namespace
+
+// ---- 5.1 cold path ---------------------------------------------------------------------------
+
+TEST_CASE("a cold sync mirrors files, directories, bytes, modes and nanosecond mtimes") {
+  mock_fs fs;
+  small_tree(fs);
+  const auto r = sync(fs);
+  CHECK(r.ok());
+  CHECK(r.created == fs.tree("/src").size() + 1);  // + the destination root
+  check_mirror(fs);
+}
+
+TEST_CASE("a cold sync performs no destination reads") {
+  mock_fs fs;
+  small_tree(fs);
+  std::vector<std::string> dst_reads;
+  fs.on_operation([&](op k, const std::string& path) {
+    const bool read = k == op::list || k == op::stat || k == op::readlink || k == op::open_read;
+    if (read && path.rfind("/dst/", 0) == 0) dst_reads.push_back(path);
+    if (k == op::list && path == "/dst") dst_reads.push_back(path);
+  });
+  sync(fs);
+  CHECK(dst_reads.empty());
+}
+
+TEST_CASE("a directory's mtime and mode are set after its content is complete") {
+  mock_fs fs;
+  fs.write("/src/ro/file", "data");
+  fs.chmod("/src/ro", 0555);
+  fs.set_mtime("/src/ro", 1234 * sec + 5);
+  fs.advance(10s);
+  std::vector<std::string> after_dir_meta;
+  bool dir_meta_done = false;
+  fs.on_operation([&](op k, const std::string& path) {
+    if ((k == op::utime || k == op::chmod) && path == "/dst/ro") dir_meta_done = true;
+    else if (dir_meta_done && path.rfind("/dst/ro/", 0) == 0) after_dir_meta.push_back(path);
+  });
+  CHECK(sync(fs).ok());
+  CHECK(after_dir_meta.empty());
+  CHECK(fs.lstat("/dst/ro").mtime_ns == 1234 * sec + 5);
+  CHECK(fs.lstat("/dst/ro").mode == 0555);
+  CHECK(fs.read("/dst/ro/file") == "data");
+}
+
+TEST_CASE("listings without d_type give the same mirror") {
+  mock_fs fs;
+  fs.report_entry_types(false);
+  small_tree(fs);
+  fs.symlink("/src/link", "a.txt");
+  CHECK(sync(fs).ok());
+  CHECK(fs.lstat("/dst/link").type == file_type::regular);
+  fs.remove("/src/link");
+  CHECK(sync(fs).deleted == 1);
+  check_mirror(fs);
+}
+
+// ---- 5.2 deletion and type swaps ------------------------------------------------------------
+
+TEST_CASE("destination entries the source lacks are deleted, trees included") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/dst/stale.txt", "old");
+  fs.write("/dst/old/deep/er.h", "x");
+  const auto r = sync(fs);
+  CHECK(r.deleted == 4);  // stale.txt, old, old/deep, old/deep/er.h
+  CHECK_FALSE(fs.exists("/dst/stale.txt"));
+  CHECK_FALSE(fs.exists("/dst/old"));
+  check_mirror(fs);
+}
+
+TEST_CASE("deleting a destination symlink never follows it") {
+  mock_fs fs;
+  small_tree(fs);
+  fs.write("/outside/keep/me.txt", "precious");
+  sync(fs);
+  fs.symlink("/dst/escape", "/outside/keep");
+  fs.symlink("/dst/include/escape2", "../../outside");
+  const auto outside = fs.tree("/outside");
+  const auto r = sync(fs);
+  CHECK(r.deleted == 2);
+  CHECK_FALSE(fs.exists("/dst/escape"));
+  CHECK(fs.tree("/outside") == outside);
+  check_mirror(fs);
+}
+
+TEST_CASE("a file replaces a destination directory of the same name") {
+  mock_fs fs;
+  fs.write("/src/x", "now a file");
+  fs.write("/dst/x/inner/deep.txt", "was a dir");
+  fs.advance(10s);
+  const auto r = sync(fs);
+  CHECK(r.ok());
+  CHECK(r.updated == 1);
+  CHECK(r.deleted == 2);  // inner, inner/deep.txt
+  check_mirror(fs);
+}
+
+TEST_CASE("a directory replaces a destination file of the same name") {
+  mock_fs fs;
+  fs.write("/src/x/inner.txt", "in a dir");
+  fs.write("/dst/x", "was a file");
+  fs.advance(10s);
+  CHECK(sync(fs).ok());
+  check_mirror(fs);
+}
+
+TEST_CASE("a directory replaces a destination symlink and nothing is written through it") {
+  mock_fs fs;
+  fs.write("/src/x/inner.txt", "in a dir");
+  fs.write("/outside/inner.txt", "outside");
+  fs.mkdir("/dst");
+  fs.symlink("/dst/x", "/outside");
+  fs.advance(10s);
+  const auto outside = fs.tree("/outside");
+  std::vector<std::string> writes_outside;
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k != op::list && k != op::stat && k != op::open_dir && k != op::open_read && k != op::readlink &&
+        path.rfind("/dst", 0) != 0)
+      writes_outside.push_back(path);
+  });
+  CHECK(sync(fs).ok());
+  CHECK(writes_outside.empty());
+  CHECK(fs.tree("/outside") == outside);
+  CHECK(fs.lstat("/dst/x").type == file_type::directory);
+  check_mirror(fs);
+}
+
+TEST_CASE("a file replaces a destination symlink to a file outside, which stays untouched") {
+  mock_fs fs;
+  fs.write("/src/f", "source");
+  fs.write("/outside/target", "outside");
+  fs.mkdir("/dst");
+  fs.symlink("/dst/f", "/outside/target");
+  fs.advance(10s);
+  CHECK(sync(fs).ok());
+  CHECK(fs.read("/outside/target") == "outside");
+  check_mirror(fs);
+}
+
+TEST_CASE("type swaps with preserved links converge in every direction") {
+  const std::vector<std::string> kinds{"file", "dir", "link", "none"};
+  for (const auto& from : kinds) {
+    for (const auto& to : kinds) {
+      if (to == "none") continue;
+      CAPTURE(from);
+      CAPTURE(to);
+      mock_fs fs;
+      fs.write("/src/keep", "k");
+      fs.mkdir("/dst");
+      auto make = [&](const std::string& root, const std::string& kind) {
+        if (kind == "file") fs.write(root + "/e", "file " + root);
+        if (kind == "dir") fs.write(root + "/e/child", "child " + root);
+        if (kind == "link") fs.symlink(root + "/e", root == "/src" ? "keep" : "elsewhere");
+      };
+      make("/src", to);
+      make("/dst", from);
+      fs.advance(10s);
+      const auto r = treesync::sync(fs, "/src", "/dst", treesync::links::preserve);
+      CHECK(r.ok());
+      check_mirror(fs);
+    }
+  }
+}
+
+// ---- 5.3 up-to-date files ---------------------------------------------------------------------
+
+TEST_CASE("an up-to-date file is not opened") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.advance(10s);
+  fs.reset_counters();
+  sync(fs);
+  CHECK(fs.ops()[op::open_read] == 0);
+  CHECK(fs.ops()[op::open_write] == 0);
+}
+
+TEST_CASE("a file whose data is current but whose mode differs only gets a chmod") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.chmod("/src/a.txt", 0600);
+  fs.advance(10s);
+  fs.reset_counters();
+  const auto r = sync(fs);
+  CHECK(r.meta_updated == 1);
+  CHECK(r.updated == 0);
+  CHECK(fs.ops()[op::chmod] == 1);
+  CHECK(fs.ops().writes() == 1);
+  check_mirror(fs);
+}
+
+TEST_CASE("a file with a different size or mtime is rewritten") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/src/a.txt", "ALPHA");  // same size, new mtime
+  fs.write("/src/include/z.h", "int zz;");
+  fs.advance(10s);
+  const auto r = sync(fs);
+  CHECK(r.updated == 2);
+  check_mirror(fs);
+}
+
+// ---- 5.4 temporary name + rename ------------------------------------------------------------
+
+TEST_CASE("files are written under a temporary name and renamed into place") {
+  mock_fs fs;
+  small_tree(fs);
+  std::vector<std::string> opened_for_write;
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k == op::open_write) opened_for_write.push_back(path);
+  });
+  const auto r = sync(fs);
+  CHECK(opened_for_write.size() == 5);
+  for (const auto& p : opened_for_write) {
+    const auto name = p.substr(p.rfind('/') + 1);
+    CHECK(name.rfind(".treesync-tmp-", 0) == 0);
+  }
+  CHECK(fs.ops()[op::rename] == 5);
+  CHECK(r.ok());
+}
+
+TEST_CASE("a failed copy leaves no partial file at the final name and no temporary") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/src/a.txt", "changed content");
+  fs.advance(10s);
+  fs.fail(op::utime, 1, std::errc::io_error);  // the copy fails after its data is written
+  const auto r = sync(fs);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].path == "a.txt");
+  CHECK(fs.read("/dst/a.txt") == "alpha");
+  for (const auto& kv : fs.tree("/dst")) CHECK(kv.first.find(".treesync-tmp-") == std::string::npos);
+  fs.clear_faults();
+  CHECK(sync(fs).ok());
+  check_mirror(fs);
+}
+
+TEST_CASE("temporaries left by an interrupted run are removed, even when nothing is deleted") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/dst/.treesync-tmp-4242-7", "partial");
+  fs.write("/dst/include/.treesync-tmp-4242-8", "partial");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::deletion::keep);
+  CHECK(r.cleaned == 2);
+  CHECK(r.deleted == 0);
+  check_mirror(fs);
+}
+
+// ---- 5.5 zero writes --------------------------------------------------------------------------
+
+TEST_CASE("a warm run on an unchanged tree performs zero writes and one stat per entry per side") {
+  mock_fs fs;
+  std::size_t dirs = 1, entries = 0;
+  for (int d = 0; d < 40; ++d) {
+    const std::string dir = "/src/d" + std::to_string(d);
+    for (int f = 0; f < 80; ++f) fs.write(dir + "/f" + std::to_string(f) + ".h", "content " + std::to_string(f));
+    fs.write(dir + "/sub/leaf.h", "leaf");
+    dirs += 2;
+    entries += 80 + 3;  // files, d, sub, leaf
+  }
+  fs.advance(10s);
+  REQUIRE(sync(fs).ok());
+  fs.advance(10s);
+  fs.reset_counters();
+  const auto r = sync(fs);
+  CHECK(r.unchanged());
+  CHECK(r.scanned == entries);
+  CHECK(fs.ops().writes() == 0);
+  CHECK(fs.ops()[op::open_read] == 0);
+  CHECK(fs.ops()[op::list] == 2 * dirs);
+  const std::size_t stats = fs.ops()[op::stat];
+  CHECK(stats >= 2 * entries);
+  CHECK(stats <= 2 * entries + 8);  // the guards: a few stats of the roots and their ancestors
+}
+
+TEST_CASE("a second run right after a cold sync writes nothing") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.reset_counters();
+  CHECK(sync(fs).unchanged());
+  CHECK(fs.ops().writes() == 0);
+}
+
+// ---- 5.6 nothing outside dst ------------------------------------------------------------------
+
+TEST_CASE("no operation of any run writes outside the destination") {
+  mock_fs fs;
+  small_tree(fs);
+  fs.write("/outside/x", "x");
+  fs.mkdir("/dst/include");
+  fs.symlink("/dst/include/x", "/outside");
+  fs.symlink("/dst/a.txt", "/outside/x");
+  fs.advance(10s);
+  std::vector<std::string> bad;
+  fs.on_operation([&](op k, const std::string& path) {
+    const bool write = !(k == op::list || k == op::stat || k == op::open_dir || k == op::open_read || k == op::readlink);
+    if (write && path.rfind("/dst", 0) != 0) bad.push_back(path);
+  });
+  CHECK(sync(fs).ok());
+  CHECK(bad.empty());
+  CHECK(fs.read("/outside/x") == "x");
+  check_mirror(fs);
+}
+
+// ---- 5.7 refusals -----------------------------------------------------------------------------
+
+TEST_CASE("a missing source is refused") {
+  mock_fs fs;
+  fs.write("/dst/a", "a");
+  check_refused(fs, std::make_error_code(std::errc::no_such_file_or_directory));
+}
+
+TEST_CASE("a source that is a file is refused") {
+  mock_fs fs;
+  fs.write("/src", "not a dir");
+  check_refused(fs, std::make_error_code(std::errc::not_a_directory));
+}
+
+TEST_CASE("a destination that is a file is refused") {
+  mock_fs fs;
+  fs.write("/src/a", "a");
+  fs.write("/dst", "a file");
+  check_refused(fs, std::make_error_code(std::errc::not_a_directory));
+}
+
+TEST_CASE("the same directory as source and destination is refused") {
+  mock_fs fs;
+  fs.write("/src/a", "a");
+  const auto before = fs.tree("/");
+  std::error_code ec;
+  treesync::sync(fs, "/src", "/src/", ec);
+  CHECK(ec == treesync::errc::same_directory);
+  CHECK(fs.tree("/") == before);
+}
+
+TEST_CASE("a destination reached through a symlink to the source is refused") {
+  mock_fs fs;
+  fs.write("/src/a", "a");
+  fs.symlink("/dst", "src");
+  check_refused(fs, treesync::make_error_code(treesync::errc::same_directory));
+}
+
+TEST_CASE("a destination inside the source is refused, existing or not") {
+  mock_fs fs;
+  fs.write("/src/a", "a");
+  const auto before = fs.tree("/");
+  std::error_code ec;
+  treesync::sync(fs, "/src", "/src/mirror", ec);
+  CHECK(ec == treesync::errc::nested_directory);
+  fs.mkdir("/src/sub");
+  treesync::sync(fs, "/src", "/src/sub", ec);
+  CHECK(ec == treesync::errc::nested_directory);
+  fs.symlink("/alias", "/src/sub");
+  treesync::sync(fs, "/src", "/alias/deeper", ec);
+  CHECK(ec == treesync::errc::nested_directory);
+  CHECK_FALSE(fs.exists("/src/mirror"));
+}
+
+TEST_CASE("a source inside the destination is refused") {
+  mock_fs fs;
+  fs.write("/dst/src/a", "a");
+  const auto before = fs.tree("/");
+  std::error_code ec;
+  treesync::sync(fs, "/dst/src", "/dst", ec);
+  CHECK(ec == treesync::errc::nested_directory);
+  CHECK(fs.tree("/") == before);
+}
+
+TEST_CASE("a missing destination parent is refused") {
+  mock_fs fs;
+  fs.write("/src/a", "a");
+  std::error_code ec;
+  treesync::sync(fs, "/src", "/no/such/dst", ec);
+  CHECK(ec == std::errc::no_such_file_or_directory);
+  CHECK_FALSE(fs.exists("/no"));
+}
+
+// ---- 5.8 per-entry failures -----------------------------------------------------------------
+
+TEST_CASE("an unreadable source file is reported with path, operation and code, the rest is synced") {
+  mock_fs fs;
+  small_tree(fs);
+  fs.fail_path("/src/include/z.h", std::errc::permission_denied, op::open_read);
+  const auto r = sync(fs);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].path == "include/z.h");
+  CHECK(r.errors[0].operation == "copy");
+  CHECK(r.errors[0].code == std::errc::permission_denied);
+  CHECK_FALSE(fs.exists("/dst/include/z.h"));
+  CHECK(fs.read("/dst/include/x/y.h") == "int y;");
+  CHECK(fs.read("/dst/a.txt") == "alpha");
+}
+
+TEST_CASE("an unreadable source file keeps the destination's existing copy") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/src/a.txt", "newer");
+  fs.advance(10s);
+  fs.fail_path("/src/a.txt", std::errc::permission_denied, op::open_read);
+  const auto r = sync(fs);
+  CHECK(r.errors.size() == 1);
+  CHECK(fs.read("/dst/a.txt") == "alpha");
+}
+
+TEST_CASE("a dangling source symlink is reported and everything else is synced") {
+  mock_fs fs;
+  small_tree(fs);
+  fs.symlink("/src/dangling", "no/such/target");
+  const auto r = sync(fs);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].path == "dangling");
+  CHECK(r.errors[0].code == treesync::errc::dangling_symlink);
+  CHECK_FALSE(fs.exists("/dst/dangling"));
+  fs.remove("/src/dangling");
+  check_mirror(fs);
+}
+
+TEST_CASE("a symlink cycle is reported by device and inode and the run terminates") {
+  mock_fs fs;
+  fs.write("/src/a/file", "f");
+  fs.symlink("/src/a/up", "..");
+  fs.symlink("/src/a/self", "self");
+  fs.advance(10s);
+  const auto r = sync(fs);
+  REQUIRE(r.errors.size() == 2);
+  std::set<std::string> paths;
+  for (const auto& e : r.errors) paths.insert(e.path);
+  CHECK(paths == std::set<std::string>{"a/up", "a/self"});
+  for (const auto& e : r.errors)
+    if (e.path == "a/up") CHECK(e.code == treesync::errc::symlink_cycle);
+  CHECK(fs.read("/dst/a/file") == "f");
+}
+
+TEST_CASE("a source file that vanishes during the run is reported as vanished, not as a failure") {
+  mock_fs fs;
+  small_tree(fs);
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k == op::open_read && path == "/src/a.txt") fs.remove("/src/a.txt");
+  });
+  const auto r = sync(fs);
+  CHECK(r.errors.empty());
+  REQUIRE(r.vanished.size() == 1);
+  CHECK(r.vanished[0].path == "a.txt");
+  CHECK_FALSE(fs.exists("/dst/a.txt"));
+  fs.on_operation(nullptr);
+  CHECK(sync(fs).ok());
+  check_mirror(fs);
+}
+
+TEST_CASE("a source file that changes while it is copied is not installed and the next run converges") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/src/a.txt", "version 2");
+  fs.advance(10s);
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k == op::open_write && path.find("/dst/.treesync-tmp-") == 0) fs.write("/src/a.txt", "version 3, longer");
+  });
+  const auto r = sync(fs);
+  REQUIRE(r.vanished.size() == 1);
+  CHECK(r.vanished[0].code == treesync::errc::changed_during_copy);
+  CHECK(fs.read("/dst/a.txt") == "alpha");  // the old copy stays; nothing half-new looks current
+  fs.on_operation(nullptr);
+  fs.advance(10s);
+  CHECK(sync(fs).ok());
+  CHECK(fs.read("/dst/a.txt") == "version 3, longer");
+  check_mirror(fs);
+}
+
+// ---- 5.9 special files ------------------------------------------------------------------------
+
+TEST_CASE("FIFOs and sockets are never opened, skipped with a report entry") {
+  mock_fs fs;
+  small_tree(fs);
+  fs.fifo("/src/pipe");
+  fs.socket("/src/include/sock");
+  const auto r = sync(fs);
+  CHECK(fs.ops().special_opens == 0);
+  CHECK(r.skipped == 2);
+  REQUIRE(r.skipped_entries.size() == 2);
+  CHECK(r.skipped_entries[0].code == treesync::errc::special_file);
+  CHECK_FALSE(fs.exists("/dst/pipe"));
+  CHECK(fs.read("/dst/a.txt") == "alpha");
+}
+
+// ---- 5.10 exclusion -----------------------------------------------------------------------------
+
+TEST_CASE("an excluded directory is not entered, not copied and not deleted") {
+  mock_fs fs;
+  small_tree(fs);
+  fs.write("/src/build/obj.o", "o");
+  fs.write("/dst/build/stale.o", "old");
+  fs.advance(10s);
+  std::vector<std::string> listed;
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k == op::list) listed.push_back(path);
+  });
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::exclude{"build/"});
+  CHECK(r.excluded == 1);  // build/, on both sides
+  CHECK(std::find(listed.begin(), listed.end(), "/src/build") == listed.end());
+  CHECK(fs.read("/dst/build/stale.o") == "old");
+  CHECK_FALSE(fs.exists("/dst/build/obj.o"));
+}
+
+// ---- 5.11 careful deletion ----------------------------------------------------------------------
+
+TEST_CASE("nothing is deleted in a directory whose source listing failed") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/dst/include/only-in-dst.h", "x");
+  fs.advance(10s);
+  fs.fail_path("/src/include", std::errc::io_error, op::list);
+  const auto r = sync(fs);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].operation == "list");
+  CHECK(r.errors[0].path == "include");
+  CHECK(fs.exists("/dst/include/only-in-dst.h"));
+  CHECK(fs.exists("/dst/include/z.h"));
+}
+
+TEST_CASE("an empty source over a non-empty destination is refused unless allowed") {
+  mock_fs fs;
+  fs.mkdir("/src");
+  fs.write("/dst/precious", "p");
+  check_refused(fs, treesync::make_error_code(treesync::errc::empty_source));
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::allow_empty_source);
+  CHECK(r.deleted == 1);
+  CHECK_FALSE(fs.exists("/dst/precious"));
+}
+
+TEST_CASE("an empty source over a missing or empty destination is fine") {
+  mock_fs fs;
+  fs.mkdir("/src");
+  CHECK(sync(fs).ok());
+  CHECK(sync(fs).ok());
+}
+
+TEST_CASE("max_delete refuses the run before its first deletion") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/dst/x1", "1");
+  fs.write("/dst/x2", "2");
+  fs.write("/dst/x3/inner", "3");
+  fs.write("/src/new", "n");  // would be created: must not be either
+  fs.advance(10s);
+  check_refused(fs, treesync::make_error_code(treesync::errc::max_delete_exceeded), treesync::max_delete{3});
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::max_delete{4});
+  CHECK(r.deleted == 4);
+  check_mirror(fs);
+}
+
+// ---- 5.12 names ---------------------------------------------------------------------------------
+
+TEST_CASE("names are compared byte for byte and any byte but '/' and NUL survives") {
+  mock_fs fs;
+  fs.write("/src/Readme", "upper");
+  fs.write("/src/readme", "lower");
+  fs.write("/src/line\nbreak", "nl");
+  fs.write("/src/-rf", "dash");
+  fs.write("/src/\xff\xfe", "bytes");
+  fs.write("/src/" + std::string(255, 'n'), "long");
+  fs.advance(10s);
+  CHECK(sync(fs).ok());
+  check_mirror(fs);
+}
+
+// ---- 5.13 racily clean files --------------------------------------------------------------------
+
+TEST_CASE("a file rewritten within the timestamp granularity after its copy is detected") {
+  mock_fs fs;
+  fs.set_granularity(1s);
+  fs.write("/src/gen.h", "v1");
+  const std::int64_t mtime = fs.lstat("/src/gen.h").mtime_ns;
+  sync(fs);  // same tick: the copy is racy
+  fs.write("/src/gen.h", "v2");  // same size, and the coarse clock gives the same mtime
+  REQUIRE(fs.lstat("/src/gen.h").mtime_ns == mtime);
+  fs.advance(5s);
+  const auto r = sync(fs);
+  CHECK(r.updated == 1);
+  CHECK(fs.read("/dst/gen.h") == "v2");
+  CHECK(fs.lstat("/dst/gen.h").mtime_ns == mtime);  // exact mtimes kept: no backdating
+}
+
+TEST_CASE("a racily clean file is verified by content once, then trusted") {
+  mock_fs fs;
+  fs.set_granularity(1s);
+  fs.write("/src/gen.h", "v1");
+  sync(fs);
+  fs.advance(5s);
+  fs.reset_counters();
+  auto r = sync(fs);
+  CHECK(fs.ops()[op::open_read] == 2);  // both sides read once
+  CHECK(r.updated == 0);
+  CHECK(fs.ops()[op::open_write] == 0);
+  fs.advance(5s);
+  fs.reset_counters();
+  r = sync(fs);
+  CHECK(fs.ops()[op::open_read] == 0);
+  CHECK(fs.ops().writes() == 0);
+}
+
+TEST_CASE("a file older than the racy window is trusted without reading") {
+  mock_fs fs;
+  fs.set_granularity(1s);
+  fs.write("/src/old.h", "v1");
+  fs.advance(5s);
+  sync(fs);
+  fs.advance(5s);
+  fs.reset_counters();
+  sync(fs);
+  CHECK(fs.ops()[op::open_read] == 0);
+}
