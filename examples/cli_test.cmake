@@ -2,7 +2,8 @@
 #
 # Drives the `treesync` example program on a small tree made here, under WORK_DIR:
 #   cold run -> every file copied, summary mentions "created";
-#   warm run -> nothing to do (fewer output lines; "0 created" when the summary says so);
+#   warm run -> nothing to do (fewer output lines; 0 created/updated/deleted where the summary
+#               gives those counts);
 #   a changed and a removed source file are mirrored; --exclude and --dry-run are honoured;
 #   a missing source is refused with a non-zero exit.
 # Used by CMake (examples/CMakeLists.txt) and Meson (examples/meson.build).
@@ -34,16 +35,25 @@ function(run_cli out_var expect)
   set(${out_var} "${_out}" PARENT_SCOPE)
 endfunction()
 
-# count_created(<var> <output>): the number next to "created" in the summary, or "" if there is none
-function(count_created var text)
+# count_of(<var> <word> <output>): the number next to <word> ("created", "updated", "deleted") in
+# the summary ("3 created", "created: 3", "created=3"), or "" when the summary has no such number
+function(count_of var word text)
   set(_n "")
-  if(text MATCHES "([0-9]+)[ \t]+(files?[ \t]+|entries[ \t]+)?created")
+  if(text MATCHES "([0-9]+)[ \t]+(files?[ \t]+|entries[ \t]+)?${word}")
     set(_n "${CMAKE_MATCH_1}")
-  elseif(text MATCHES "created[ \t]*[:=]?[ \t]*([0-9]+)")
+  elseif(text MATCHES "${word}[ \t]*[:=]?[ \t]*([0-9]+)")
     set(_n "${CMAKE_MATCH_1}")
   endif()
   set(${var} "${_n}" PARENT_SCOPE)
 endfunction()
+
+# expect_count(<output> <word> <expected> <what>): when the summary gives a count, check it
+macro(expect_count text word expected what)
+  count_of(_count "${word}" "${text}")
+  if(NOT _count STREQUAL "" AND NOT _count EQUAL ${expected})
+    fail("${what}: summary says ${_count} ${word}, expected ${expected}")
+  endif()
+endmacro()
 
 function(count_lines var text)
   string(REGEX REPLACE "[^\n]" "" _newlines "${text}")
@@ -86,10 +96,12 @@ run_cli(cold ok "${src}" "${dst}")
 if(NOT cold MATCHES "created")
   fail("cold run: no summary line containing \"created\"")
 endif()
-count_created(n "${cold}")
+count_of(n created "${cold}")
 if(NOT n STREQUAL "" AND n EQUAL 0)
   fail("cold run: summary says 0 created")
 endif()
+expect_count("${cold}" updated 0 "cold run")
+expect_count("${cold}" deleted 0 "cold run")
 foreach(f IN LISTS files)
   expect_same("${f}" "${dst}")
 endforeach()
@@ -99,10 +111,9 @@ run_cli(warm ok "${src}" "${dst}")
 if(NOT warm MATCHES "created")
   fail("warm run: no summary line containing \"created\"")
 endif()
-count_created(n "${warm}")
-if(NOT n STREQUAL "" AND NOT n EQUAL 0)
-  fail("warm run on an unchanged tree: summary says ${n} created")
-endif()
+foreach(word IN ITEMS created updated deleted)
+  expect_count("${warm}" ${word} 0 "warm run on an unchanged tree")
+endforeach()
 count_lines(cold_lines "${cold}")
 count_lines(warm_lines "${warm}")
 if(NOT warm_lines LESS cold_lines)
@@ -113,6 +124,9 @@ endif()
 file(WRITE "${src}/hello.txt" "hello again, treesync: a longer line this time\n")
 file(REMOVE "${src}/sub/deeper/empty.txt")
 run_cli(changed ok "${src}" "${dst}")
+expect_count("${changed}" created 0 "run after one change and one removal")
+expect_count("${changed}" updated 1 "run after one change and one removal")
+expect_count("${changed}" deleted 1 "run after one change and one removal")
 expect_same(hello.txt "${dst}")
 expect_absent("${dst}/sub/deeper/empty.txt")
 
