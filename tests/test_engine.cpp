@@ -692,3 +692,25 @@ TEST_CASE("a file older than the racy window is trusted without reading") {
   sync(fs);
   CHECK(fs.ops()[op::open_read] == 0);
 }
+
+TEST_CASE("a destination directory swapped for a symlink while it is being deleted is unlinked, not walked") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/dst/old/a", "a");
+  fs.write("/outside/a", "keep me");
+  fs.advance(10s);
+  bool swapped = false;
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k == op::open_dir && path == "/dst/old" && !swapped) {
+      swapped = true;
+      fs.remove("/dst/old");
+      fs.symlink("/dst/old", "/outside");
+    }
+  });
+  const auto r = sync(fs);
+  CHECK(swapped);
+  CHECK(r.ok());
+  CHECK_FALSE(fs.exists("/dst/old"));
+  CHECK(fs.read("/outside/a") == "keep me");
+}

@@ -1553,6 +1553,10 @@ class engine {
     }
     if (t == file_type::directory) {
       handle sub = fs_.open_dir(d, name, false, ec);
+      if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) {
+        // swapped for a link or a file since it was listed: remove that instead, never walk it
+        return remove_entry(d, name, file_type::symlink, count_top);
+      }
       if (ec) {
         if (is_enoent(ec)) return true;
         return fail("opendir", ec), false;
