@@ -474,6 +474,22 @@ class exclude {
     if (!pattern.empty()) globs_.emplace_back(pattern);
     return *this;
   }
+  /// Patterns from the text of an exclude file (rsync --exclude-from): one per line; blank lines
+  /// and lines starting with '#' or ';' are ignored; a trailing '\r' is dropped (CRLF files).
+  /// Leading and other trailing spaces are part of the pattern, as in rsync.
+  static exclude from_lines(std::string_view text) {
+    exclude out{};
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      std::size_t end = text.find('\n', pos);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view line = text.substr(pos, end - pos);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (!line.empty() && line.front() != '#' && line.front() != ';') out.add(line);
+      pos = end + 1;
+    }
+    return out;
+  }
   bool excluded(std::string_view rel, file_type type) const {
     for (const auto& g : globs_)
       if (g.matches(rel, type)) return true;
