@@ -28,7 +28,7 @@ treesync_run("${CMAKE_COMMAND}" --build "${build}")
 # Nothing of the library's own test/example machinery in the consumer's build graph.
 if(GENERATOR STREQUAL "Ninja")
   if(NOT MAKE_PROGRAM)
-    find_program(MAKE_PROGRAM ninja REQUIRED)
+    find_program(MAKE_PROGRAM NAMES ninja ninja-build)
   endif()
   execute_process(COMMAND "${MAKE_PROGRAM}" -C "${build}" -t targets all
                   OUTPUT_VARIABLE _targets RESULT_VARIABLE _rc)
