@@ -2,8 +2,8 @@
 #       [-DMAKE_PROGRAM=<ninja>] [-DCONFIGURE_ARGS=a|b|c] -P cmake_consumer.cmake
 #
 # Configures, builds and runs the CMake consumer project tests/consumers/<NAME>, then checks
-# that its build has no target of the library's tests or examples and that its `cmake --install`
-# installs only its own program.
+# that its build has no target of the library's tests or examples, that treesync's headers are
+# included as system headers, and that its `cmake --install` installs only its own program.
 
 cmake_minimum_required(VERSION 3.14)
 include("${CMAKE_CURRENT_LIST_DIR}/common.cmake")
@@ -39,6 +39,14 @@ if(GENERATOR STREQUAL "Ninja")
     message(FATAL_ERROR "the consumer's build contains a library test target: ${CMAKE_MATCH_0}")
   endif()
   message("build graph: no library test or example targets")
+
+  # treesync's include directory reaches the consumer as a SYSTEM one (-isystem, not -I), so the
+  # consumer's own warning flags never apply to our header
+  execute_process(COMMAND "${MAKE_PROGRAM}" -C "${build}" -t commands app OUTPUT_VARIABLE _commands)
+  if(NOT _commands MATCHES "-isystem" OR _commands MATCHES " -I")
+    message(FATAL_ERROR "treesync's include directory should be passed with -isystem:\n${_commands}")
+  endif()
+  message("compile command: treesync's include directory is a system one")
 endif()
 
 treesync_run_app("${build}/app" "${WORK_DIR}/tree")
