@@ -1,6 +1,6 @@
 // treesync - mirror SRC into DST with the treesync library.
 //
-//   treesync [--dry-run] [--exclude PATTERN]... SRC DST
+//   treesync [--dry-run] [--jobs N] [--exclude PATTERN]... SRC DST
 //
 // Prints one line per action (escaped, so odd file names cannot forge output) and a summary.
 // Exit status: 0 success, 1 usage error, 2 refused before starting, 23 some entries failed,
@@ -8,6 +8,7 @@
 #include <treesync/treesync.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -16,11 +17,12 @@ namespace {
 
 void usage(std::FILE* out) {
   std::fprintf(out,
-               "usage: treesync [--dry-run] [--exclude PATTERN]... SRC DST\n"
+               "usage: treesync [--dry-run] [--jobs N] [--exclude PATTERN]... SRC DST\n"
                "Mirror the directory tree SRC into DST: copy what is new or changed (size or mtime),\n"
                "delete what SRC no longer has, follow symlinks in SRC.\n"
                "  -n, --dry-run          show what would be done, change nothing\n"
                "      --exclude PATTERN  skip entries matching PATTERN (rsync/gitignore glob; repeatable)\n"
+               "  -j, --jobs N           N parallel workers (default 1; 0 = one per CPU)\n"
                "  -h, --help             this help\n"
                "      --version          print the version\n");
 }
@@ -54,12 +56,17 @@ treesync::report run(const std::string& src, const std::string& dst, std::error_
 
 int main(int argc, char** argv) {
   bool dry = false;
+  unsigned jobs = 1;
   std::vector<std::string> excludes;
   std::vector<std::string> operands;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-n" || a == "--dry-run") {
       dry = true;
+    } else if ((a == "-j" || a == "--jobs") && i + 1 < argc) {
+      jobs = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
+    } else if (a.rfind("--jobs=", 0) == 0) {
+      jobs = static_cast<unsigned>(std::strtoul(a.c_str() + 7, nullptr, 10));
     } else if (a == "--exclude" && i + 1 < argc) {
       excludes.emplace_back(argv[++i]);
     } else if (a.rfind("--exclude=", 0) == 0) {
@@ -87,8 +94,9 @@ int main(int argc, char** argv) {
 
   std::error_code ec;
   const treesync::exclude patterns(excludes);
-  const treesync::report r = dry ? run(operands[0], operands[1], ec, patterns, treesync::dry_run)
-                                 : run(operands[0], operands[1], ec, patterns);
+  const treesync::jobs workers{jobs};
+  const treesync::report r = dry ? run(operands[0], operands[1], ec, patterns, workers, treesync::dry_run)
+                                 : run(operands[0], operands[1], ec, patterns, workers);
   if (ec) {
     std::fprintf(stderr, "treesync: refused: %s -> %s: %s\n", treesync::escape(operands[0]).c_str(),
                  treesync::escape(operands[1]).c_str(), ec.message().c_str());

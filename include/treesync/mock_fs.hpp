@@ -21,6 +21,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <unordered_map>
@@ -83,24 +84,44 @@ class mock_fs {
   // ---- clock ----------------------------------------------------------------------------------
 
   /// Current time (ns).  Timestamps written are floored to the granularity.
-  std::int64_t time() const noexcept { return now_; }
-  void set_time(std::int64_t ns) noexcept { now_ = ns; }
-  void advance(std::chrono::nanoseconds d) noexcept { now_ += d.count(); }
-  void set_granularity(std::chrono::nanoseconds g) noexcept { granularity_ = g.count() > 0 ? g.count() : 1; }
+  std::int64_t time() const noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    return now_;
+  }
+  void set_time(std::int64_t ns) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    now_ = ns;
+  }
+  void advance(std::chrono::nanoseconds d) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    now_ += d.count();
+  }
+  void set_granularity(std::chrono::nanoseconds g) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    granularity_ = g.count() > 0 ? g.count() : 1;
+  }
   /// The engine's racy window (defaults to the granularity).
-  void set_racy_window(std::chrono::nanoseconds w) noexcept { racy_window_ = w.count(); }
+  void set_racy_window(std::chrono::nanoseconds w) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    racy_window_ = w.count();
+  }
   /// Listings carry entry types (d_type) unless told otherwise.
-  void report_entry_types(bool on) noexcept { dtype_ = on; }
+  void report_entry_types(bool on) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    dtype_ = on;
+  }
 
   // ---- setup API (not counted, never faulted) -------------------------------------------------
 
   void mkdir(const std::string& path, std::uint32_t mode = 0755) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     const std::uint64_t ino = ensure_dirs(path);
     nodes_.at(ino).mode = mode;
   }
 
   /// Creates or overwrites a regular file (overwriting keeps the inode), creating parents.
   void write(const std::string& path, std::string_view content, std::uint32_t mode = 0644) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     auto [parent, name] = split_parent(path);
     const std::uint64_t dir = ensure_dirs(parent);
     auto& entries = nodes_.at(dir).entries;
@@ -118,6 +139,7 @@ class mock_fs {
   }
 
   void symlink(const std::string& path, std::string_view target) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     auto [parent, name] = split_parent(path);
     const std::uint64_t dir = ensure_dirs(parent);
     if (nodes_.at(dir).entries.count(name)) remove(path);
@@ -126,11 +148,18 @@ class mock_fs {
     link_into(dir, name, ino);
   }
 
-  void fifo(const std::string& path) { make_special(path, file_type::fifo); }
-  void socket(const std::string& path) { make_special(path, file_type::socket); }
+  void fifo(const std::string& path) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    make_special(path, file_type::fifo);
+  }
+  void socket(const std::string& path) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    make_special(path, file_type::socket);
+  }
 
   /// A second name for an existing inode (a hard link).
   void hard_link(const std::string& existing, const std::string& path) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     const std::uint64_t ino = must(existing, false);
     auto [parent, name] = split_parent(path);
     const std::uint64_t dir = ensure_dirs(parent);
@@ -138,17 +167,20 @@ class mock_fs {
   }
 
   void set_mtime(const std::string& path, std::int64_t ns) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     inode& n = nodes_.at(must(path, false));
     n.mtime = ns;
     n.ctime = stamp();
   }
   void chmod(const std::string& path, std::uint32_t mode) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     inode& n = nodes_.at(must(path, false));
     n.mode = mode & 07777;
     n.ctime = stamp();
   }
   /// Removes an entry (a directory with everything in it).
   void remove(const std::string& path) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     auto [parent, name] = split_parent(path);
     const std::uint64_t dir = must(parent, true);
     auto& entries = nodes_.at(dir).entries;
@@ -159,6 +191,7 @@ class mock_fs {
     touch_dir(dir);
   }
   void rename(const std::string& from, const std::string& to) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     auto [fp, fname] = split_parent(from);
     auto [tp, tname] = split_parent(to);
     const std::uint64_t fdir = must(fp, true);
@@ -172,13 +205,18 @@ class mock_fs {
   }
 
   bool exists(const std::string& path) const {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     std::error_code ec;
     resolve(path, false, ec);
     return !ec;
   }
   /// lstat of a path.
-  stat_info lstat(const std::string& path) const { return info(must(path, false)); }
+  stat_info lstat(const std::string& path) const {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    return info(must(path, false));
+  }
   std::string read(const std::string& path) const {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     const inode& n = nodes_.at(must(path, true));
     if (n.type != file_type::regular) throw std::runtime_error("mock_fs::read: not a file: " + path);
     return n.data;
@@ -186,6 +224,7 @@ class mock_fs {
 
   /// Every entry below `root` (not following links), keyed by relative path.
   std::map<std::string, node> tree(const std::string& root) const {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     std::map<std::string, node> out;
     collect(must(root, true), "", out);
     return out;
@@ -193,39 +232,64 @@ class mock_fs {
 
   // ---- counters, faults, hook -----------------------------------------------------------------
 
-  const counters& ops() const noexcept { return counters_; }
-  void reset_counters() noexcept { counters_ = counters{}; }
+  const counters& ops() const noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    return counters_;
+  }
+  void reset_counters() noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    counters_ = counters{};
+  }
 
   /// The n-th (1-based) operation of `kind` from now on fails with `e`.
-  void fail(op kind, std::size_t nth, std::errc e) { faults_.push_back({kind, counters_[kind] + nth, {}, e, false}); }
+  void fail(op kind, std::size_t nth, std::errc e) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    faults_.push_back({kind, counters_[kind] + nth, {}, e, false});
+  }
   /// The n-th (1-based) operation of any kind from now on fails with `e`.
-  void fail_any(std::size_t nth, std::errc e) { faults_.push_back({std::nullopt, counters_.total() + nth, {}, e, false}); }
+  void fail_any(std::size_t nth, std::errc e) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    faults_.push_back({std::nullopt, counters_.total() + nth, {}, e, false});
+  }
   /// Every operation on `path` (of `kind`, when given) fails with `e`.
   void fail_path(std::string path, std::errc e, std::optional<op> kind = std::nullopt) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     faults_.push_back({kind, 0, std::move(path), e, true});
   }
-  void clear_faults() { faults_.clear(); }
-  std::size_t faults_triggered() const noexcept { return triggered_; }
+  void clear_faults() {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    faults_.clear();
+  }
+  std::size_t faults_triggered() const noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    return triggered_;
+  }
 
   /// Called before every counted operation with its kind and absolute path; may change the tree
   /// through the setup API.
-  void on_operation(hook_fn fn) { hook_ = std::move(fn); }
+  void on_operation(hook_fn fn) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    hook_ = std::move(fn);
+  }
 
   // ---- the filesystem requirements (see treesync.hpp [treesync.traits]) -----------------------
 
   stat_info stat_path(const std::filesystem::path& p, bool follow, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::stat, p.string(), ec)) return {};
     const std::uint64_t ino = resolve(p.string(), follow, ec);
     return ec ? stat_info{} : info(ino);
   }
 
   std::filesystem::path canonical(const std::filesystem::path& p, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     std::string out;
     resolve(p.string(), true, ec, &out);
     return ec ? std::filesystem::path{} : std::filesystem::path(out);
   }
 
   dir_handle open_root(const std::filesystem::path& p, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::open_dir, p.string(), ec)) return {};
     std::string canon;
     const std::uint64_t ino = resolve(p.string(), true, ec, &canon);
@@ -235,6 +299,7 @@ class mock_fs {
   }
 
   void make_root(const std::filesystem::path& p, std::uint32_t mode, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::mkdir, p.string(), ec)) return;
     auto [parent, name] = split_parent(p.string());
     const std::uint64_t dir = resolve(parent, true, ec);
@@ -243,6 +308,7 @@ class mock_fs {
   }
 
   std::vector<dir_entry> list(dir_handle& d, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::list, d.path, ec)) return {};
     const inode& n = nodes_.at(d.ino);
     if (n.type != file_type::directory) return err(ec, std::errc::not_a_directory), std::vector<dir_entry>{};
@@ -255,12 +321,14 @@ class mock_fs {
   }
 
   stat_info stat(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::stat, join(d.path, name), ec)) return {};
     const std::uint64_t ino = child(d, name, follow, ec);
     return ec ? stat_info{} : info(ino);
   }
 
   dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     const std::string path = join(d.path, name);
     if (!begin(op::open_dir, path, ec)) return {};
     const std::uint64_t ino = child(d, name, false, ec);
@@ -277,6 +345,7 @@ class mock_fs {
 
   std::uint64_t copy_file(dir_handle& sd, const std::string& name, bool follow, dir_handle& dd,
                           const std::string& dst_name, bool replace, const stat_info& expected, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::open_read, join(sd.path, name), ec)) return 0;
     const std::uint64_t src = child(sd, name, follow, ec);
     if (ec) return 0;
@@ -314,6 +383,7 @@ class mock_fs {
 
   bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,
                     std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::open_read, join(a.path, an), ec)) return false;
     const std::uint64_t x = child(a, an, follow, ec);
     if (ec || !check_readable(x, follow, ec)) return false;
@@ -324,6 +394,7 @@ class mock_fs {
   }
 
   void set_mode(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::chmod, join(d.path, name), ec)) return;
     const std::uint64_t ino = name == "." ? d.ino : child(d, name, true, ec);  // chmod follows links
     if (ec) return;
@@ -332,6 +403,7 @@ class mock_fs {
   }
 
   void set_mtime(dir_handle& d, const std::string& name, std::int64_t ns, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::utime, join(d.path, name), ec)) return;
     const std::uint64_t ino = name == "." ? d.ino : child(d, name, false, ec);
     if (ec) return;
@@ -340,6 +412,7 @@ class mock_fs {
   }
 
   void rename(dir_handle& d, const std::string& from, const std::string& to, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::rename, join(d.path, from), ec)) return;
     auto& entries = nodes_.at(d.ino).entries;
     const auto it = entries.find(from);
@@ -362,6 +435,7 @@ class mock_fs {
   }
 
   void remove(dir_handle& d, const std::string& name, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::unlink, join(d.path, name), ec)) return;
     auto& entries = nodes_.at(d.ino).entries;
     const auto it = entries.find(name);
@@ -373,6 +447,7 @@ class mock_fs {
   }
 
   void remove_dir(dir_handle& d, const std::string& name, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::rmdir, join(d.path, name), ec)) return;
     auto& entries = nodes_.at(d.ino).entries;
     const auto it = entries.find(name);
@@ -386,17 +461,20 @@ class mock_fs {
   }
 
   void make_dir(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::mkdir, join(d.path, name), ec)) return;
     create_in(d.ino, name, file_type::directory, mode, ec);
   }
 
   void make_symlink(dir_handle& d, const std::string& name, const std::string& target, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::symlink, join(d.path, name), ec)) return;
     const std::uint64_t ino = create_in(d.ino, name, file_type::symlink, 0777, ec);
     if (!ec) nodes_.at(ino).data = target;
   }
 
   std::string read_link(dir_handle& d, const std::string& name, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::readlink, join(d.path, name), ec)) return {};
     const std::uint64_t ino = child(d, name, false, ec);
     if (ec) return {};
@@ -404,8 +482,14 @@ class mock_fs {
     return nodes_.at(ino).data;
   }
 
-  std::int64_t now() const noexcept { return now_; }
-  std::int64_t racy_window() const noexcept { return racy_window_ >= 0 ? racy_window_ : granularity_; }
+  std::int64_t now() const noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    return now_;
+  }
+  std::int64_t racy_window() const noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    return racy_window_ >= 0 ? racy_window_ : granularity_;
+  }
 
  private:
   static constexpr std::uint64_t root_ino = 1;
@@ -656,6 +740,7 @@ class mock_fs {
   std::vector<fault> faults_;
   std::size_t triggered_ = 0;
   hook_fn hook_;
+  mutable std::recursive_mutex mu_;  // jobs{n} calls in from several threads; hooks re-enter
 };
 
 }  // namespace v0

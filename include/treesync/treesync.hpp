@@ -39,6 +39,12 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -613,6 +619,19 @@ inline constexpr dry_run_t dry_run{};
 struct allow_empty_source_t {};
 inline constexpr allow_empty_source_t allow_empty_source{};
 
+/// Executor: how many workers run the sync.  `jobs{1}` (the default) runs it on the calling thread;
+/// `jobs{n}` spreads directory pairs and the entries of each directory over n threads (large files
+/// are not split) with the same outcome as the serial run; `jobs{0}` uses one per hardware thread.
+/// The filesystem object must then be safe to call from several threads (posix_fs and mock_fs are).
+struct jobs {
+  unsigned n = 1;
+  unsigned count() const noexcept {
+    if (n != 0) return n;
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : hw;
+  }
+};
+
 /// Observer: any callable `void(const treesync::action&)`.  The default observes nothing.
 struct no_observer_t {
   void operator()(const action&) const noexcept {}
@@ -686,13 +705,16 @@ template <class P>
 inline constexpr bool is_dry_run_policy_v = std::is_same_v<std::decay_t<P>, dry_run_t>;
 template <class P>
 inline constexpr bool is_allow_empty_source_policy_v = std::is_same_v<std::decay_t<P>, allow_empty_source_t>;
+template <class P>
+inline constexpr bool is_jobs_policy_v = std::is_same_v<std::decay_t<P>, jobs>;
 
 /// How many categories P belongs to: a policy must belong to exactly one.
 template <class P>
 inline constexpr int policy_category_count_v =
     int(is_compare_policy_v<P>) + int(is_deletion_policy_v<P>) + int(is_links_policy_v<P>) +
     int(is_exclude_policy_v<P>) + int(is_write_policy_v<P>) + int(is_errors_policy_v<P>) +
-    int(is_observer_policy_v<P>) + int(is_dry_run_policy_v<P>) + int(is_allow_empty_source_policy_v<P>);
+    int(is_observer_policy_v<P>) + int(is_dry_run_policy_v<P>) + int(is_allow_empty_source_policy_v<P>) +
+    int(is_jobs_policy_v<P>);
 
 template <class P>
 inline constexpr bool is_policy_v = policy_category_count_v<P> == 1;
@@ -931,12 +953,14 @@ template <class P>
 struct is_dry_run : std::bool_constant<is_dry_run_policy_v<P>> {};
 template <class P>
 struct is_allow_empty : std::bool_constant<is_allow_empty_source_policy_v<P>> {};
+template <class P>
+struct is_jobs : std::bool_constant<is_jobs_policy_v<P>> {};
 
 template <class P>
 constexpr bool check_one_policy() {
   static_assert(policy_category_count_v<P> != 0,
                 "treesync::sync: an argument is not a treesync policy (no category's requirements are met: "
-                "compare, deletion, links, exclude, write, errors, observer, dry_run, allow_empty_source)");
+                "compare, deletion, links, exclude, write, errors, observer, jobs, dry_run, allow_empty_source)");
   static_assert(policy_category_count_v<P> <= 1,
                 "treesync::sync: an argument meets the requirements of more than one policy category; "
                 "make it satisfy exactly one");
@@ -955,6 +979,7 @@ constexpr bool check_policies() {
   static_assert(count_in_pack<is_observer, Ps...> <= 1, "treesync::sync: more than one observer given");
   static_assert(count_in_pack<is_dry_run, Ps...> <= 1, "treesync::sync: more than one dry_run given");
   static_assert(count_in_pack<is_allow_empty, Ps...> <= 1, "treesync::sync: more than one allow_empty_source given");
+  static_assert(count_in_pack<is_jobs, Ps...> <= 1, "treesync::sync: more than one jobs (executor) policy given");
   return (true && ... && check_one_policy<std::decay_t<Ps>>());
 }
 
@@ -993,15 +1018,42 @@ inline unsigned long process_token() noexcept {
 #endif
 }
 
+/// One directory pair in flight.  It owns its two handles while any of its entries or
+/// subdirectories is still being processed; `pending` counts those (plus the node's own start),
+/// and the worker that brings it to zero finishes the directory (its mode and mtime: post-order,
+/// without a global barrier) and releases the parent.
+template <class Handle>
+struct dir_node {
+  dir_node* parent = nullptr;
+  std::string rel;   // relative path ("" for the root)
+  std::string name;  // name in the parent
+  stat_info src_st;  // the source directory (followed when reached through a link)
+  stat_info dst_st;  // the destination entry of the same name as the parent saw it (when a directory)
+  file_type dst_type = file_type::none;
+  bool follow = false;  // reached through a source symlink
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ancestors;  // dev+ino of the source dirs down to this one
+  Handle src;
+  Handle dst;
+  bool have_dst = false;
+  bool cold = false;             // the destination directory is known to be empty: never read it
+  bool finish = false;           // set once the listing succeeded: the directory's metadata is due
+  std::vector<dir_entry> sl, dl;  // sorted listings
+  std::vector<std::pair<std::size_t, std::size_t>> merged;  // indices into sl / dl, npos when absent
+  std::atomic<std::size_t> pending{1};
+  std::atomic<bool> modified{false};  // entries of the destination directory were added/removed/renamed
+};
+
 template <class FS, class Cmp, class Del, class Lnk, class Exc, class Wr, class Err, class Obs>
 class engine {
  public:
   using handle = typename FS::dir_handle;
+  using node = dir_node<handle>;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
   engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, bool dry,
-         bool allow_empty, report& rep)
+         bool allow_empty, unsigned jobs, report& rep)
       : fs_(fs), cmp_(cmp), del_(del), lnk_(lnk), exc_(exc), obs_(obs), dry_(dry), allow_empty_(allow_empty),
-        rep_(rep), racy_window_(fs.racy_window()) {}
+        jobs_(jobs == 0 ? 1 : jobs), out_(rep), racy_window_(fs.racy_window()) {}
 
   /// Runs the whole sync.  Returns a refusal (nothing touched), the first error under
   /// errors::stop, or an empty code.
@@ -1012,7 +1064,7 @@ class engine {
     const stat_info ss = fs_.stat_path(src, true, ec);
     if (ec) return ec;
     if (ss.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
-    stat_info ds = fs_.stat_path(dst, true, ec);
+    const stat_info ds = fs_.stat_path(dst, true, ec);
     bool dst_exists = true;
     if (ec) {
       if (!is_enoent(ec)) return ec;
@@ -1023,118 +1075,131 @@ class engine {
     if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
     if (auto e = check_nesting(src, ss, dst, dst_exists ? &ds : nullptr)) return e;
 
-    handle sh = fs_.open_root(src, ec);
+    auto root = std::make_unique<node>();
+    root->src_st = ss;
+    root->dst_st = ds;
+    root->dst_type = dst_exists ? file_type::directory : file_type::none;
+    root->ancestors.push_back({ss.dev, ss.ino});
+    root->src = fs_.open_root(src, ec);
     if (ec) return ec;
-    handle dh;
-    bool have_dh = false;
+    worker first(*this);
     if (dst_exists) {
-      dh = fs_.open_root(dst, ec);
+      root->dst = fs_.open_root(dst, ec);
       if (ec) return ec;
-      have_dh = true;
+      root->have_dst = true;
     } else {
       if (!dry_) {
         fs_.make_root(dst, 0700, ec);
         if (ec) return ec;
-        dh = fs_.open_root(dst, ec);
+        root->dst = fs_.open_root(dst, ec);
         if (ec) return ec;
-        have_dh = true;
+        root->have_dst = true;
       }
-      ++rep_.created;
-      note(action_kind::create, file_type::directory);
+      ++first.rep_.created;
+      first.note(action_kind::create, file_type::directory);
+      root->cold = true;
     }
-    ancestors_.push_back({ss.dev, ss.ino});
-    const dir_result r = process_dir(sh, have_dh ? &dh : nullptr, !dst_exists, true);
-    ancestors_.pop_back();
-    if (refusal_) return refusal_;
-    if (!r.listing_failed && !stopped_) finish_dir(have_dh ? &dh : nullptr, ".", ss, dst_exists ? &ds : nullptr, r.modified);
+    // The root's listings are taken, and the empty-source guard decided, before any work starts.
+    node* r = root.release();
+    if (!first.list_and_merge(*r, true)) {
+      first.release(r);
+      merge_reports(first);
+      return refusal_;
+    }
+    first.schedule_batches(*r);
+    first.release(r);
+    run_pool(first);
     return stop_error_;
   }
 
  private:
-  struct dir_result {
-    bool modified = false;        // entries of the destination directory were added/removed/renamed
-    bool listing_failed = false;  // the directory pair was not processed
+  class worker;
+  struct task {
+    node* n;
+    std::size_t begin;  // start task when begin == npos
+    std::size_t end;
   };
 
-  // Keeps rel_ equal to the relative path of the entry being processed.
-  class rel_scope {
-   public:
-    rel_scope(std::string& rel, const std::string& name) : rel_(rel), saved_(rel.size()) {
-      if (!rel_.empty()) rel_ += '/';
-      rel_ += name;
+  // ---- the pool: a LIFO stack of tasks (depth first, so open directories stay few) -------------
+
+  void push(const task& t) {
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      queue_.push_back(t);
     }
-    ~rel_scope() { rel_.resize(saved_); }
-    rel_scope(const rel_scope&) = delete;
-    rel_scope& operator=(const rel_scope&) = delete;
-
-   private:
-    std::string& rel_;
-    std::size_t saved_;
-  };
-
-  struct content_ctx {
-    engine* self;
-    handle* s;
-    handle* d;
-    const std::string* name;
-    bool follow;
-    bool checked = false;
-    std::error_code ec;
-  };
-
-  static bool content_thunk(void* p) {
-    auto& c = *static_cast<content_ctx*>(p);
-    c.checked = true;
-    std::error_code ec;
-    const bool same = c.self->fs_.same_content(*c.s, *c.name, c.follow, *c.d, *c.name, ec);
-    if (ec) {
-      c.ec = ec;
-      return true;  // undecidable: the engine reports the error and leaves the file alone
-    }
-    return same;
+    queue_cv_.notify_one();
   }
 
-  // ---- reporting
-
-  void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
-            std::error_code code = {}) {
-    obs_(action{kind, type, std::string_view(rel_), src_size, dst_size, code});
+  bool pop(task& t) {
+    std::unique_lock<std::mutex> lock(queue_mu_);
+    queue_cv_.wait(lock, [&] { return !queue_.empty() || active_ == 0; });
+    if (queue_.empty()) return false;
+    t = queue_.back();
+    queue_.pop_back();
+    ++active_;
+    return true;
   }
 
-  void fail(const char* op, std::error_code ec) {
-    rep_.errors.push_back({rel_, op, ec});
-    note(action_kind::error, file_type::none, 0, 0, ec);
-    if constexpr (Err::stop_on_error) {
-      stopped_ = true;
-      if (!stop_error_) stop_error_ = ec;
-    }
+  void done_one() {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    if (--active_ == 0 && queue_.empty()) queue_cv_.notify_all();
   }
 
-  void vanish(const char* op, std::error_code ec) {
-    rep_.vanished.push_back({rel_, op, ec});
-    note(action_kind::vanished, file_type::none, 0, 0, ec);
-  }
-
-  // A failed source operation: vanished when the entry is gone, a failure otherwise.
-  void source_failure(handle& s, const std::string& name, const char* op, std::error_code ec) {
-    if (is_enoent(ec)) {
-      std::error_code probe;
-      fs_.stat(s, name, false, probe);
-      if (is_enoent(probe)) {
-        vanish(op, errc::vanished);
-        return;
+  void work(worker& w) {
+    task t{};
+    while (pop(t)) {
+      try {
+        w.execute(t);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!exception_) exception_ = std::current_exception();
+        stopped_.store(true);
       }
+      done_one();
     }
-    fail(op, ec);
   }
 
-  bool excluded(file_type t) const { return call_excluded(exc_, std::string_view(rel_), t); }
-
-  std::string temp_name() {
-    return std::string(temp_prefix) + std::to_string(process_token()) + "-" + std::to_string(++temp_counter_);
+  void run_pool(worker& first) {
+    std::vector<std::unique_ptr<worker>> helpers;
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < jobs_; ++i) {
+      helpers.push_back(std::make_unique<worker>(*this));
+      threads.emplace_back([this, w = helpers.back().get()] { work(*w); });
+    }
+    work(first);
+    for (auto& th : threads) th.join();
+    merge_reports(first);
+    for (auto& h : helpers) merge_reports(*h);
+    if (exception_) std::rethrow_exception(exception_);
+    const auto by_path = [](const entry_error& a, const entry_error& b) {
+      return std::tie(a.path, a.operation) < std::tie(b.path, b.operation);
+    };
+    std::stable_sort(out_.errors.begin(), out_.errors.end(), by_path);
+    std::stable_sort(out_.vanished.begin(), out_.vanished.end(), by_path);
+    std::stable_sort(out_.skipped_entries.begin(), out_.skipped_entries.end(), by_path);
   }
 
-  // ---- guards
+  void merge_reports(worker& w) {
+    report& r = w.rep_;
+    out_.scanned += r.scanned;
+    out_.created += r.created;
+    out_.updated += r.updated;
+    out_.meta_updated += r.meta_updated;
+    out_.deleted += r.deleted;
+    out_.excluded += r.excluded;
+    out_.skipped += r.skipped;
+    out_.cleaned += r.cleaned;
+    out_.bytes_copied += r.bytes_copied;
+    const auto append = [](std::vector<entry_error>& to, std::vector<entry_error>& from) {
+      to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+    };
+    append(out_.errors, r.errors);
+    append(out_.vanished, r.vanished);
+    append(out_.skipped_entries, r.skipped_entries);
+    r = report{};
+  }
+
+  // ---- guards ----------------------------------------------------------------------------------
 
   std::error_code check_nesting(const std::filesystem::path& src, const stat_info& ss, const std::filesystem::path& dst,
                                 const stat_info* ds) {
@@ -1170,440 +1235,613 @@ class engine {
     }
   }
 
-  // ---- one directory pair
+  // ---- one worker's view: its own relative path and its own report ----------------------------
 
-  dir_result process_dir(handle& s, handle* d, bool cold, bool root) {
-    std::error_code ec;
-    std::vector<dir_entry> sl = fs_.list(s, ec);
-    if (ec) {
-      fail("list", ec);  // and delete nothing below: an unreadable source is not an empty one
-      return {false, true};
-    }
-    std::vector<dir_entry> dl;
-    if (!cold && d) {
-      dl = fs_.list(*d, ec);
-      if (ec) {
-        fail("list", ec);
-        return {false, true};
-      }
-    }
-    const auto by_name = [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; };
-    std::sort(sl.begin(), sl.end(), by_name);
-    std::sort(dl.begin(), dl.end(), by_name);
+  class worker {
+   public:
+    explicit worker(engine& e)
+        : e_(e), fs_(e.fs_), cmp_(e.cmp_), del_(e.del_), lnk_(e.lnk_), exc_(e.exc_), dry_(e.dry_) {}
 
-    if (root && !allow_empty_ && sl.empty() &&
-        std::any_of(dl.begin(), dl.end(), [](const dir_entry& e) { return !is_temp_name(e.name); })) {
-      refusal_ = errc::empty_source;
-      return {false, true};
-    }
+    report rep_;
 
-    dir_result r;
-    std::size_t i = 0, j = 0;
-    while ((i < sl.size() || j < dl.size()) && !stopped_) {
-      if (j == dl.size() || (i < sl.size() && sl[i].name < dl[j].name)) {
-        r.modified |= source_entry(s, d, sl[i], nullptr);
-        ++i;
-      } else if (i == sl.size() || dl[j].name < sl[i].name) {
-        r.modified |= extraneous_entry(*d, dl[j]);
-        ++j;
+    void execute(const task& t) {
+      node* n = t.n;
+      struct releaser {
+        worker& w;
+        node* n;
+        ~releaser() { w.release(n); }
+      } guard{*this, n};
+      if (t.begin == npos) {
+        if (!e_.stopped_.load() && start_dir(*n)) schedule_batches(*n);
       } else {
-        r.modified |= source_entry(s, d, sl[i], &dl[j]);
-        ++i;
-        ++j;
+        run_batch(*n, t.begin, t.end);
       }
     }
-    return r;
-  }
 
-  // A source entry, with its destination counterpart if the listing had one.  Returns whether the
-  // destination directory's entries changed.
-  bool source_entry(handle& s, handle* d, const dir_entry& e, const dir_entry* de) {
-    rel_scope scope(rel_, e.name);
-    ++rep_.scanned;
-    std::error_code ec;
-    file_type t = e.type;
-    stat_info st;
-    bool follow = false;
-    std::string target;
-    bool have_target = false;
-
-    // One stat per entry: d_type decides whether it is taken with or without following.
-    if (t != file_type::symlink) {
-      st = fs_.stat(s, e.name, false, ec);
+    // Lists both sides of a node, sorts, merges.  False when the pair cannot be processed.
+    bool list_and_merge(node& n, bool root) {
+      rel_ = n.rel;
+      std::error_code ec;
+      n.sl = fs_.list(n.src, ec);
       if (ec) {
-        source_failure(s, e.name, "stat", ec);
+        fail("list", ec);  // and delete nothing below: an unreadable source is not an empty one
         return false;
       }
-      if (t != file_type::unknown && st.type == file_type::symlink) {  // replaced since the listing
-        vanish("stat", errc::vanished);
+      if (!n.cold && n.have_dst) {
+        n.dl = fs_.list(n.dst, ec);
+        if (ec) {
+          fail("list", ec);
+          return false;
+        }
+      }
+      const auto by_name = [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; };
+      std::sort(n.sl.begin(), n.sl.end(), by_name);
+      std::sort(n.dl.begin(), n.dl.end(), by_name);
+      if (root && !e_.allow_empty_ && n.sl.empty() &&
+          std::any_of(n.dl.begin(), n.dl.end(), [](const dir_entry& d) { return !is_temp_name(d.name); })) {
+        e_.refusal_ = errc::empty_source;
         return false;
       }
-      t = st.type;
+      n.merged.reserve(std::max(n.sl.size(), n.dl.size()));
+      std::size_t i = 0, j = 0;
+      while (i < n.sl.size() || j < n.dl.size()) {
+        if (j == n.dl.size() || (i < n.sl.size() && n.sl[i].name < n.dl[j].name)) {
+          n.merged.push_back({i++, npos});
+        } else if (i == n.sl.size() || n.dl[j].name < n.sl[i].name) {
+          n.merged.push_back({npos, j++});
+        } else {
+          n.merged.push_back({i++, j++});
+        }
+      }
+      n.finish = true;
+      return true;
     }
 
-    if (t == file_type::symlink) {
-      if constexpr (links_needs_target<Lnk>::value) {
-        target = fs_.read_link(s, e.name, ec);
-        if (ec) {
-          source_failure(s, e.name, "readlink", ec);
-          return false;
+    // Splits a node's merged listing into batches: one per directory when serial; when parallel,
+    // small enough that the entries of one directory spread over the workers.
+    void schedule_batches(node& n) {
+      const std::size_t total = n.merged.size();
+      if (total == 0) return;
+      std::size_t size = total;
+      if (e_.jobs_ > 1) size = std::min<std::size_t>(64, std::max<std::size_t>(1, total / (2 * e_.jobs_)));
+      const std::size_t count = (total + size - 1) / size;
+      n.pending.fetch_add(count);
+      for (std::size_t k = count; k-- > 0;) e_.push({&n, k * size, std::min(total, (k + 1) * size)});
+    }
+
+    // Drops one pending unit of a node; the last one finishes the directory and moves up.
+    void release(node* n) {
+      while (n && n->pending.fetch_sub(1) == 1) {
+        node* parent = n->parent;
+        if (n->finish && !e_.stopped_.load()) {
+          rel_ = n->rel;
+          if (parent)
+            finish_dir(parent->have_dst ? &parent->dst : nullptr, n->name, n->src_st, n->cold ? nullptr : &n->dst_st,
+                       n->modified.load());
+          else
+            finish_dir(n->have_dst ? &n->dst : nullptr, ".", n->src_st, n->cold ? nullptr : &n->dst_st,
+                       n->modified.load());
         }
-        have_target = true;
+        delete n;
+        n = parent;
       }
-      const link_action a = lnk_.on_symlink(rel_, target, link_stays_inside(rel_, target));
-      if (a == link_action::skip) {
-        if (excluded(file_type::symlink)) {
-          ++rep_.excluded;
-          return false;
+    }
+
+    void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
+              std::error_code code = {}) {
+      std::lock_guard<std::mutex> lock(e_.observer_mu_);
+      e_.obs_(action{kind, type, std::string_view(rel_), src_size, dst_size, code});
+    }
+
+   private:
+    // Keeps rel_ equal to the relative path of the entry being processed.
+    class rel_scope {
+     public:
+      rel_scope(std::string& rel, const std::string& name) : rel_(rel), saved_(rel.size()) {
+        if (!rel_.empty()) rel_ += '/';
+        rel_ += name;
+      }
+      ~rel_scope() { rel_.resize(saved_); }
+      rel_scope(const rel_scope&) = delete;
+      rel_scope& operator=(const rel_scope&) = delete;
+
+     private:
+      std::string& rel_;
+      std::size_t saved_;
+    };
+
+    struct content_ctx {
+      worker* self;
+      handle* s;
+      handle* d;
+      const std::string* name;
+      bool follow;
+      bool checked;
+      std::error_code ec;
+    };
+
+    static bool content_thunk(void* p) {
+      auto& c = *static_cast<content_ctx*>(p);
+      c.checked = true;
+      std::error_code ec;
+      const bool same = c.self->fs_.same_content(*c.s, *c.name, c.follow, *c.d, *c.name, ec);
+      if (ec) {
+        c.ec = ec;
+        return true;  // undecidable: the engine reports the error and leaves the file alone
+      }
+      return same;
+    }
+
+    // ---- reporting
+
+    void fail(const char* op, std::error_code ec) {
+      rep_.errors.push_back({rel_, op, ec});
+      note(action_kind::error, file_type::none, 0, 0, ec);
+      if constexpr (Err::stop_on_error) {
+        std::lock_guard<std::mutex> lock(e_.mu_);
+        e_.stopped_.store(true);
+        if (!e_.stop_error_) e_.stop_error_ = ec;
+      }
+    }
+
+    void vanish(const char* op, std::error_code ec) {
+      rep_.vanished.push_back({rel_, op, ec});
+      note(action_kind::vanished, file_type::none, 0, 0, ec);
+    }
+
+    // A failed source operation: vanished when the entry is gone, a failure otherwise.
+    void source_failure(handle& s, const std::string& name, const char* op, std::error_code ec) {
+      if (is_enoent(ec)) {
+        std::error_code probe;
+        fs_.stat(s, name, false, probe);
+        if (is_enoent(probe)) {
+          vanish(op, errc::vanished);
+          return;
         }
-        ++rep_.skipped;
-        note(action_kind::skip, file_type::symlink);
+      }
+      fail(op, ec);
+    }
+
+    bool excluded(file_type t) const { return call_excluded(exc_, std::string_view(rel_), t); }
+
+    std::string temp_name() {
+      return std::string(temp_prefix) + std::to_string(process_token()) + "-" + std::to_string(++e_.temp_counter_);
+    }
+
+    void count(action_kind k) { k == action_kind::create ? ++rep_.created : ++rep_.updated; }
+
+    // ---- a directory pair: entering it, and its entries
+
+    // Opens (and, when missing or of another type in the destination, creates) the directory of a
+    // node whose parent saw it in its listing; then lists and merges.
+    bool start_dir(node& n) {
+      rel_ = n.rel;
+      node& p = *n.parent;
+      std::error_code ec;
+      n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
+      if (ec) {
+        source_failure(p.src, n.name, "opendir", ec);
         return false;
       }
-      if (a == link_action::preserve) {
-        if (!have_target) {
+      if (n.dst_type == file_type::directory) {
+        n.dst = fs_.open_dir(p.dst, n.name, false, ec);
+        if (ec) {
+          fail("opendir", ec);
+          return false;
+        }
+        n.have_dst = true;
+      } else {
+        if (n.dst_type != file_type::none) {
+          if (!remove_entry(p.dst, n.name, n.dst_type, false)) return false;
+          p.modified.store(true);
+        }
+        if (!dry_) {
+          fs_.make_dir(p.dst, n.name, 0700, ec);  // final mode once the content is in (a 0555 source dir)
+          if (ec) {
+            fail("mkdir", ec);
+            return false;
+          }
+          p.modified.store(true);
+          n.dst = fs_.open_dir(p.dst, n.name, false, ec);
+          if (ec) {
+            fail("opendir", ec);
+            return false;
+          }
+          n.have_dst = true;
+        }
+        n.cold = true;
+        const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
+        count(kind);
+        note(kind, file_type::directory);
+      }
+      return list_and_merge(n, false);
+    }
+
+    void run_batch(node& n, std::size_t begin, std::size_t end) {
+      rel_ = n.rel;
+      std::vector<node*> children;
+      bool modified = false;
+      for (std::size_t k = begin; k < end && !e_.stopped_.load(); ++k) {
+        const auto [i, j] = n.merged[k];
+        if (i == npos)
+          modified |= extraneous_entry(n, n.dl[j]);
+        else
+          modified |= source_entry(n, n.sl[i], j == npos ? nullptr : &n.dl[j], children);
+      }
+      if (modified) n.modified.store(true);
+      // in reverse, so the LIFO pool enters them in name order
+      for (auto it = children.rbegin(); it != children.rend(); ++it) e_.push({*it, npos, npos});
+    }
+
+    // A source entry, with its destination counterpart if the listing had one.  Returns whether the
+    // destination directory's entries changed.
+    bool source_entry(node& n, const dir_entry& e, const dir_entry* de, std::vector<node*>& children) {
+      rel_scope scope(rel_, e.name);
+      handle& s = n.src;
+      handle* d = n.have_dst ? &n.dst : nullptr;
+      ++rep_.scanned;
+      std::error_code ec;
+      file_type t = e.type;
+      stat_info st;
+      bool follow = false;
+      std::string target;
+      bool have_target = false;
+
+      // One stat per entry: d_type decides whether it is taken with or without following.
+      if (t != file_type::symlink) {
+        st = fs_.stat(s, e.name, false, ec);
+        if (ec) {
+          source_failure(s, e.name, "stat", ec);
+          return false;
+        }
+        if (t != file_type::unknown && st.type == file_type::symlink) {  // replaced since the listing
+          vanish("stat", errc::vanished);
+          return false;
+        }
+        t = st.type;
+      }
+
+      if (t == file_type::symlink) {
+        if constexpr (links_needs_target<Lnk>::value) {
           target = fs_.read_link(s, e.name, ec);
           if (ec) {
             source_failure(s, e.name, "readlink", ec);
             return false;
           }
+          have_target = true;
         }
-        st.type = file_type::symlink;
-        st.size = target.size();
+        const link_action a = lnk_.on_symlink(rel_, target, link_stays_inside(rel_, target));
+        if (a == link_action::skip) {
+          if (excluded(file_type::symlink)) {
+            ++rep_.excluded;
+            return false;
+          }
+          ++rep_.skipped;
+          note(action_kind::skip, file_type::symlink);
+          return false;
+        }
+        if (a == link_action::preserve) {
+          if (!have_target) {
+            target = fs_.read_link(s, e.name, ec);
+            if (ec) {
+              source_failure(s, e.name, "readlink", ec);
+              return false;
+            }
+          }
+          st.type = file_type::symlink;
+          st.size = target.size();
+        }
+        if (a == link_action::follow) {
+          const stat_info ft = fs_.stat(s, e.name, true, ec);
+          if (ec) {
+            if (is_enoent(ec)) {
+              std::error_code probe;
+              fs_.stat(s, e.name, false, probe);
+              if (is_enoent(probe))
+                vanish("stat", errc::vanished);
+              else
+                fail("stat", errc::dangling_symlink);
+            } else {
+              fail("stat", ec);
+            }
+            return false;
+          }
+          st = ft;
+          t = st.type;
+          follow = true;
+        }
       }
-      if (a == link_action::follow) {
-        const stat_info ft = fs_.stat(s, e.name, true, ec);
-        if (ec) {
-          if (is_enoent(ec)) {
-            std::error_code probe;
-            fs_.stat(s, e.name, false, probe);
-            if (is_enoent(probe))
-              vanish("stat", errc::vanished);
-            else
-              fail("stat", errc::dangling_symlink);
-          } else {
-            fail("stat", ec);
+
+      if (excluded(t)) {
+        ++rep_.excluded;
+        return false;
+      }
+      switch (t) {
+        case file_type::regular: return sync_file(s, d, e.name, st, follow, de);
+        case file_type::directory: return enter_dir(n, e.name, st, follow, de, children);
+        case file_type::symlink: return sync_link(d, e.name, target, st, de);
+        default:
+          // special files are never opened: opening a FIFO blocks, a device may have side effects
+          ++rep_.skipped;
+          rep_.skipped_entries.push_back({rel_, "open", errc::special_file});
+          note(action_kind::skip, t, 0, 0, errc::special_file);
+          return false;
+      }
+    }
+
+    // Type and (when the caller needs it) stat of a destination entry.
+    file_type probe_dst(handle* d, const std::string& name, const dir_entry* de, file_type wanted, stat_info& out,
+                        bool& failed) {
+      failed = false;
+      if (!de) return file_type::none;
+      const file_type dt = de->type;
+      // d_type already tells a type swap: no stat needed.
+      if (dt != file_type::unknown && dt != wanted) return dt;
+      std::error_code ec;
+      out = fs_.stat(*d, name, false, ec);
+      if (ec) {
+        if (is_enoent(ec)) return file_type::none;
+        fail("stat", ec);
+        failed = true;
+        return file_type::none;
+      }
+      return out.type;
+    }
+
+    bool sync_file(handle& s, handle* d, const std::string& name, const stat_info& st, bool follow,
+                   const dir_entry* de) {
+      std::error_code ec;
+      stat_info dst_st;
+      bool failed = false;
+      const file_type dt = probe_dst(d, name, de, file_type::regular, dst_st, failed);
+      if (failed) return false;
+
+      if (dt == file_type::regular) {
+        const bool racy = dst_st.ctime_ns <= st.mtime_ns + e_.racy_window_;
+        content_ctx ctx{this, &s, d, &name, follow, false, {}};
+        const file_pair pair(st, dst_st, racy, &content_thunk, &ctx);
+        const bool current = cmp_.up_to_date(pair);
+        if (ctx.ec) {
+          fail("compare", ctx.ec);
+          return false;
+        }
+        if (current) {
+          if (dst_st.mode != st.mode) {
+            if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
+            if (ec) return fail("chmod", ec), false;
+            ++rep_.meta_updated;
+            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size);
+          } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + e_.racy_window_) {
+            // Racily clean, verified by content, and the source is now older than the window:
+            // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
+            if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
+            if (ec) return fail("utime", ec), false;
+            ++rep_.meta_updated;
+            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size);
           }
           return false;
         }
-        st = ft;
-        t = st.type;
-        follow = true;
       }
-    }
 
-    if (excluded(t)) {
-      ++rep_.excluded;
-      return false;
-    }
-    switch (t) {
-      case file_type::regular: return sync_file(s, d, e.name, st, follow, de);
-      case file_type::directory: return sync_dir(s, d, e.name, st, follow, de);
-      case file_type::symlink: return sync_link(d, e.name, target, st, de);
-      default:
-        // special files are never opened: opening a FIFO blocks, a device may have side effects
-        ++rep_.skipped;
-        rep_.skipped_entries.push_back({rel_, "open", errc::special_file});
-        note(action_kind::skip, t, 0, 0, errc::special_file);
-        return false;
-    }
-  }
-
-  // Type and (when the caller needs it) stat of a destination entry.
-  file_type probe_dst(handle* d, const std::string& name, const dir_entry* de, file_type wanted, stat_info& out,
-                      bool& failed) {
-    failed = false;
-    if (!de) return file_type::none;
-    file_type dt = de->type;
-    // d_type already tells a type swap: no stat needed.
-    if (dt != file_type::unknown && dt != wanted) return dt;
-    std::error_code ec;
-    out = fs_.stat(*d, name, false, ec);
-    if (ec) {
-      if (is_enoent(ec)) return file_type::none;
-      fail("stat", ec);
-      failed = true;
-      return file_type::none;
-    }
-    return out.type;
-  }
-
-  bool sync_file(handle& s, handle* d, const std::string& name, const stat_info& st, bool follow, const dir_entry* de) {
-    std::error_code ec;
-    stat_info dst_st;
-    bool failed = false;
-    const file_type dt = probe_dst(d, name, de, file_type::regular, dst_st, failed);
-    if (failed) return false;
-
-    if (dt == file_type::regular) {
-      const bool racy = dst_st.ctime_ns <= st.mtime_ns + racy_window_;
-      content_ctx ctx{this, &s, d, &name, follow, false, {}};
-      const file_pair pair(st, dst_st, racy, &content_thunk, &ctx);
-      const bool current = cmp_.up_to_date(pair);
-      if (ctx.ec) {
-        fail("compare", ctx.ec);
-        return false;
-      }
-      if (current) {
-        if (dst_st.mode != st.mode) {
-          if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
-          if (ec) return fail("chmod", ec), false;
-          ++rep_.meta_updated;
-          note(action_kind::update_meta, file_type::regular, st.size, dst_st.size);
-        } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + racy_window_) {
-          // Racily clean, verified by content, and the source is now older than the window:
-          // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
-          if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
-          if (ec) return fail("utime", ec), false;
-          ++rep_.meta_updated;
-          note(action_kind::update_meta, file_type::regular, st.size, dst_st.size);
-        }
-        return false;
-      }
-    }
-
-    const bool in_place = !Wr::atomic && dt == file_type::regular;
-    const bool via_temp = !in_place && (Wr::atomic || dt != file_type::none);
-    const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
-    if (dry_) {
-      if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
-      count(kind);
-      rep_.bytes_copied += st.size;
-      note(kind, file_type::regular, st.size, dst_st.size);
-      return true;
-    }
-    const std::string out_name = via_temp ? temp_name() : name;
-    const std::uint64_t bytes = fs_.copy_file(s, name, follow, *d, out_name, in_place, st, ec);
-    if (ec) {
-      if (via_temp) discard(*d, out_name);
-      if (ec == errc::changed_during_copy)
-        vanish("copy", ec);
-      else
-        source_failure(s, name, "copy", ec);
-      return via_temp ? false : true;
-    }
-    if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) {
-      discard(*d, out_name);
-      return true;
-    }
-    if (via_temp) {
-      fs_.rename(*d, out_name, name, ec);
-      if (ec) {
-        discard(*d, out_name);
-        fail("rename", ec);
+      const bool in_place = !Wr::atomic && dt == file_type::regular;
+      const bool via_temp = !in_place && (Wr::atomic || dt != file_type::none);
+      const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
+      if (dry_) {
+        if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
+        count(kind);
+        rep_.bytes_copied += st.size;
+        note(kind, file_type::regular, st.size, dst_st.size);
         return true;
       }
-    }
-    count(kind);
-    rep_.bytes_copied += bytes;
-    note(kind, file_type::regular, st.size, dst_st.size);
-    return true;
-  }
-
-  bool sync_dir(handle& s, handle* d, const std::string& name, const stat_info& st, bool follow, const dir_entry* de) {
-    for (const auto& id : ancestors_) {
-      if (id.first == st.dev && id.second == st.ino) {
-        fail("opendir", errc::symlink_cycle);
-        return false;
-      }
-    }
-    std::error_code ec;
-    stat_info dst_st;
-    bool failed = false;
-    const file_type dt = probe_dst(d, name, de, file_type::directory, dst_st, failed);
-    if (failed) return false;
-
-    handle sub_s = fs_.open_dir(s, name, follow, ec);
-    if (ec) {
-      source_failure(s, name, "opendir", ec);
-      return false;
-    }
-    handle sub_d;
-    bool have_sub_d = false;
-    bool modified = false;
-    const bool cold = dt != file_type::directory;
-    if (!cold) {
-      sub_d = fs_.open_dir(*d, name, false, ec);
+      const std::string out_name = via_temp ? temp_name() : name;
+      const std::uint64_t bytes = fs_.copy_file(s, name, follow, *d, out_name, in_place, st, ec);
       if (ec) {
-        fail("opendir", ec);
-        return false;
+        if (via_temp) discard(*d, out_name);
+        if (ec == errc::changed_during_copy)
+          vanish("copy", ec);
+        else
+          source_failure(s, name, "copy", ec);
+        return !via_temp;
       }
-      have_sub_d = true;
-    } else {
-      if (dt != file_type::none) {
-        if (!remove_entry(*d, name, dt, false)) return false;
-        modified = true;
+      if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) {
+        discard(*d, out_name);
+        return true;
       }
-      if (!dry_) {
-        fs_.make_dir(*d, name, 0700, ec);  // final mode once the content is in (a 0555 source dir)
+      if (via_temp) {
+        fs_.rename(*d, out_name, name, ec);
         if (ec) {
-          fail("mkdir", ec);
-          return modified;
-        }
-        sub_d = fs_.open_dir(*d, name, false, ec);
-        if (ec) {
-          fail("opendir", ec);
+          discard(*d, out_name);
+          fail("rename", ec);
           return true;
         }
-        have_sub_d = true;
       }
-      modified = true;
-      const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
       count(kind);
-      note(kind, file_type::directory);
+      rep_.bytes_copied += bytes;
+      note(kind, file_type::regular, st.size, dst_st.size);
+      return !in_place;
     }
-    ancestors_.push_back({st.dev, st.ino});
-    const dir_result r = process_dir(sub_s, have_sub_d ? &sub_d : nullptr, cold, false);
-    ancestors_.pop_back();
-    if (!r.listing_failed && !stopped_) finish_dir(d, name, st, cold ? nullptr : &dst_st, r.modified);
-    return modified;
-  }
 
-  // Directory metadata, after the content is complete.  `old` is null for a directory created by
-  // this run.
-  void finish_dir(handle* d, const std::string& name, const stat_info& st, const stat_info* old, bool content_changed) {
-    if (dry_ || !d) {
-      if (old && (old->mode != st.mode || old->mtime_ns != st.mtime_ns)) {
+    // A source directory: becomes a node of its own, entered by whichever worker takes it.
+    bool enter_dir(node& n, const std::string& name, const stat_info& st, bool follow, const dir_entry* de,
+                   std::vector<node*>& children) {
+      for (const auto& id : n.ancestors) {
+        if (id.first == st.dev && id.second == st.ino) {
+          fail("opendir", errc::symlink_cycle);
+          return false;
+        }
+      }
+      auto child = std::make_unique<node>();
+      bool failed = false;
+      child->dst_type = probe_dst(n.have_dst ? &n.dst : nullptr, name, de, file_type::directory, child->dst_st, failed);
+      if (failed) return false;
+      child->parent = &n;
+      child->rel = rel_;
+      child->name = name;
+      child->src_st = st;
+      child->follow = follow;
+      child->ancestors.reserve(n.ancestors.size() + 1);
+      child->ancestors = n.ancestors;
+      child->ancestors.push_back({st.dev, st.ino});
+      n.pending.fetch_add(1);
+      children.push_back(child.release());
+      return false;  // the child marks the parent modified if it creates or replaces anything
+    }
+
+    // Directory metadata, after the content is complete.  `old` is null for a directory created by
+    // this run.
+    void finish_dir(handle* d, const std::string& name, const stat_info& st, const stat_info* old,
+                    bool content_changed) {
+      if (dry_ || !d) {
+        if (old && (old->mode != st.mode || old->mtime_ns != st.mtime_ns)) {
+          ++rep_.meta_updated;
+          note(action_kind::update_meta, file_type::directory);
+        }
+        return;
+      }
+      std::error_code ec;
+      bool meta = false;
+      if (!old || old->mode != st.mode) {
+        fs_.set_mode(*d, name, st.mode, ec);
+        if (ec) return fail("chmod", ec);
+        meta = old != nullptr;
+      }
+      if (!old || content_changed || old->mtime_ns != st.mtime_ns) {
+        fs_.set_mtime(*d, name, st.mtime_ns, ec);
+        if (ec) return fail("utime", ec);
+        meta = meta || (old && old->mtime_ns != st.mtime_ns);
+      }
+      if (meta) {
         ++rep_.meta_updated;
         note(action_kind::update_meta, file_type::directory);
       }
-      return;
     }
-    std::error_code ec;
-    bool meta = false;
-    if (!old || old->mode != st.mode) {
-      fs_.set_mode(*d, name, st.mode, ec);
-      if (ec) return fail("chmod", ec);
-      meta = old != nullptr;
-    }
-    if (!old || content_changed || old->mtime_ns != st.mtime_ns) {
-      fs_.set_mtime(*d, name, st.mtime_ns, ec);
-      if (ec) return fail("utime", ec);
-      meta = meta || (old && old->mtime_ns != st.mtime_ns);
-    }
-    if (meta) {
-      ++rep_.meta_updated;
-      note(action_kind::update_meta, file_type::directory);
-    }
-  }
 
-  bool sync_link(handle* d, const std::string& name, const std::string& target, const stat_info& st,
-                 const dir_entry* de) {
-    std::error_code ec;
-    file_type dt = de ? de->type : file_type::none;
-    if (dt == file_type::unknown) {
-      const stat_info ds = fs_.stat(*d, name, false, ec);
-      if (ec && !is_enoent(ec)) return fail("stat", ec), false;
-      dt = ec ? file_type::none : ds.type;
-      ec.clear();
-    }
-    if (dt == file_type::symlink) {
-      const std::string current = fs_.read_link(*d, name, ec);
-      if (!ec && current == target) return false;
-      if (ec && !is_enoent(ec)) return fail("readlink", ec), false;
-      ec.clear();
-    }
-    const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
-    if (dry_) {
-      if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
+    bool sync_link(handle* d, const std::string& name, const std::string& target, const stat_info& st,
+                   const dir_entry* de) {
+      std::error_code ec;
+      file_type dt = de ? de->type : file_type::none;
+      if (dt == file_type::unknown) {
+        const stat_info ds = fs_.stat(*d, name, false, ec);
+        if (ec && !is_enoent(ec)) return fail("stat", ec), false;
+        dt = ec ? file_type::none : ds.type;
+        ec.clear();
+      }
+      if (dt == file_type::symlink) {
+        const std::string current = fs_.read_link(*d, name, ec);
+        if (!ec && current == target) return false;
+        if (ec && !is_enoent(ec)) return fail("readlink", ec), false;
+        ec.clear();
+      }
+      const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
+      if (dry_) {
+        if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
+        count(kind);
+        note(kind, file_type::symlink, st.size);
+        return true;
+      }
+      const std::string tmp = temp_name();
+      fs_.make_symlink(*d, tmp, target, ec);
+      if (ec) return fail("symlink", ec), false;
+      if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) {
+        discard(*d, tmp);
+        return true;
+      }
+      fs_.rename(*d, tmp, name, ec);
+      if (ec) {
+        discard(*d, tmp);
+        fail("rename", ec);
+        return true;
+      }
       count(kind);
       note(kind, file_type::symlink, st.size);
       return true;
     }
-    const std::string tmp = temp_name();
-    fs_.make_symlink(*d, tmp, target, ec);
-    if (ec) return fail("symlink", ec), false;
-    if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) {
-      discard(*d, tmp);
-      return true;
-    }
-    fs_.rename(*d, tmp, name, ec);
-    if (ec) {
-      discard(*d, tmp);
-      fail("rename", ec);
-      return true;
-    }
-    count(kind);
-    note(kind, file_type::symlink, st.size);
-    return true;
-  }
 
-  // A destination entry the source lacks.
-  bool extraneous_entry(handle& d, const dir_entry& de) {
-    rel_scope scope(rel_, de.name);
-    if (is_temp_name(de.name)) {  // left by an interrupted run: always removed
+    // A destination entry the source lacks.
+    bool extraneous_entry(node& n, const dir_entry& de) {
+      rel_scope scope(rel_, de.name);
+      handle& d = n.dst;
+      if (is_temp_name(de.name)) {  // left by an interrupted run: always removed
+        std::error_code ec;
+        if (!dry_) fs_.remove(d, de.name, ec);
+        if (ec && !is_enoent(ec)) return fail("unlink", ec), false;
+        ++rep_.cleaned;
+        note(action_kind::remove, de.type);
+        return true;
+      }
+      file_type t = de.type;
+      if (t == file_type::unknown) {
+        std::error_code ec;
+        const stat_info st = fs_.stat(d, de.name, false, ec);
+        if (ec) {
+          if (!is_enoent(ec)) fail("stat", ec);
+          return false;
+        }
+        t = st.type;
+      }
+      const bool ex = excluded(t);
+      if (del_.removes(std::string_view(rel_), t, ex)) {
+        remove_entry(d, de.name, t, true);
+        return true;
+      }
+      if (ex) ++rep_.excluded;
+      return false;
+    }
+
+    // Removes an entry; a directory is emptied first, through handles opened without following
+    // links, so a symlink inside the destination is removed, never walked through.
+    bool remove_entry(handle& d, const std::string& name, file_type t, bool count_top) {
       std::error_code ec;
-      if (!dry_) fs_.remove(d, de.name, ec);
-      if (ec && !is_enoent(ec)) return fail("unlink", ec), false;
-      ++rep_.cleaned;
-      note(action_kind::remove, de.type);
+      if (t == file_type::unknown) {
+        const stat_info st = fs_.stat(d, name, false, ec);
+        if (ec) return is_enoent(ec) ? true : (fail("stat", ec), false);
+        t = st.type;
+      }
+      if (t == file_type::directory) {
+        handle sub = fs_.open_dir(d, name, false, ec);
+        if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) {
+          // swapped for a link or a file since it was listed: remove that instead, never walk it
+          return remove_entry(d, name, file_type::symlink, count_top);
+        }
+        if (ec) {
+          if (is_enoent(ec)) return true;
+          return fail("opendir", ec), false;
+        }
+        std::vector<dir_entry> children = fs_.list(sub, ec);
+        if (ec) return fail("list", ec), false;
+        bool ok = true;
+        for (const auto& c : children) {
+          rel_scope scope(rel_, c.name);
+          ok = remove_entry(sub, c.name, c.type, true) && ok;
+          if (e_.stopped_.load()) return false;
+        }
+        if (!ok) return false;  // never remove a directory that still has content
+        if (!dry_) fs_.remove_dir(d, name, ec);
+      } else {
+        if (!dry_) fs_.remove(d, name, ec);
+      }
+      if (ec && !is_enoent(ec)) return fail(t == file_type::directory ? "rmdir" : "unlink", ec), false;
+      if (count_top) {
+        ++rep_.deleted;
+        note(action_kind::remove, t);
+      }
       return true;
     }
-    file_type t = de.type;
-    if (t == file_type::unknown) {
-      std::error_code ec;
-      const stat_info st = fs_.stat(d, de.name, false, ec);
-      if (ec) {
-        if (!is_enoent(ec)) fail("stat", ec);
-        return false;
-      }
-      t = st.type;
-    }
-    const bool ex = excluded(t);
-    if (del_.removes(std::string_view(rel_), t, ex)) {
-      remove_entry(d, de.name, t, true);
-      return true;
-    }
-    if (ex) ++rep_.excluded;
-    return false;
-  }
 
-  // Removes an entry; a directory is emptied first, through handles opened without following
-  // links, so a symlink inside the destination is removed, never walked through.
-  bool remove_entry(handle& d, const std::string& name, file_type t, bool count_top) {
-    std::error_code ec;
-    if (t == file_type::unknown) {
-      const stat_info st = fs_.stat(d, name, false, ec);
-      if (ec) return is_enoent(ec) ? true : (fail("stat", ec), false);
-      t = st.type;
+    void discard(handle& d, const std::string& name) {
+      std::error_code ignored;
+      fs_.remove(d, name, ignored);
     }
-    if (t == file_type::directory) {
-      handle sub = fs_.open_dir(d, name, false, ec);
-      if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) {
-        // swapped for a link or a file since it was listed: remove that instead, never walk it
-        return remove_entry(d, name, file_type::symlink, count_top);
-      }
-      if (ec) {
-        if (is_enoent(ec)) return true;
-        return fail("opendir", ec), false;
-      }
-      std::vector<dir_entry> children = fs_.list(sub, ec);
-      if (ec) return fail("list", ec), false;
-      bool ok = true;
-      for (const auto& c : children) {
-        rel_scope scope(rel_, c.name);
-        ok = remove_entry(sub, c.name, c.type, true) && ok;
-        if (stopped_) return false;
-      }
-      if (!ok) return false;  // never remove a directory that still has content
-      if (!dry_) fs_.remove_dir(d, name, ec);
-    } else {
-      if (!dry_) fs_.remove(d, name, ec);
-    }
-    if (ec && !is_enoent(ec)) return fail(t == file_type::directory ? "rmdir" : "unlink", ec), false;
-    if (count_top) {
-      ++rep_.deleted;
-      note(action_kind::remove, t);
-    }
-    return true;
-  }
 
-  void discard(handle& d, const std::string& name) {
-    std::error_code ignored;
-    fs_.remove(d, name, ignored);
-  }
-
-  void count(action_kind k) { k == action_kind::create ? ++rep_.created : ++rep_.updated; }
+    engine& e_;
+    FS& fs_;
+    const Cmp& cmp_;
+    const Del& del_;
+    const Lnk& lnk_;
+    const Exc& exc_;
+    bool dry_;
+    std::string rel_;
+  };
 
   FS& fs_;
   const Cmp& cmp_;
@@ -1613,14 +1851,22 @@ class engine {
   Obs& obs_;
   bool dry_;
   bool allow_empty_;
-  report& rep_;
+  unsigned jobs_;
+  report& out_;
   std::int64_t racy_window_;
-  std::string rel_;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> ancestors_;  // dev+ino of source dirs on the path
-  std::uint64_t temp_counter_ = 0;
-  bool stopped_ = false;
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::vector<task> queue_;
+  std::size_t active_ = 0;
+
+  std::mutex mu_;           // stop_error_, exception_
+  std::mutex observer_mu_;  // observers need not be thread-safe
+  std::atomic<bool> stopped_{false};
+  std::atomic<std::uint64_t> temp_counter_{0};
   std::error_code stop_error_;
   std::error_code refusal_;
+  std::exception_ptr exception_;
 };
 
 }  // namespace detail
@@ -1997,6 +2243,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
   write::atomic_t default_write{};
   errors::collect_t default_errors{};
   no_observer_t default_observer{};
+  jobs default_jobs{};
 
   auto& cmp = pick<is_compare>(default_compare, ps...);
   auto& del = pick<is_deletion>(default_deletion, ps...);
@@ -2005,6 +2252,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
   auto& wr = pick<is_write>(default_write, ps...);
   auto& err = pick<is_errors>(default_errors, ps...);
   auto& obs = pick<is_observer>(default_observer, ps...);
+  const unsigned workers = pick<is_jobs>(default_jobs, ps...).count();
   using Cmp = std::remove_reference_t<decltype(cmp)>;
   using Del = std::remove_reference_t<decltype(del)>;
   using Lnk = std::remove_reference_t<decltype(lnk)>;
@@ -2022,7 +2270,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
     report plan;
     no_observer_t quiet;
     engine<FS, Cmp, Del, Lnk, Exc, Wr, errors::collect_t, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, true,
-                                                                                  allow_empty, plan);
+                                                                                  allow_empty, workers, plan);
     ec = planner.run(src, dst);
     if (!ec && plan.deleted > del.limit()) ec = errc::max_delete_exceeded;
     if (ec) {
@@ -2030,7 +2278,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
       return rep;
     }
   }
-  engine<FS, Cmp, Del, Lnk, Exc, Wr, Err, Obs> eng(fs, cmp, del, lnk, exc, obs, dry, allow_empty, rep);
+  engine<FS, Cmp, Del, Lnk, Exc, Wr, Err, Obs> eng(fs, cmp, del, lnk, exc, obs, dry, allow_empty, workers, rep);
   ec = eng.run(src, dst);
   rep.elapsed = std::chrono::steady_clock::now() - t0;
   return rep;

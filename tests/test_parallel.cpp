@@ -1,0 +1,196 @@
+// jobs{n}: the parallel executor gives the serial run's outcome.
+#include <treesync/mock_fs.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <random>
+
+namespace {
+
+using treesync::file_type;
+using treesync::mock_fs;
+using namespace std::chrono_literals;
+
+// The same pseudo-random tree (and the same churn) built into any number of mock filesystems.
+struct scenario {
+  explicit scenario(unsigned seed) : seed_(seed) {}
+
+  void build(mock_fs& fs) const {
+    std::mt19937 rng(seed_);
+    std::vector<std::string> dirs{"/src"};
+    for (int i = 0; i < 120; ++i) {
+      const std::string parent = dirs[rng() % dirs.size()];
+      dirs.push_back(parent + "/d" + std::to_string(i));
+      fs.mkdir(dirs.back(), rng() % 4 == 0 ? 0700 : 0755);
+    }
+    for (int i = 0; i < 1500; ++i) {
+      const std::string dir = dirs[rng() % dirs.size()];
+      fs.write(dir + "/f" + std::to_string(i), std::string(rng() % 200, char('a' + i % 26)), rng() % 3 ? 0644 : 0600);
+      fs.set_mtime(dir + "/f" + std::to_string(i), 1600000000LL * 1000000000 + std::int64_t(rng()));
+    }
+    for (int i = 0; i < 40; ++i) fs.symlink(dirs[rng() % dirs.size()] + "/l" + std::to_string(i), "/src/d0");
+    fs.symlink("/src/dangling", "nowhere");
+    fs.fifo("/src/pipe");
+    fs.advance(10s);
+  }
+
+  // adds, deletes, modifications and type swaps on both sides
+  void churn(mock_fs& fs) const {
+    std::mt19937 rng(seed_ + 1);
+    auto tree = fs.tree("/src");
+    std::vector<std::string> files;
+    for (const auto& [path, n] : tree)
+      if (n.type == file_type::regular) files.push_back(path);
+    for (int i = 0; i < 60; ++i) {
+      const std::string f = "/src/" + files[rng() % files.size()];
+      if (!fs.exists(f)) continue;
+      switch (rng() % 4) {
+        case 0: fs.remove(f); break;
+        case 1: fs.write(f, "modified " + std::to_string(i)); break;
+        case 2: fs.remove(f), fs.write(f + "/now-a-dir", "x"); break;
+        default: fs.write(f + ".new", "new"); break;
+      }
+    }
+    fs.write("/dst/stale/deep/file", "stale");
+    fs.write("/dst/.treesync-tmp-1-1", "leftover");
+    fs.advance(10s);
+  }
+  unsigned seed_;
+};
+
+struct outcome {
+  std::map<std::string, mock_fs::node> tree;
+  treesync::report report;
+};
+
+template <class... Ps>
+outcome run(mock_fs& fs, Ps&&... ps) {
+  outcome o;
+  o.report = treesync::sync(fs, "/src", "/dst", std::forward<Ps>(ps)...);
+  o.tree = fs.tree("/dst");
+  return o;
+}
+
+void check_same(const outcome& serial, const outcome& parallel) {
+  CHECK(serial.tree == parallel.tree);
+  const auto& a = serial.report;
+  const auto& b = parallel.report;
+  CHECK(a.scanned == b.scanned);
+  CHECK(a.created == b.created);
+  CHECK(a.updated == b.updated);
+  CHECK(a.meta_updated == b.meta_updated);
+  CHECK(a.deleted == b.deleted);
+  CHECK(a.excluded == b.excluded);
+  CHECK(a.skipped == b.skipped);
+  CHECK(a.cleaned == b.cleaned);
+  CHECK(a.bytes_copied == b.bytes_copied);
+  REQUIRE(a.errors.size() == b.errors.size());
+  for (std::size_t i = 0; i < a.errors.size(); ++i) {
+    CHECK(a.errors[i].path == b.errors[i].path);
+    CHECK(a.errors[i].operation == b.errors[i].operation);
+    CHECK(a.errors[i].code == b.errors[i].code);
+  }
+  CHECK(a.skipped_entries.size() == b.skipped_entries.size());
+}
+
+}  // namespace
+
+TEST_CASE("jobs{n}: cold and churned warm runs give the serial run's destination and report") {
+  for (unsigned seed : {1u, 2u, 3u}) {
+    CAPTURE(seed);
+    const scenario sc(seed);
+    mock_fs one, many;
+    sc.build(one);
+    sc.build(many);
+    check_same(run(one), run(many, treesync::jobs{4}));
+    sc.churn(one);
+    sc.churn(many);
+    check_same(run(one), run(many, treesync::jobs{4}));
+    one.advance(10s);
+    many.advance(10s);
+    const auto quiet = run(many, treesync::jobs{3});
+    CHECK(quiet.report.unchanged());
+    check_same(run(one), quiet);
+  }
+}
+
+TEST_CASE("jobs{n}: a warm run on an unchanged tree performs zero writes") {
+  const scenario sc(7);
+  mock_fs fs;
+  sc.build(fs);
+  run(fs, treesync::jobs{4});
+  fs.advance(10s);
+  fs.reset_counters();
+  CHECK(run(fs, treesync::jobs{4}).report.unchanged());
+  CHECK(fs.ops().writes() == 0);
+}
+
+TEST_CASE("jobs{n}: errors are reported in a deterministic, sorted order") {
+  const scenario sc(11);
+  mock_fs a, b;
+  sc.build(a);
+  sc.build(b);
+  for (mock_fs* fs : {&a, &b}) {
+    for (const auto& [path, n] : fs->tree("/src"))
+      if (n.type == file_type::regular && path.back() == '7')
+        fs->fail_path("/src/" + path, std::errc::permission_denied, mock_fs::op::open_read);
+  }
+  const auto serial = run(a);
+  const auto parallel = run(b, treesync::jobs{4});
+  REQUIRE(serial.report.errors.size() > 5);
+  check_same(serial, parallel);
+  CHECK(std::is_sorted(parallel.report.errors.begin(), parallel.report.errors.end(),
+                       [](const auto& x, const auto& y) { return x.path < y.path; }));
+}
+
+TEST_CASE("jobs{n}: directory mtimes are set after all of their content, whichever worker finishes last") {
+  const scenario sc(5);
+  mock_fs fs;
+  sc.build(fs);
+  run(fs, treesync::jobs{4});
+  const auto src = fs.tree("/src");
+  const auto dst = fs.tree("/dst");
+  for (const auto& entry : src)
+    if (entry.second.type == file_type::directory) {
+      CAPTURE(entry.first);
+      CHECK(dst.at(entry.first).mtime_ns == entry.second.mtime_ns);
+    }
+}
+
+TEST_CASE("jobs{n}: the observer sees each action exactly once") {
+  const scenario sc(9);
+  mock_fs one, many;
+  sc.build(one);
+  sc.build(many);
+  std::size_t serial_actions = 0;
+  std::atomic<std::size_t> parallel_actions{0};
+  treesync::sync(one, "/src", "/dst", [&](const treesync::action&) { ++serial_actions; });
+  treesync::sync(many, "/src", "/dst", treesync::jobs{4}, [&](const treesync::action&) { ++parallel_actions; });
+  CHECK(serial_actions == parallel_actions.load());
+}
+
+TEST_CASE("jobs{n}: errors::stop ends a parallel run with the error") {
+  const scenario sc(13);
+  mock_fs fs;
+  sc.build(fs);
+  fs.fail(mock_fs::op::open_write, 10, std::errc::no_space_on_device);
+  std::error_code ec;
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::jobs{4}, treesync::errors::stop, ec);
+  CHECK(ec == std::errc::no_space_on_device);
+  CHECK(r.created < 1500);
+}
+
+TEST_CASE("jobs{n}: max_delete is decided for the whole run before any deletion") {
+  const scenario sc(17);
+  mock_fs fs;
+  sc.build(fs);
+  run(fs, treesync::jobs{4});
+  for (int i = 0; i < 30; ++i) fs.write("/dst/extra" + std::to_string(i), "x");
+  fs.advance(10s);
+  std::error_code ec;
+  treesync::sync(fs, "/src", "/dst", treesync::jobs{4}, treesync::max_delete{29}, ec);
+  CHECK(ec == treesync::errc::max_delete_exceeded);
+  CHECK(fs.exists("/dst/extra0"));
+  CHECK(treesync::sync(fs, "/src", "/dst", treesync::jobs{4}, treesync::max_delete{30}).deleted == 30);
+}
