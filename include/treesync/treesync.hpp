@@ -1104,7 +1104,7 @@ class engine {
     if (!first.list_and_merge(*r, true)) {
       first.release(r);
       merge_reports(first);
-      return refusal_;
+      return refusal_ ? refusal_ : stop_error_;
     }
     first.schedule_batches(*r);
     first.release(r);
@@ -1216,21 +1216,24 @@ class engine {
       probe = fs_.canonical(parent, ec);
     }
     if (ec) return ec;
-    if (ancestor_matches(probe, ss)) return errc::nested_directory;
+    if (auto e = ancestor_matches(probe, ss)) return e;
     if (ds) {
       const std::filesystem::path csrc = fs_.canonical(src, ec);
       if (ec) return ec;
-      if (ancestor_matches(csrc, *ds)) return errc::nested_directory;
+      if (auto e = ancestor_matches(csrc, *ds)) return e;
     }
     return {};
   }
 
-  bool ancestor_matches(std::filesystem::path p, const stat_info& id) {
+  // nested_directory when `p` or one of its ancestors is `id`; fails closed: an ancestor that
+  // cannot be stat'ed refuses the run with that error rather than passing as "not nested".
+  std::error_code ancestor_matches(std::filesystem::path p, const stat_info& id) {
     for (;;) {
       std::error_code ec;
       const stat_info st = fs_.stat_path(p, true, ec);
-      if (!ec && same_identity(st, id)) return true;
-      if (!p.has_relative_path()) return false;
+      if (ec) return ec;
+      if (same_identity(st, id)) return errc::nested_directory;
+      if (!p.has_relative_path()) return {};
       p = p.parent_path();
     }
   }
