@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <set>
 
 namespace {
@@ -713,4 +714,29 @@ TEST_CASE("a destination directory swapped for a symlink while it is being delet
   CHECK(r.ok());
   CHECK_FALSE(fs.exists("/dst/old"));
   CHECK(fs.read("/outside/a") == "keep me");
+}
+
+TEST_CASE("cancel_on stops the run early, leaves nothing partial, and the next run converges") {
+  mock_fs fs;
+  for (int i = 0; i < 50; ++i) fs.write("/src/d" + std::to_string(i % 5) + "/f" + std::to_string(i), "data");
+  fs.advance(10s);
+  std::atomic<bool> cancel{false};
+  std::size_t writes = 0;
+  fs.on_operation([&](op k, const std::string&) {
+    if (k == op::open_write && ++writes == 10) cancel = true;
+  });
+  std::error_code ec;
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::cancel_on(cancel), ec);
+  CHECK(ec == std::errc::operation_canceled);
+  CHECK(r.cancelled);
+  CHECK(r.created < 50);
+  CHECK_THROWS_AS(treesync::sync(fs, "/src", "/dst", treesync::cancel_on(cancel)), std::filesystem::filesystem_error);
+  for (const auto& kv : fs.tree("/dst")) {
+    if (kv.second.type != file_type::regular) continue;
+    CHECK(kv.second.data == "data");
+  }
+  fs.on_operation(nullptr);
+  cancel = false;
+  CHECK(sync(fs).ok());
+  check_mirror(fs);
 }

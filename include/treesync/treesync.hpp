@@ -227,6 +227,8 @@ struct report {
   std::vector<entry_error> skipped_entries;
   std::chrono::nanoseconds elapsed{0};
 
+  bool cancelled = false;  ///< stopped early by cancel_on
+
   bool ok() const noexcept { return errors.empty(); }
   /// true when the destination was not modified at all
   bool unchanged() const noexcept { return created + updated + meta_updated + deleted + cleaned == 0; }
@@ -632,6 +634,14 @@ struct jobs {
   }
 };
 
+/// Cancellation: once `flag` becomes true (set it from a signal handler or another thread) the run
+/// schedules no more work; entries in flight complete, nothing partial is left at a final name, and
+/// the run ends with `std::errc::operation_canceled` (report::cancelled is set).
+struct cancel_on {
+  explicit cancel_on(const std::atomic<bool>& f) noexcept : flag(&f) {}
+  const std::atomic<bool>* flag;
+};
+
 /// Observer: any callable `void(const treesync::action&)`.  The default observes nothing.
 struct no_observer_t {
   void operator()(const action&) const noexcept {}
@@ -707,6 +717,8 @@ template <class P>
 inline constexpr bool is_allow_empty_source_policy_v = std::is_same_v<std::decay_t<P>, allow_empty_source_t>;
 template <class P>
 inline constexpr bool is_jobs_policy_v = std::is_same_v<std::decay_t<P>, jobs>;
+template <class P>
+inline constexpr bool is_cancel_policy_v = std::is_same_v<std::decay_t<P>, cancel_on>;
 
 /// How many categories P belongs to: a policy must belong to exactly one.
 template <class P>
@@ -714,7 +726,7 @@ inline constexpr int policy_category_count_v =
     int(is_compare_policy_v<P>) + int(is_deletion_policy_v<P>) + int(is_links_policy_v<P>) +
     int(is_exclude_policy_v<P>) + int(is_write_policy_v<P>) + int(is_errors_policy_v<P>) +
     int(is_observer_policy_v<P>) + int(is_dry_run_policy_v<P>) + int(is_allow_empty_source_policy_v<P>) +
-    int(is_jobs_policy_v<P>);
+    int(is_jobs_policy_v<P>) + int(is_cancel_policy_v<P>);
 
 template <class P>
 inline constexpr bool is_policy_v = policy_category_count_v<P> == 1;
@@ -955,12 +967,14 @@ template <class P>
 struct is_allow_empty : std::bool_constant<is_allow_empty_source_policy_v<P>> {};
 template <class P>
 struct is_jobs : std::bool_constant<is_jobs_policy_v<P>> {};
+template <class P>
+struct is_cancel : std::bool_constant<is_cancel_policy_v<P>> {};
 
 template <class P>
 constexpr bool check_one_policy() {
   static_assert(policy_category_count_v<P> != 0,
                 "treesync::sync: an argument is not a treesync policy (no category's requirements are met: "
-                "compare, deletion, links, exclude, write, errors, observer, jobs, dry_run, allow_empty_source)");
+                "compare, deletion, links, exclude, write, errors, observer, jobs, cancel_on, dry_run, allow_empty_source)");
   static_assert(policy_category_count_v<P> <= 1,
                 "treesync::sync: an argument meets the requirements of more than one policy category; "
                 "make it satisfy exactly one");
@@ -980,6 +994,7 @@ constexpr bool check_policies() {
   static_assert(count_in_pack<is_dry_run, Ps...> <= 1, "treesync::sync: more than one dry_run given");
   static_assert(count_in_pack<is_allow_empty, Ps...> <= 1, "treesync::sync: more than one allow_empty_source given");
   static_assert(count_in_pack<is_jobs, Ps...> <= 1, "treesync::sync: more than one jobs (executor) policy given");
+  static_assert(count_in_pack<is_cancel, Ps...> <= 1, "treesync::sync: more than one cancel_on given");
   return (true && ... && check_one_policy<std::decay_t<Ps>>());
 }
 
@@ -1051,9 +1066,9 @@ class engine {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
   engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, bool dry,
-         bool allow_empty, unsigned jobs, report& rep)
+         bool allow_empty, unsigned jobs, const std::atomic<bool>* cancel, report& rep)
       : fs_(fs), cmp_(cmp), del_(del), lnk_(lnk), exc_(exc), obs_(obs), dry_(dry), allow_empty_(allow_empty),
-        jobs_(jobs == 0 ? 1 : jobs), out_(rep), racy_window_(fs.racy_window()) {}
+        jobs_(jobs == 0 ? 1 : jobs), cancel_(cancel), out_(rep), racy_window_(fs.racy_window()) {}
 
   /// Runs the whole sync.  Returns a refusal (nothing touched), the first error under
   /// errors::stop, or an empty code.
@@ -1109,7 +1124,17 @@ class engine {
     first.schedule_batches(*r);
     first.release(r);
     run_pool(first);
-    return stop_error_;
+    if (stop_error_) return stop_error_;
+    if (cancel_ && cancel_->load()) {
+      out_.cancelled = true;
+      return std::make_error_code(std::errc::operation_canceled);
+    }
+    return {};
+  }
+
+  /// Stopped by errors::stop, an exception, or cancel_on.
+  bool halted() const noexcept {
+    return stopped_.load(std::memory_order_relaxed) || (cancel_ && cancel_->load(std::memory_order_relaxed));
   }
 
  private:
@@ -1255,7 +1280,7 @@ class engine {
         ~releaser() { w.release(n); }
       } guard{*this, n};
       if (t.begin == npos) {
-        if (!e_.stopped_.load() && start_dir(*n)) schedule_batches(*n);
+        if (!e_.halted() && start_dir(*n)) schedule_batches(*n);
       } else {
         run_batch(*n, t.begin, t.end);
       }
@@ -1316,7 +1341,7 @@ class engine {
     void release(node* n) {
       while (n && n->pending.fetch_sub(1) == 1) {
         node* parent = n->parent;
-        if (n->finish && !e_.stopped_.load()) {
+        if (n->finish && !e_.halted()) {
           rel_ = n->rel;
           if (parent)
             finish_dir(parent->have_dst ? &parent->dst : nullptr, n->name, n->src_st, n->cold ? nullptr : &n->dst_st,
@@ -1464,7 +1489,7 @@ class engine {
       rel_ = n.rel;
       std::vector<node*> children;
       bool modified = false;
-      for (std::size_t k = begin; k < end && !e_.stopped_.load(); ++k) {
+      for (std::size_t k = begin; k < end && !e_.halted(); ++k) {
         const auto [i, j] = n.merged[k];
         if (i == npos)
           modified |= extraneous_entry(n, n.dl[j]);
@@ -1816,7 +1841,7 @@ class engine {
         for (const auto& c : children) {
           rel_scope scope(rel_, c.name);
           ok = remove_entry(sub, c.name, c.type, true) && ok;
-          if (e_.stopped_.load()) return false;
+          if (e_.halted()) return false;
         }
         if (!ok) return false;  // never remove a directory that still has content
         if (!dry_) fs_.remove_dir(d, name, ec);
@@ -1855,6 +1880,7 @@ class engine {
   bool dry_;
   bool allow_empty_;
   unsigned jobs_;
+  const std::atomic<bool>* cancel_;
   report& out_;
   std::int64_t racy_window_;
 
@@ -2256,6 +2282,11 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
   auto& err = pick<is_errors>(default_errors, ps...);
   auto& obs = pick<is_observer>(default_observer, ps...);
   const unsigned workers = pick<is_jobs>(default_jobs, ps...).count();
+  const std::atomic<bool>* cancel = nullptr;
+  if constexpr (count_in_pack<is_cancel, Ps...> > 0) {
+    const std::atomic<bool> never{false};
+    cancel = pick<is_cancel>(never, ps...).flag;
+  }
   using Cmp = std::remove_reference_t<decltype(cmp)>;
   using Del = std::remove_reference_t<decltype(del)>;
   using Lnk = std::remove_reference_t<decltype(lnk)>;
@@ -2273,7 +2304,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
     report plan;
     no_observer_t quiet;
     engine<FS, Cmp, Del, Lnk, Exc, Wr, errors::collect_t, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, true,
-                                                                                  allow_empty, workers, plan);
+                                                                                  allow_empty, workers, cancel, plan);
     ec = planner.run(src, dst);
     if (!ec && plan.deleted > del.limit()) ec = errc::max_delete_exceeded;
     if (ec) {
@@ -2281,7 +2312,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
       return rep;
     }
   }
-  engine<FS, Cmp, Del, Lnk, Exc, Wr, Err, Obs> eng(fs, cmp, del, lnk, exc, obs, dry, allow_empty, workers, rep);
+  engine<FS, Cmp, Del, Lnk, Exc, Wr, Err, Obs> eng(fs, cmp, del, lnk, exc, obs, dry, allow_empty, workers, cancel, rep);
   ec = eng.run(src, dst);
   rep.elapsed = std::chrono::steady_clock::now() - t0;
   return rep;
