@@ -201,7 +201,22 @@ struct action {
   std::uint64_t src_size = 0;
   std::uint64_t dst_size = 0;
   std::error_code code{};  ///< set for error / vanished / skip
+  unsigned changes = 0;    ///< which attributes differed: a mask of `changed` bits (all of them on create)
 };
+
+/// Bits of action::changes (rsync's itemize letters s, t, p).
+namespace changed {
+inline constexpr unsigned size = 1;
+inline constexpr unsigned mtime = 2;
+inline constexpr unsigned mode = 4;
+inline constexpr unsigned all = size | mtime | mode;
+}  // namespace changed
+
+inline unsigned differences(const stat_info& src, const stat_info* dst) noexcept {
+  if (!dst) return changed::all;
+  return (src.size != dst->size ? changed::size : 0u) | (src.mtime_ns != dst->mtime_ns ? changed::mtime : 0u) |
+         (src.mode != dst->mode ? changed::mode : 0u);
+}
 
 /// A per-entry outcome that is not a plain success.
 struct entry_error {
@@ -1111,7 +1126,7 @@ class engine {
         root->have_dst = true;
       }
       ++first.rep_.created;
-      first.note(action_kind::create, file_type::directory);
+      first.note(action_kind::create, file_type::directory, 0, 0, {}, changed::all);
       root->cold = true;
     }
     // The root's listings are taken, and the empty-source guard decided, before any work starts.
@@ -1356,9 +1371,9 @@ class engine {
     }
 
     void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
-              std::error_code code = {}) {
+              std::error_code code = {}, unsigned changes = 0) {
       std::lock_guard<std::mutex> lock(e_.observer_mu_);
-      e_.obs_(action{kind, type, std::string_view(rel_), src_size, dst_size, code});
+      e_.obs_(action{kind, type, std::string_view(rel_), src_size, dst_size, code, changes});
     }
 
    private:
@@ -1480,7 +1495,7 @@ class engine {
         n.cold = true;
         const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
         count(kind);
-        note(kind, file_type::directory);
+        note(kind, file_type::directory, 0, 0, {}, changed::all);
       }
       return list_and_merge(n, false);
     }
@@ -1638,14 +1653,14 @@ class engine {
             if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
             if (ec) return fail("chmod", ec), false;
             ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size);
+            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mode);
           } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + e_.racy_window_) {
             // Racily clean, verified by content, and the source is now older than the window:
             // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
             if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
             if (ec) return fail("utime", ec), false;
             ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size);
+            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mtime);
           }
           return false;
         }
@@ -1658,7 +1673,8 @@ class engine {
         if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
         count(kind);
         rep_.bytes_copied += st.size;
-        note(kind, file_type::regular, st.size, dst_st.size);
+        note(kind, file_type::regular, st.size, dst_st.size, {},
+             differences(st, dt == file_type::regular ? &dst_st : nullptr));
         return true;
       }
       const std::string out_name = via_temp ? temp_name() : name;
@@ -1685,7 +1701,8 @@ class engine {
       }
       count(kind);
       rep_.bytes_copied += bytes;
-      note(kind, file_type::regular, st.size, dst_st.size);
+      note(kind, file_type::regular, st.size, dst_st.size, {},
+           differences(st, dt == file_type::regular ? &dst_st : nullptr));
       return !in_place;
     }
 
@@ -1722,7 +1739,7 @@ class engine {
       if (dry_ || !d) {
         if (old && (old->mode != st.mode || old->mtime_ns != st.mtime_ns)) {
           ++rep_.meta_updated;
-          note(action_kind::update_meta, file_type::directory);
+          note(action_kind::update_meta, file_type::directory, 0, 0, {}, differences(st, old) & ~changed::size);
         }
         return;
       }
@@ -1740,7 +1757,7 @@ class engine {
       }
       if (meta) {
         ++rep_.meta_updated;
-        note(action_kind::update_meta, file_type::directory);
+        note(action_kind::update_meta, file_type::directory, 0, 0, {}, differences(st, old) & ~changed::size);
       }
     }
 
@@ -1764,7 +1781,7 @@ class engine {
       if (dry_) {
         if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
         count(kind);
-        note(kind, file_type::symlink, st.size);
+        note(kind, file_type::symlink, st.size, 0, {}, kind == action_kind::create ? changed::all : changed::size);
         return true;
       }
       const std::string tmp = temp_name();
@@ -1781,7 +1798,7 @@ class engine {
         return true;
       }
       count(kind);
-      note(kind, file_type::symlink, st.size);
+      note(kind, file_type::symlink, st.size, 0, {}, kind == action_kind::create ? changed::all : changed::size);
       return true;
     }
 
