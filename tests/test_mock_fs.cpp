@@ -167,7 +167,7 @@ TEST_CASE("mock_fs: opening a FIFO for data is counted as a special open and ref
   auto d = root(fs, "/d");
   std::error_code ec;
   treesync::stat_info st;
-  fs.copy_file(d, "p", false, d, "copy", false, st, ec);
+  fs.copy_file(d, "p", d, "copy", st, treesync::copy_options{}, ec);
   CHECK(ec == treesync::errc::special_file);
   CHECK(fs.ops().special_opens == 1);
 }

@@ -39,6 +39,7 @@ class mock_fs {
     std::array<std::size_t, op_count> by_kind{};
     std::uint64_t bytes_written = 0;
     std::size_t special_opens = 0;  ///< attempts to open a FIFO/socket/device for data: must stay 0
+    std::size_t syncs = 0;          ///< files and directories flushed (durable)
 
     std::size_t operator[](op k) const { return by_kind[static_cast<std::size_t>(k)]; }
     /// Every operation that modifies the filesystem.
@@ -343,42 +344,46 @@ class mock_fs {
     return {target, path};
   }
 
-  std::uint64_t copy_file(dir_handle& sd, const std::string& name, bool follow, dir_handle& dd,
-                          const std::string& dst_name, bool replace, const stat_info& expected, std::error_code& ec) {
+  copy_result copy_file(dir_handle& sd, const std::string& name, dir_handle& dd, const std::string& dst_name,
+                        const stat_info& expected, const copy_options& opt, std::error_code& ec) {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
-    if (!begin(op::open_read, join(sd.path, name), ec)) return 0;
-    const std::uint64_t src = child(sd, name, follow, ec);
-    if (ec) return 0;
-    if (!check_readable(src, follow, ec)) return 0;
-    if (!begin(op::open_write, join(dd.path, dst_name), ec)) return 0;
+    copy_result res;
+    res.method = copy_method::memory;
+    if (!begin(op::open_read, join(sd.path, name), ec)) return res;
+    const std::uint64_t src = child(sd, name, opt.follow, ec);
+    if (ec) return res;
+    if (!check_readable(src, opt.follow, ec)) return res;
+    if (!begin(op::open_write, join(dd.path, dst_name), ec)) return res;
     std::uint64_t dst = 0;
-    if (replace) {
+    if (opt.replace) {
       dst = child(dd, dst_name, false, ec);
-      if (ec) return 0;
-      if (nodes_.at(dst).type == file_type::symlink) return err(ec, std::errc::too_many_symbolic_link_levels), 0;
-      if (nodes_.at(dst).type != file_type::regular) return err(ec, std::errc::is_a_directory), 0;
+      if (ec) return res;
+      if (nodes_.at(dst).type == file_type::symlink) return err(ec, std::errc::too_many_symbolic_link_levels), res;
+      if (nodes_.at(dst).type != file_type::regular) return err(ec, std::errc::is_a_directory), res;
     } else {
       dst = create_in(dd.ino, dst_name, file_type::regular, 0600, ec);
-      if (ec) return 0;
+      if (ec) return res;
     }
     // the source is read now: a hook that changed it above is seen, as a racing writer would be
-    if (!nodes_.count(src)) return err(ec, std::errc::no_such_file_or_directory), 0;
+    if (!nodes_.count(src)) return err(ec, std::errc::no_such_file_or_directory), res;
     const std::string data = nodes_.at(src).data;
     inode& out = nodes_.at(dst);
     out.data = data;
     out.mtime = out.ctime = stamp();
     counters_.bytes_written += data.size();
+    res.bytes = data.size();
     const stat_info after = info(src);
     if (after.size != expected.size || after.mtime_ns != expected.mtime_ns || data.size() != expected.size) {
       ec = errc::changed_during_copy;
-      return data.size();
+      return res;
     }
-    if (!begin(op::chmod, join(dd.path, dst_name), ec)) return data.size();
+    if (!begin(op::chmod, join(dd.path, dst_name), ec)) return res;
     nodes_.at(dst).mode = expected.mode & 07777;
-    if (!begin(op::utime, join(dd.path, dst_name), ec)) return data.size();
+    if (!begin(op::utime, join(dd.path, dst_name), ec)) return res;
     nodes_.at(dst).mtime = expected.mtime_ns;
     nodes_.at(dst).ctime = stamp();
-    return data.size();
+    if (opt.sync) ++counters_.syncs;
+    return res;
   }
 
   bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,

@@ -70,6 +70,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 #if defined(__linux__)
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/sendfile.h>
 #include <sys/syscall.h>
 #endif
 #endif
@@ -111,6 +114,42 @@ struct stat_info {
   std::uint32_t mode = 0;     ///< permission bits only (07777)
   std::uint64_t dev = 0;
   std::uint64_t ino = 0;
+};
+
+/// How a file's data was copied.
+enum class copy_method : unsigned char {
+  none,             ///< nothing copied (dry run, or not a copy)
+  reflink,          ///< shared extents (FICLONE): instant, no data written
+  copy_file_range,  ///< in-kernel copy; the filesystem may offload or share extents
+  sendfile,         ///< in-kernel copy through the page cache
+  read_write,       ///< user-space copy with one reusable buffer
+  memory,           ///< an in-memory filesystem (mock_fs)
+};
+
+inline constexpr const char* to_string(copy_method m) noexcept {
+  switch (m) {
+    case copy_method::none: return "none";
+    case copy_method::reflink: return "reflink";
+    case copy_method::copy_file_range: return "copy_file_range";
+    case copy_method::sendfile: return "sendfile";
+    case copy_method::read_write: return "read_write";
+    case copy_method::memory: return "memory";
+  }
+  return "?";
+}
+
+/// What the engine asks of a filesystem's copy_file.
+struct copy_options {
+  bool follow = false;   ///< the source name is a symlink to follow
+  bool replace = false;  ///< truncate the existing destination (in place) instead of creating it exclusively
+  bool sync = false;     ///< flush the data to stable storage before returning (durable)
+};
+
+/// What a filesystem's copy_file did.
+struct copy_result {
+  std::uint64_t bytes = 0;
+  copy_method method = copy_method::none;
+  bool sparse = false;  ///< holes were kept as holes
 };
 
 /// One name from a directory listing; `type` comes from d_type and may be `unknown`.
@@ -202,6 +241,8 @@ struct action {
   std::uint64_t dst_size = 0;
   std::error_code code{};  ///< set for error / vanished / skip
   unsigned changes = 0;    ///< which attributes differed: a mask of `changed` bits (all of them on create)
+  copy_method method = copy_method::none;  ///< for files whose data was copied
+  bool sparse = false;                     ///< the copy kept the source's holes
 };
 
 /// Bits of action::changes (rsync's itemize letters s, t, p).
@@ -776,9 +817,9 @@ concept policy = is_policy_v<P>;
 ///   std::vector<dir_entry> list(dir_handle&, error_code&);
 ///   stat_info  stat(dir_handle&, const std::string& name, bool follow, error_code&);
 ///   dir_handle open_dir(dir_handle&, const std::string& name, bool follow, error_code&);
-///   std::uint64_t copy_file(dir_handle& src, const std::string& name, bool follow,
-///                           dir_handle& dst, const std::string& dst_name, bool replace,
-///                           const stat_info& expected, error_code&);
+///   copy_result copy_file(dir_handle& src, const std::string& name, dir_handle& dst,
+///                         const std::string& dst_name, const stat_info& expected,
+///                         const copy_options&, error_code&);
 ///        // copies data into dst_name (created exclusively, or truncated when `replace`);
 ///        // if the source's size and mtime after the copy still equal `expected`'s, applies
 ///        // expected.mode and expected.mtime_ns to the new file, else fails with
@@ -1357,13 +1398,10 @@ class engine {
       while (n && n->pending.fetch_sub(1) == 1) {
         node* parent = n->parent;
         if (n->finish && !e_.halted()) {
+          // through the directory's own handle: no name lookup, nothing to race with
           rel_ = n->rel;
-          if (parent)
-            finish_dir(parent->have_dst ? &parent->dst : nullptr, n->name, n->src_st, n->cold ? nullptr : &n->dst_st,
-                       n->modified.load());
-          else
-            finish_dir(n->have_dst ? &n->dst : nullptr, ".", n->src_st, n->cold ? nullptr : &n->dst_st,
-                       n->modified.load());
+          finish_dir(n->have_dst ? &n->dst : nullptr, ".", n->src_st, n->cold ? nullptr : &n->dst_st,
+                     n->modified.load());
         }
         delete n;
         n = parent;
@@ -1371,9 +1409,10 @@ class engine {
     }
 
     void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
-              std::error_code code = {}, unsigned changes = 0) {
+              std::error_code code = {}, unsigned changes = 0, copy_method method = copy_method::none,
+              bool sparse = false) {
       std::lock_guard<std::mutex> lock(e_.observer_mu_);
-      e_.obs_(action{kind, type, std::string_view(rel_), src_size, dst_size, code, changes});
+      e_.obs_(action{kind, type, std::string_view(rel_), src_size, dst_size, code, changes, method, sparse});
     }
 
    private:
@@ -1678,7 +1717,11 @@ class engine {
         return true;
       }
       const std::string out_name = via_temp ? temp_name() : name;
-      const std::uint64_t bytes = fs_.copy_file(s, name, follow, *d, out_name, in_place, st, ec);
+      copy_options opts;
+      opts.follow = follow;
+      opts.replace = in_place;
+      opts.sync = e_.durable_;
+      const copy_result copied = fs_.copy_file(s, name, *d, out_name, st, opts, ec);
       if (ec) {
         if (via_temp) discard(*d, out_name);
         if (ec == errc::changed_during_copy)
@@ -1700,9 +1743,9 @@ class engine {
         }
       }
       count(kind);
-      rep_.bytes_copied += bytes;
+      rep_.bytes_copied += copied.bytes;
       note(kind, file_type::regular, st.size, dst_st.size, {},
-           differences(st, dt == file_type::regular ? &dst_st : nullptr));
+           differences(st, dt == file_type::regular ? &dst_st : nullptr), copied.method, copied.sparse);
       return !in_place;
     }
 
@@ -1898,6 +1941,7 @@ class engine {
   bool allow_empty_;
   unsigned jobs_;
   const std::atomic<bool>* cancel_;
+  bool durable_ = false;
   report& out_;
   std::int64_t racy_window_;
 
@@ -2040,33 +2084,34 @@ class posix_fs {
     return dir_handle(fd);
   }
 
-  std::uint64_t copy_file(dir_handle& sd, const std::string& name, bool follow, dir_handle& dd,
-                          const std::string& dst_name, bool replace, const stat_info& expected,
-                          std::error_code& ec) const {
+  copy_result copy_file(dir_handle& sd, const std::string& name, dir_handle& dd, const std::string& dst_name,
+                        const stat_info& expected, const copy_options& opt, std::error_code& ec) const {
     ec.clear();
+    copy_result res;
     // O_NONBLOCK: should a FIFO have been swapped in since the stat, opening it must not hang.
     const fd_guard in(::openat(sd.fd(), name.c_str(),
-                               O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW)));
-    if (in.fd < 0) return set_errno(ec), 0;
-    const int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | (replace ? O_TRUNC : (O_CREAT | O_EXCL));
-    const fd_guard out(::openat(dd.fd(), dst_name.c_str(), flags, 0600));
-    if (out.fd < 0) return set_errno(ec), 0;
+                               O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (opt.follow ? 0 : O_NOFOLLOW)));
+    if (in.fd < 0) return set_errno(ec), res;
     struct ::stat before;
-    if (::fstat(in.fd, &before) != 0) return set_errno(ec), 0;
-    if (!S_ISREG(before.st_mode)) return ec = errc::special_file, 0;
-    const std::uint64_t bytes = copy_data(in.fd, out.fd, ec);
-    if (ec) return bytes;
+    if (::fstat(in.fd, &before) != 0) return set_errno(ec), res;
+    if (!S_ISREG(before.st_mode)) return ec = errc::special_file, res;
+    const int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | (opt.replace ? O_TRUNC : (O_CREAT | O_EXCL));
+    const fd_guard out(::openat(dd.fd(), dst_name.c_str(), flags, 0600));
+    if (out.fd < 0) return set_errno(ec), res;
+    copy_data(in.fd, out.fd, before, res, ec);
+    if (ec) return res;
     struct ::stat after;
-    if (::fstat(in.fd, &after) != 0) return set_errno(ec), bytes;
+    if (::fstat(in.fd, &after) != 0) return set_errno(ec), res;
     const stat_info a = convert(after);
-    if (a.size != expected.size || a.mtime_ns != expected.mtime_ns || bytes != expected.size) {
+    if (a.size != expected.size || a.mtime_ns != expected.mtime_ns || res.bytes != expected.size) {
       ec = errc::changed_during_copy;
-      return bytes;
+      return res;
     }
-    if (::fchmod(out.fd, static_cast<mode_t>(expected.mode)) != 0) return set_errno(ec), bytes;
+    if (::fchmod(out.fd, static_cast<mode_t>(expected.mode)) != 0) return set_errno(ec), res;
     const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(expected.mtime_ns)};
-    if (::futimens(out.fd, ts) != 0) return set_errno(ec), bytes;
-    return bytes;
+    if (::futimens(out.fd, ts) != 0) return set_errno(ec), res;
+    if (opt.sync && ::fsync(out.fd) != 0) return set_errno(ec), res;
+    return res;
   }
 
   bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,
@@ -2087,11 +2132,23 @@ class posix_fs {
     }
   }
 
+  // chmod never follows a link: fchmodat() would, and Linux has no AT_SYMLINK_NOFOLLOW chmod before
+  // fchmodat2 (6.6), so the entry is opened without following and changed through its descriptor.
   void set_mode(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {
-    check(::fchmodat(d.fd(), name.c_str(), static_cast<mode_t>(mode), 0), ec);
+    if (name == ".") return check(::fchmod(d.fd(), static_cast<mode_t>(mode)), ec);
+    const fd_guard f(::openat(d.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+    if (f.fd >= 0) return check(::fchmod(f.fd, static_cast<mode_t>(mode)), ec);
+    if (errno != EACCES) return set_errno(ec);
+#if defined(AT_SYMLINK_NOFOLLOW)
+    // an unreadable file (not running as root): glibc's no-follow emulation, which refuses links
+    check(::fchmodat(d.fd(), name.c_str(), static_cast<mode_t>(mode), AT_SYMLINK_NOFOLLOW), ec);
+#else
+    set_errno(ec);
+#endif
   }
   void set_mtime(dir_handle& d, const std::string& name, std::int64_t ns, std::error_code& ec) const {
     const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(ns)};
+    if (name == ".") return check(::futimens(d.fd(), ts), ec);
     check(::utimensat(d.fd(), name.c_str(), ts, AT_SYMLINK_NOFOLLOW), ec);
   }
   void rename(dir_handle& d, const std::string& from, const std::string& to, std::error_code& ec) const {
@@ -2234,40 +2291,131 @@ class posix_fs {
     return true;
   }
 
-  // copy_file_range (data stays in the kernel), falling back to read/write where the kernel or
-  // the filesystem pair cannot do it.  Never falls back on a real I/O error.
-  static std::uint64_t copy_data(int in, int out, std::error_code& ec) {
-    std::uint64_t total = 0;
-#if defined(__linux__) && defined(SYS_copy_file_range)
-    for (;;) {
-      const long n = ::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, std::size_t(1) << 30, 0u);
-      if (n > 0) {
-        total += static_cast<std::uint64_t>(n);
-        continue;
+  // "This way of copying is not available here" (as opposed to a real I/O error, which is
+  // reported and never retried another way).
+  static bool unsupported(int e) noexcept {
+    return e == EXDEV || e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == ENOTTY || e == EBADF ||
+           e == ETXTBSY || e == EPERM
+#if defined(ENOTSUP) && ENOTSUP != EOPNOTSUPP
+           || e == ENOTSUP
+#endif
+        ;
+  }
+
+  // The copy ladder: reflink (shared extents), then a sparse-aware copy for files with holes,
+  // then copy_file_range (in kernel), then sendfile, then read/write with one buffer.  Each rung
+  // is left only on "not supported here"; a real I/O error ends the copy.
+  void copy_data(int in, int out, const struct ::stat& st, copy_result& res, std::error_code& ec) const {
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+#if defined(__linux__) && defined(FICLONE)
+    if (size > 0 && reflink_.load(std::memory_order_relaxed)) {
+      if (::ioctl(out, FICLONE, in) == 0) {
+        res.bytes = size;
+        res.method = copy_method::reflink;
+        return;
       }
-      if (n == 0) return total;
-      if (errno == EINTR) continue;
-      const int e = errno;
-      if (total == 0 && (e == EXDEV || e == EINVAL || e == ENOSYS || e == EOPNOTSUPP || e == EBADF || e == EPERM))
-        break;  // not supported here: fall through to read/write
-      ec.assign(e, std::system_category());
-      return total;
+      if (!unsupported(errno)) return set_errno(ec);
+      if (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL) reflink_.store(false);  // this filesystem: never
     }
 #endif
+#if defined(SEEK_DATA) && defined(SEEK_HOLE)
+    // fewer 512-byte blocks than the size needs: the file has holes worth keeping
+    if (size > 0 && static_cast<std::uint64_t>(st.st_blocks) * 512 < size) {
+      if (copy_sparse(in, out, size, res, ec)) return;
+      if (ec) return;
+    }
+#endif
+    copy_stream(in, out, res, ec);
+  }
+
+  // Copies only the data extents (SEEK_DATA / SEEK_HOLE) and sizes the file, so holes stay holes.
+  // False, with ec clear, when the filesystem cannot tell extents: the caller copies densely.
+  bool copy_sparse(int in, int out, std::uint64_t size, copy_result& res, std::error_code& ec) const {
+    off_t pos = 0;
+    const auto end = static_cast<off_t>(size);
+    std::vector<char> buf;
+    while (pos < end) {
+      const off_t data = ::lseek(in, pos, SEEK_DATA);
+      if (data < 0) {
+        if (errno == ENXIO) break;  // only a hole remains
+        if (pos == 0 && unsupported(errno)) return false;
+        return set_errno(ec), true;
+      }
+      off_t hole = ::lseek(in, data, SEEK_HOLE);
+      if (hole < 0) return set_errno(ec), true;
+      if (hole > end) hole = end;
+      for (off_t at = data; at < hole;) {
+        const std::size_t want = static_cast<std::size_t>(std::min<off_t>(hole - at, off_t(1) << 20));
+        if (buf.size() < want) buf.resize(want);
+        const ::ssize_t n = ::pread(in, buf.data(), want, at);
+        if (n < 0) {
+          if (errno == EINTR) continue;
+          return set_errno(ec), true;
+        }
+        if (n == 0) break;  // shrank under us: the size check after the copy reports it
+        for (::ssize_t done = 0; done < n;) {
+          const ::ssize_t w = ::pwrite(out, buf.data() + done, static_cast<std::size_t>(n - done), at + done);
+          if (w < 0) {
+            if (errno == EINTR) continue;
+            return set_errno(ec), true;
+          }
+          done += w;
+        }
+        at += n;
+        res.bytes += static_cast<std::uint64_t>(n);
+      }
+      pos = hole;
+    }
+    if (::ftruncate(out, end) != 0) return set_errno(ec), true;
+    // the holes count as copied bytes: the destination has the source's size
+    res.bytes = size;
+    res.method = copy_method::read_write;
+    res.sparse = true;
+    return true;
+  }
+
+  void copy_stream(int in, int out, copy_result& res, std::error_code& ec) const {
+#if defined(__linux__) && defined(SYS_copy_file_range)
+    for (res.method = copy_method::copy_file_range;;) {
+      const long n = ::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, std::size_t(1) << 30, 0u);
+      if (n > 0) {
+        res.bytes += static_cast<std::uint64_t>(n);
+        continue;
+      }
+      if (n == 0) return;
+      if (errno == EINTR) continue;
+      if (res.bytes != 0 || !unsupported(errno)) return set_errno(ec);
+      break;
+    }
+#endif
+#if defined(__linux__)
+    for (res.method = copy_method::sendfile;;) {
+      const ::ssize_t n = ::sendfile(out, in, nullptr, std::size_t(1) << 30);
+      if (n > 0) {
+        res.bytes += static_cast<std::uint64_t>(n);
+        continue;
+      }
+      if (n == 0) return;
+      if (errno == EINTR) continue;
+      if (res.bytes != 0 || !unsupported(errno)) return set_errno(ec);
+      break;
+    }
+#endif
+    res.method = copy_method::read_write;
     std::vector<char> buf(1 << 17);
     for (;;) {
       const ::ssize_t n = ::read(in, buf.data(), buf.size());
       if (n < 0) {
         if (errno == EINTR) continue;
-        set_errno(ec);
-        return total;
+        return set_errno(ec);
       }
-      if (n == 0) return total;
-      if (!write_all(out, buf.data(), static_cast<std::size_t>(n), ec)) return total;
-      total += static_cast<std::uint64_t>(n);
+      if (n == 0) return;
+      if (!write_all(out, buf.data(), static_cast<std::size_t>(n), ec)) return;
+      res.bytes += static_cast<std::uint64_t>(n);
     }
   }
 
+  mutable std::atomic<bool> reflink_{true};  // cleared once a filesystem says it cannot clone
   std::int64_t racy_;
 };
 #endif  // TREESYNC_HAS_POSIX
