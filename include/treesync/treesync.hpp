@@ -1112,6 +1112,8 @@ struct dir_node {
   std::vector<std::pair<std::size_t, std::size_t>> merged;  // indices into sl / dl, npos when absent
   std::atomic<std::size_t> pending{1};
   std::atomic<bool> modified{false};  // entries of the destination directory were added/removed/renamed
+  std::mutex mu;                      // made_writable
+  bool made_writable = false;         // a read-only destination directory was opened up for a change
 };
 
 template <class FS, class Cmp, class Del, class Lnk, class Exc, class Wr, class Err, class Obs>
@@ -1400,6 +1402,7 @@ class engine {
         if (n->finish && !e_.halted()) {
           // through the directory's own handle: no name lookup, nothing to race with
           rel_ = n->rel;
+          if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
           finish_dir(n->have_dst ? &n->dst : nullptr, ".", n->src_st, n->cold ? nullptr : &n->dst_st,
                      n->modified.load());
         }
@@ -1513,8 +1516,12 @@ class engine {
         }
         n.have_dst = true;
       } else {
-        if (n.dst_type != file_type::none) {
-          if (!remove_entry(p.dst, n.name, n.dst_type, false)) return false;
+        prepare_write(p);
+        if (n.dst_type == file_type::directory) {
+          if (!replace_dir(p.dst, n.name)) return false;
+          p.modified.store(true);
+        } else if (n.dst_type != file_type::none) {
+          if (remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
           p.modified.store(true);
         }
         if (!dry_) {
@@ -1560,7 +1567,6 @@ class engine {
     bool source_entry(node& n, const dir_entry& e, const dir_entry* de, std::vector<node*>& children) {
       rel_scope scope(rel_, e.name);
       handle& s = n.src;
-      handle* d = n.have_dst ? &n.dst : nullptr;
       ++rep_.scanned;
       std::error_code ec;
       file_type t = e.type;
@@ -1636,12 +1642,12 @@ class engine {
 
       if (excluded(t)) {
         ++rep_.excluded;
-        return false;
+        return de && n.have_dst ? consider_removal(n, *de) : false;
       }
       switch (t) {
-        case file_type::regular: return sync_file(s, d, e.name, st, follow, de);
+        case file_type::regular: return sync_file(n, e.name, st, follow, de);
         case file_type::directory: return enter_dir(n, e.name, st, follow, de, children);
-        case file_type::symlink: return sync_link(d, e.name, target, st, de);
+        case file_type::symlink: return sync_link(n, e.name, target, st, de);
         default:
           // special files are never opened: opening a FIFO blocks, a device may have side effects
           ++rep_.skipped;
@@ -1670,8 +1676,9 @@ class engine {
       return out.type;
     }
 
-    bool sync_file(handle& s, handle* d, const std::string& name, const stat_info& st, bool follow,
-                   const dir_entry* de) {
+    bool sync_file(node& n, const std::string& name, const stat_info& st, bool follow, const dir_entry* de) {
+      handle& s = n.src;
+      handle* d = n.have_dst ? &n.dst : nullptr;
       std::error_code ec;
       stat_info dst_st;
       bool failed = false;
@@ -1689,7 +1696,7 @@ class engine {
         }
         if (current) {
           if (dst_st.mode != st.mode) {
-            if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
+            if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // the file's own mode: the directory is not written
             if (ec) return fail("chmod", ec), false;
             ++rep_.meta_updated;
             note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mode);
@@ -1709,13 +1716,14 @@ class engine {
       const bool via_temp = !in_place && (Wr::atomic || dt != file_type::none);
       const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
       if (dry_) {
-        if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
+        if (dt == file_type::directory && !replace_dir(*d, name)) return false;
         count(kind);
         rep_.bytes_copied += st.size;
         note(kind, file_type::regular, st.size, dst_st.size, {},
              differences(st, dt == file_type::regular ? &dst_st : nullptr));
         return true;
       }
+      prepare_write(n);
       const std::string out_name = via_temp ? temp_name() : name;
       copy_options opts;
       opts.follow = follow;
@@ -1730,7 +1738,7 @@ class engine {
           source_failure(s, name, "copy", ec);
         return !via_temp;
       }
-      if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) {
+      if (dt == file_type::directory && !replace_dir(*d, name)) {
         discard(*d, out_name);
         return true;
       }
@@ -1804,8 +1812,9 @@ class engine {
       }
     }
 
-    bool sync_link(handle* d, const std::string& name, const std::string& target, const stat_info& st,
+    bool sync_link(node& n, const std::string& name, const std::string& target, const stat_info& st,
                    const dir_entry* de) {
+      handle* d = n.have_dst ? &n.dst : nullptr;
       std::error_code ec;
       file_type dt = de ? de->type : file_type::none;
       if (dt == file_type::unknown) {
@@ -1822,15 +1831,16 @@ class engine {
       }
       const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
       if (dry_) {
-        if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) return false;
+        if (dt == file_type::directory && !replace_dir(*d, name)) return false;
         count(kind);
         note(kind, file_type::symlink, st.size, 0, {}, kind == action_kind::create ? changed::all : changed::size);
         return true;
       }
+      prepare_write(n);
       const std::string tmp = temp_name();
       fs_.make_symlink(*d, tmp, target, ec);
       if (ec) return fail("symlink", ec), false;
-      if (dt == file_type::directory && !remove_entry(*d, name, dt, false)) {
+      if (dt == file_type::directory && !replace_dir(*d, name)) {
         discard(*d, tmp);
         return true;
       }
@@ -1851,12 +1861,20 @@ class engine {
       handle& d = n.dst;
       if (is_temp_name(de.name)) {  // left by an interrupted run: always removed
         std::error_code ec;
+        prepare_write(n);
         if (!dry_) fs_.remove(d, de.name, ec);
         if (ec && !is_enoent(ec)) return fail("unlink", ec), false;
         ++rep_.cleaned;
         note(action_kind::remove, de.type);
         return true;
       }
+      return consider_removal(n, de);
+    }
+
+    // A destination entry with no source counterpart to sync: the source lacks it, or excludes
+    // its own entry of that name.  Deleted when the deletion policy says so.
+    bool consider_removal(node& n, const dir_entry& de) {
+      handle& d = n.dst;
       file_type t = de.type;
       if (t == file_type::unknown) {
         std::error_code ec;
@@ -1869,20 +1887,24 @@ class engine {
       }
       const bool ex = excluded(t);
       if (del_.removes(std::string_view(rel_), t, ex)) {
-        remove_entry(d, de.name, t, true);
-        return true;
+        prepare_write(n);
+        return remove_entry(d, de.name, t, true) == removal::done;
       }
       if (ex) ++rep_.excluded;
       return false;
     }
 
+    enum class removal { done, kept, failed };
+
     // Removes an entry; a directory is emptied first, through handles opened without following
-    // links, so a symlink inside the destination is removed, never walked through.
-    bool remove_entry(handle& d, const std::string& name, file_type t, bool count_top) {
+    // links, so a symlink inside the destination is removed, never walked through.  Entries inside
+    // it that the deletion policy protects (excluded ones, under deletion::extraneous) are kept,
+    // and then so is the directory.  A read-only directory is made writable to be emptied.
+    removal remove_entry(handle& d, const std::string& name, file_type t, bool count_top) {
       std::error_code ec;
       if (t == file_type::unknown) {
         const stat_info st = fs_.stat(d, name, false, ec);
-        if (ec) return is_enoent(ec) ? true : (fail("stat", ec), false);
+        if (ec) return is_enoent(ec) ? removal::done : (fail("stat", ec), removal::failed);
         t = st.type;
       }
       if (t == file_type::directory) {
@@ -1892,28 +1914,73 @@ class engine {
           return remove_entry(d, name, file_type::symlink, count_top);
         }
         if (ec) {
-          if (is_enoent(ec)) return true;
-          return fail("opendir", ec), false;
+          if (is_enoent(ec)) return removal::done;
+          return fail("opendir", ec), removal::failed;
         }
         std::vector<dir_entry> children = fs_.list(sub, ec);
-        if (ec) return fail("list", ec), false;
+        if (ec) return fail("list", ec), removal::failed;
+        if (!dry_ && !children.empty()) {
+          const stat_info self = fs_.stat(sub, ".", false, ec);
+          if (!ec && (self.mode & 0200) == 0) fs_.set_mode(sub, ".", self.mode | 0700, ec);
+          ec.clear();
+        }
         bool ok = true;
+        bool kept = false;
         for (const auto& c : children) {
           rel_scope scope(rel_, c.name);
-          ok = remove_entry(sub, c.name, c.type, true) && ok;
-          if (e_.halted()) return false;
+          file_type ct = c.type;
+          if (ct == file_type::unknown) {
+            const stat_info cs = fs_.stat(sub, c.name, false, ec);
+            if (ec) {
+              if (!is_enoent(ec)) ok = (fail("stat", ec), false);
+              ec.clear();
+              continue;
+            }
+            ct = cs.type;
+          }
+          if (!is_temp_name(c.name)) {
+            const bool ex = excluded(ct);
+            if (!del_.removes(std::string_view(rel_), ct, ex)) {
+              if (ex) ++rep_.excluded;
+              kept = true;
+              continue;
+            }
+          }
+          const removal r = remove_entry(sub, c.name, ct, true);
+          if (r == removal::failed) ok = false;
+          if (r == removal::kept) kept = true;
+          if (e_.halted()) return removal::failed;
         }
-        if (!ok) return false;  // never remove a directory that still has content
+        if (!ok) return removal::failed;  // never remove a directory that still has content
+        if (kept) return removal::kept;
         if (!dry_) fs_.remove_dir(d, name, ec);
       } else {
         if (!dry_) fs_.remove(d, name, ec);
       }
-      if (ec && !is_enoent(ec)) return fail(t == file_type::directory ? "rmdir" : "unlink", ec), false;
+      if (ec && !is_enoent(ec)) return fail(t == file_type::directory ? "rmdir" : "unlink", ec), removal::failed;
       if (count_top) {
         ++rep_.deleted;
         note(action_kind::remove, t);
       }
-      return true;
+      return removal::done;
+    }
+
+    // Clears the way for an entry of another type: false (reported) when that is not possible.
+    bool replace_dir(handle& d, const std::string& name) {
+      const removal r = remove_entry(d, name, file_type::directory, false);
+      if (r == removal::kept) fail("rmdir", std::make_error_code(std::errc::directory_not_empty));
+      return r == removal::done;
+    }
+
+    // A destination directory without write permission is made writable before its first change;
+    // finish_dir restores the source's mode.
+    void prepare_write(node& n) {
+      if (dry_ || n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0) return;
+      std::lock_guard<std::mutex> lock(n.mu);
+      if (n.made_writable) return;
+      std::error_code ec;
+      fs_.set_mode(n.dst, ".", n.dst_st.mode | 0700, ec);
+      n.made_writable = !ec;
     }
 
     void discard(handle& d, const std::string& name) {
