@@ -114,6 +114,10 @@ struct stat_info {
   std::uint32_t mode = 0;     ///< permission bits only (07777)
   std::uint64_t dev = 0;
   std::uint64_t ino = 0;
+  std::uint64_t nlink = 1;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+  std::uint64_t rdev = 0;  ///< device number of a block or character device
 };
 
 /// How a file's data was copied.
@@ -143,6 +147,9 @@ struct copy_options {
   bool follow = false;   ///< the source name is a symlink to follow
   bool replace = false;  ///< truncate the existing destination (in place) instead of creating it exclusively
   bool sync = false;     ///< flush the data to stable storage before returning (durable)
+  bool owner = false;    ///< give the copy the source's owner (preserve_owner; needs privilege)
+  bool group = false;    ///< give the copy the source's group (preserve_group)
+  bool xattrs = false;   ///< copy extended attributes (xattrs)
 };
 
 /// What a filesystem's copy_file did.
@@ -169,6 +176,8 @@ enum class errc {
   special_file,           ///< FIFO, socket or device: never opened, skipped
   vanished,               ///< the source entry disappeared during the run
   changed_during_copy,    ///< the source file changed while it was copied; not installed
+  other_filesystem,       ///< a directory on another filesystem, not entered (one_file_system)
+  case_collision,         ///< two names that differ only in case (detect_case_collisions)
 };
 
 namespace detail {
@@ -186,6 +195,8 @@ class error_category_impl final : public std::error_category {
       case errc::special_file: return "special file (fifo, socket or device) skipped";
       case errc::vanished: return "vanished during the run";
       case errc::changed_during_copy: return "changed while being copied";
+      case errc::other_filesystem: return "on another filesystem, not entered";
+      case errc::case_collision: return "collides with another name on a case-insensitive filesystem";
     }
     return "unknown treesync error";
   }
@@ -281,6 +292,7 @@ struct report {
   std::vector<entry_error> errors;    ///< failures; every other entry was still synced
   std::vector<entry_error> vanished;  ///< source entries that vanished / changed during the run
   std::vector<entry_error> skipped_entries;
+  std::vector<entry_error> notices;  ///< case collisions and other things worth knowing
   std::chrono::nanoseconds elapsed{0};
 
   bool cancelled = false;  ///< stopped early by cancel_on
@@ -677,6 +689,52 @@ inline constexpr dry_run_t dry_run{};
 struct allow_empty_source_t {};
 inline constexpr allow_empty_source_t allow_empty_source{};
 
+/// fsync each file before its rename and each changed directory after its last change (rsync
+/// --fsync): a power cut loses no completed file.  Off by default: it costs a flush per file.
+struct durable_t {};
+inline constexpr durable_t durable{};
+
+/// Do not enter source directories on another filesystem than the source root (rsync -x); they
+/// are reported in report::skipped_entries and their destination counterparts are left alone.
+struct one_file_system_t {};
+inline constexpr one_file_system_t one_file_system{};
+
+/// Recreate FIFOs and sockets, and device nodes when privileged (rsync --specials --devices),
+/// instead of skipping them.  They are still never opened.
+struct specials_t {};
+inline constexpr specials_t specials{};
+
+/// Give destination entries the source's owner (rsync -o; needs CAP_CHOWN, i.e. root).
+struct preserve_owner_t {};
+inline constexpr preserve_owner_t preserve_owner{};
+
+/// Give destination entries the source's group (rsync -g; any group the caller belongs to).
+struct preserve_group_t {};
+inline constexpr preserve_group_t preserve_group{};
+
+/// Source files that are hard links of one another are hard links of one another in the
+/// destination too (rsync -H).  The links are made once the copies exist, at the end of the run.
+struct hard_links_t {};
+inline constexpr hard_links_t hard_links{};
+
+/// Copy extended attributes of files and directories when their data or the directory is
+/// written (rsync -X).  An attribute-only change of a file that is otherwise current is not seen.
+struct xattrs_t {};
+inline constexpr xattrs_t xattrs{};
+
+/// Report, in report::notices, source names of one directory that differ only in (ASCII) case
+/// and would overwrite each other on a case-insensitive destination (macOS, Windows shares).
+struct detect_case_collisions_t {};
+inline constexpr detect_case_collisions_t detect_case_collisions{};
+
+/// Move every destination file the run replaces or deletes into `path` (relative paths are taken
+/// from the destination root) at its relative path, instead of losing it (rsync --backup-dir).
+/// The backup directory must be on the destination's filesystem; inside the destination, it is
+/// never deleted as extraneous.
+struct backup_dir {
+  std::filesystem::path path;
+};
+
 /// Executor: how many workers run the sync.  `jobs{1}` (the default) runs it on the calling thread;
 /// `jobs{n}` spreads directory pairs and the entries of each directory over n threads (large files
 /// are not split) with the same outcome as the serial run; `jobs{0}` uses one per hardware thread.
@@ -775,6 +833,14 @@ template <class P>
 inline constexpr bool is_jobs_policy_v = std::is_same_v<std::decay_t<P>, jobs>;
 template <class P>
 inline constexpr bool is_cancel_policy_v = std::is_same_v<std::decay_t<P>, cancel_on>;
+/// The flags: each is a category of its own.
+template <class P>
+inline constexpr bool is_flag_policy_v =
+    std::is_same_v<std::decay_t<P>, durable_t> || std::is_same_v<std::decay_t<P>, one_file_system_t> ||
+    std::is_same_v<std::decay_t<P>, specials_t> || std::is_same_v<std::decay_t<P>, preserve_owner_t> ||
+    std::is_same_v<std::decay_t<P>, preserve_group_t> || std::is_same_v<std::decay_t<P>, hard_links_t> ||
+    std::is_same_v<std::decay_t<P>, xattrs_t> || std::is_same_v<std::decay_t<P>, detect_case_collisions_t> ||
+    std::is_same_v<std::decay_t<P>, backup_dir>;
 
 /// How many categories P belongs to: a policy must belong to exactly one.
 template <class P>
@@ -782,7 +848,7 @@ inline constexpr int policy_category_count_v =
     int(is_compare_policy_v<P>) + int(is_deletion_policy_v<P>) + int(is_links_policy_v<P>) +
     int(is_exclude_policy_v<P>) + int(is_write_policy_v<P>) + int(is_errors_policy_v<P>) +
     int(is_observer_policy_v<P>) + int(is_dry_run_policy_v<P>) + int(is_allow_empty_source_policy_v<P>) +
-    int(is_jobs_policy_v<P>) + int(is_cancel_policy_v<P>);
+    int(is_jobs_policy_v<P>) + int(is_cancel_policy_v<P>) + int(is_flag_policy_v<P>);
 
 template <class P>
 inline constexpr bool is_policy_v = policy_category_count_v<P> == 1;
@@ -1025,12 +1091,19 @@ template <class P>
 struct is_jobs : std::bool_constant<is_jobs_policy_v<P>> {};
 template <class P>
 struct is_cancel : std::bool_constant<is_cancel_policy_v<P>> {};
+template <class F>
+struct is_exactly {
+  template <class P>
+  struct test : std::is_same<std::decay_t<P>, F> {};
+};
+template <class F, class... Ps>
+inline constexpr bool has_flag = count_in_pack<is_exactly<F>::template test, Ps...> > 0;
 
 template <class P>
 constexpr bool check_one_policy() {
   static_assert(policy_category_count_v<P> != 0,
                 "treesync::sync: an argument is not a treesync policy (no category's requirements are met: "
-                "compare, deletion, links, exclude, write, errors, observer, jobs, cancel_on, dry_run, allow_empty_source)");
+                "compare, deletion, links, exclude, write, errors, observer, jobs, cancel_on, or a flag such as dry_run)");
   static_assert(policy_category_count_v<P> <= 1,
                 "treesync::sync: an argument meets the requirements of more than one policy category; "
                 "make it satisfy exactly one");
@@ -1051,6 +1124,21 @@ constexpr bool check_policies() {
   static_assert(count_in_pack<is_allow_empty, Ps...> <= 1, "treesync::sync: more than one allow_empty_source given");
   static_assert(count_in_pack<is_jobs, Ps...> <= 1, "treesync::sync: more than one jobs (executor) policy given");
   static_assert(count_in_pack<is_cancel, Ps...> <= 1, "treesync::sync: more than one cancel_on given");
+  static_assert(count_in_pack<is_exactly<durable_t>::template test, Ps...> <= 1, "treesync::sync: durable given twice");
+  static_assert(count_in_pack<is_exactly<one_file_system_t>::template test, Ps...> <= 1,
+                "treesync::sync: one_file_system given twice");
+  static_assert(count_in_pack<is_exactly<specials_t>::template test, Ps...> <= 1, "treesync::sync: specials given twice");
+  static_assert(count_in_pack<is_exactly<preserve_owner_t>::template test, Ps...> <= 1,
+                "treesync::sync: preserve_owner given twice");
+  static_assert(count_in_pack<is_exactly<preserve_group_t>::template test, Ps...> <= 1,
+                "treesync::sync: preserve_group given twice");
+  static_assert(count_in_pack<is_exactly<hard_links_t>::template test, Ps...> <= 1,
+                "treesync::sync: hard_links given twice");
+  static_assert(count_in_pack<is_exactly<xattrs_t>::template test, Ps...> <= 1, "treesync::sync: xattrs given twice");
+  static_assert(count_in_pack<is_exactly<detect_case_collisions_t>::template test, Ps...> <= 1,
+                "treesync::sync: detect_case_collisions given twice");
+  static_assert(count_in_pack<is_exactly<backup_dir>::template test, Ps...> <= 1,
+                "treesync::sync: more than one backup_dir given");
   return (true && ... && check_one_policy<std::decay_t<Ps>>());
 }
 
@@ -1089,6 +1177,23 @@ inline unsigned long process_token() noexcept {
 #endif
 }
 
+/// The run-time switches of a run, gathered from the policy pack.
+struct run_options {
+  bool dry = false;
+  bool allow_empty = false;
+  bool durable = false;
+  bool one_file_system = false;
+  bool specials = false;
+  bool owner = false;
+  bool group = false;
+  bool hard_links = false;
+  bool xattrs = false;
+  bool case_collisions = false;
+  unsigned jobs = 1;
+  const std::atomic<bool>* cancel = nullptr;
+  std::filesystem::path backup_dir;  // empty: no backups
+};
+
 /// One directory pair in flight.  It owns its two handles while any of its entries or
 /// subdirectories is still being processed; `pending` counts those (plus the node's own start),
 /// and the worker that brings it to zero finishes the directory (its mode and mtime: post-order,
@@ -1123,10 +1228,11 @@ class engine {
   using node = dir_node<handle>;
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
-  engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, bool dry,
-         bool allow_empty, unsigned jobs, const std::atomic<bool>* cancel, report& rep)
-      : fs_(fs), cmp_(cmp), del_(del), lnk_(lnk), exc_(exc), obs_(obs), dry_(dry), allow_empty_(allow_empty),
-        jobs_(jobs == 0 ? 1 : jobs), cancel_(cancel), out_(rep), racy_window_(fs.racy_window()) {}
+  engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, const run_options& opt,
+         report& rep)
+      : fs_(fs), cmp_(cmp), del_(del), lnk_(lnk), exc_(exc), obs_(obs), opt_(opt), dry_(opt.dry),
+        allow_empty_(opt.allow_empty), jobs_(opt.jobs == 0 ? 1 : opt.jobs), cancel_(opt.cancel), out_(rep),
+        racy_window_(fs.racy_window()) {}
 
   /// Runs the whole sync.  Returns a refusal (nothing touched), the first error under
   /// errors::stop, or an empty code.
@@ -1728,7 +1834,10 @@ class engine {
       copy_options opts;
       opts.follow = follow;
       opts.replace = in_place;
-      opts.sync = e_.durable_;
+      opts.sync = e_.opt_.durable;
+      opts.owner = e_.opt_.owner;
+      opts.group = e_.opt_.group;
+      opts.xattrs = e_.opt_.xattrs;
       const copy_result copied = fs_.copy_file(s, name, *d, out_name, st, opts, ec);
       if (ec) {
         if (via_temp) discard(*d, out_name);
@@ -2004,11 +2113,11 @@ class engine {
   const Lnk& lnk_;
   const Exc& exc_;
   Obs& obs_;
+  run_options opt_;
   bool dry_;
   bool allow_empty_;
   unsigned jobs_;
   const std::atomic<bool>* cancel_;
-  bool durable_ = false;
   report& out_;
   std::int64_t racy_window_;
 
@@ -2513,12 +2622,26 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
   auto& wr = pick<is_write>(default_write, ps...);
   auto& err = pick<is_errors>(default_errors, ps...);
   auto& obs = pick<is_observer>(default_observer, ps...);
-  const unsigned workers = pick<is_jobs>(default_jobs, ps...).count();
-  const std::atomic<bool>* cancel = nullptr;
+  run_options opt;
+  opt.jobs = pick<is_jobs>(default_jobs, ps...).count();
   if constexpr (count_in_pack<is_cancel, Ps...> > 0) {
     const std::atomic<bool> never{false};
-    cancel = pick<is_cancel>(never, ps...).flag;
+    opt.cancel = pick<is_cancel>(never, ps...).flag;
   }
+  if constexpr (has_flag<backup_dir, Ps...>) {
+    backup_dir none{};
+    opt.backup_dir = pick<is_exactly<backup_dir>::template test>(none, ps...).path;
+  }
+  opt.dry = count_in_pack<is_dry_run, Ps...> > 0;
+  opt.allow_empty = count_in_pack<is_allow_empty, Ps...> > 0;
+  opt.durable = has_flag<durable_t, Ps...>;
+  opt.one_file_system = has_flag<one_file_system_t, Ps...>;
+  opt.specials = has_flag<specials_t, Ps...>;
+  opt.owner = has_flag<preserve_owner_t, Ps...>;
+  opt.group = has_flag<preserve_group_t, Ps...>;
+  opt.hard_links = has_flag<hard_links_t, Ps...>;
+  opt.xattrs = has_flag<xattrs_t, Ps...>;
+  opt.case_collisions = has_flag<detect_case_collisions_t, Ps...>;
   using Cmp = std::remove_reference_t<decltype(cmp)>;
   using Del = std::remove_reference_t<decltype(del)>;
   using Lnk = std::remove_reference_t<decltype(lnk)>;
@@ -2526,8 +2649,6 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
   using Wr = std::decay_t<decltype(wr)>;
   using Err = std::decay_t<decltype(err)>;
   using Obs = std::remove_reference_t<decltype(obs)>;
-  constexpr bool dry = count_in_pack<is_dry_run, Ps...> > 0;
-  constexpr bool allow_empty = count_in_pack<is_allow_empty, Ps...> > 0;
 
   const auto t0 = std::chrono::steady_clock::now();
   report rep;
@@ -2535,8 +2656,10 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
     // max_delete refuses the run before its first deletion: plan it first (a dry run: reads only).
     report plan;
     no_observer_t quiet;
-    engine<FS, Cmp, Del, Lnk, Exc, Wr, errors::collect_t, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, true,
-                                                                                  allow_empty, workers, cancel, plan);
+    run_options plan_opt = opt;
+    plan_opt.dry = true;
+    engine<FS, Cmp, Del, Lnk, Exc, Wr, errors::collect_t, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, plan_opt,
+                                                                                  plan);
     ec = planner.run(src, dst);
     if (!ec && plan.deleted > del.limit()) ec = errc::max_delete_exceeded;
     if (ec) {
@@ -2544,7 +2667,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
       return rep;
     }
   }
-  engine<FS, Cmp, Del, Lnk, Exc, Wr, Err, Obs> eng(fs, cmp, del, lnk, exc, obs, dry, allow_empty, workers, cancel, rep);
+  engine<FS, Cmp, Del, Lnk, Exc, Wr, Err, Obs> eng(fs, cmp, del, lnk, exc, obs, opt, rep);
   ec = eng.run(src, dst);
   rep.elapsed = std::chrono::steady_clock::now() - t0;
   return rep;
