@@ -1,0 +1,271 @@
+#!/usr/bin/env python3
+"""treesync benchmark report: OUT/{runs,syscalls,datasets}.csv -> results.json, results.md, results.svg.
+
+    report.py OUT [--svg-name results.svg]
+
+Figures: the median wall time of each program over the runs; its ratio to `rsync -a --delete`,
+taken run by run (run i of a program against run i of rsync, which ran right before or after
+it on the same starting state) and then the median of those ratios; system calls of the warm
+no-op run (strace -f -c); peak RSS. Standard library only; the SVG is drawn here by hand.
+"""
+
+import argparse
+import csv
+import html
+import json
+import math
+import os
+import statistics
+from collections import OrderedDict, defaultdict
+
+SCENARIOS = ["cold", "noop", "touch", "modify", "churn"]
+TITLES = {"cold": "cold", "noop": "warm no-op", "touch": "touch 1%", "modify": "modify 1%", "churn": "churn"}
+FS_TITLES = {"ext4": "ext4 (loop image)", "tmpfs": "tmpfs", "fuse": "high-latency FUSE"}
+DS_TITLES = {"usr_include": "/usr/include copy", "synth": "build tree (40k files + 3 x 200 MB)",
+             "mem": "200k small files"}
+REFERENCE = "rsync -a"
+
+
+def read_csv(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def tool_order(names):
+    """treesync first, then the peers, the stat walks (the floor) last."""
+    def key(n):
+        if n.startswith("treesync"):
+            return (0, n)
+        if n.startswith("stat walk"):
+            return (3, n)
+        if n == "fs_mirror":
+            return (2, n)
+        return (1, ["rsync -a", "rsync -aL", "cp -a", "tar | tar"].index(n) if n in
+                ["rsync -a", "rsync -aL", "cp -a", "tar | tar"] else 9, n)
+    return sorted(names, key=key)
+
+
+def summarize(out):
+    runs = read_csv(os.path.join(out, "runs.csv"))
+    sysc = read_csv(os.path.join(out, "syscalls.csv"))
+    dsets = read_csv(os.path.join(out, "datasets.csv"))
+    meta = {}
+    if os.path.exists(os.path.join(out, "meta.json")):
+        with open(os.path.join(out, "meta.json")) as f:
+            meta = json.load(f)
+
+    # (fs, ds, scenario) -> tool -> run -> row
+    cells = OrderedDict()
+    for r in runs:
+        key = (r["fs"], r["dataset"], r["scenario"])
+        cells.setdefault(key, OrderedDict()).setdefault(r["tool"], {})[int(r["run"])] = r
+    syscalls = {(r["fs"], r["dataset"], r["scenario"], r["tool"]): (int(r["calls"]), int(r["errors"]))
+                for r in sysc if r["calls"] not in ("", "None")}
+
+    results = []
+    for (fs, ds, sc), tools in cells.items():
+        ref = tools.get(REFERENCE, {})
+        for tool, by_run in tools.items():
+            walls = [float(r["wall_s"]) for r in by_run.values() if r["wall_s"] != "nan"]
+            ratios = [float(r["wall_s"]) / float(ref[i]["wall_s"]) for i, r in by_run.items()
+                      if i in ref and float(ref[i]["wall_s"]) > 0]
+            rss = [int(r["maxrss_kib"]) for r in by_run.values()]
+            failed = [int(r["exit"]) for r in by_run.values() if int(r["exit"]) != 0]
+            calls = syscalls.get((fs, ds, sc, tool))
+            results.append({
+                "fs": fs, "dataset": ds, "scenario": sc, "tool": tool,
+                "runs": len(walls),
+                "median_s": statistics.median(walls) if walls else None,
+                "min_s": min(walls) if walls else None,
+                "max_s": max(walls) if walls else None,
+                "ratio_to_rsync": statistics.median(ratios) if ratios else None,
+                "peak_rss_kib": max(rss) if rss else None,
+                "syscalls": calls[0] if calls else None,
+                "failed_syscalls": calls[1] if calls else None,
+                "nonzero_exits": failed,
+            })
+    return {"meta": meta, "datasets": dsets, "results": results}
+
+
+def fmt_s(s):
+    if s is None:
+        return "-"
+    if s < 1:
+        return f"{s * 1000:.0f} ms" if s >= 0.0995 else f"{s * 1000:.1f} ms"
+    return f"{s:.2f} s"
+
+
+def fmt_int(n):
+    return "-" if n is None else f"{n:,}"
+
+
+def markdown(summary):
+    res = summary["results"]
+    meta = summary["meta"]
+    lines = ["# treesync benchmark results", ""]
+    if meta:
+        lines.append(f"{meta.get('date', '')}; {meta.get('machine', '')}; treesync {meta.get('commit', '')}; "
+                     f"{meta.get('runs', '?')} runs per figure ({meta.get('fuse_runs', '?')} on FUSE), "
+                     f"median wall time; hot page cache.")
+        if meta.get("versions"):
+            lines.append("Peers: " + "; ".join(meta["versions"]) + ".")
+        if meta.get("fuse"):
+            lines.append(f"FUSE: {meta['fuse']}.")
+        lines.append("")
+    lines += [
+        "Each cell: median wall time, and in parentheses the median over runs of the time divided by",
+        "`rsync -a --delete`'s in the same run (below 1 is faster). `syscalls`: `strace -f -c` total",
+        "of the warm no-op run. `peak RSS`: largest process, cold / warm no-op.",
+        "",
+    ]
+    groups = OrderedDict()
+    for r in res:
+        groups.setdefault((r["fs"], r["dataset"]), []).append(r)
+    dsinfo = {(d["fs"], d["dataset"]): d for d in summary["datasets"]}
+    for (fs, ds), rows in groups.items():
+        info = dsinfo.get((fs, ds))
+        title = f"## {FS_TITLES.get(fs, fs)}: {DS_TITLES.get(ds, ds)}"
+        lines.append(title)
+        lines.append("")
+        if info:
+            lines.append(f"{int(info['files']):,} files, {int(info['dirs']):,} directories, "
+                         f"{int(info['symlinks']):,} symlinks, {int(info['bytes']) / 1e6:,.0f} MB."
+                         + (f" Changes: {info['variants']}." if info.get("variants") else ""))
+            lines.append("")
+        scs = [s for s in SCENARIOS if any(r["scenario"] == s for r in rows)]
+        by = {(r["tool"], r["scenario"]): r for r in rows}
+        tools = tool_order({r["tool"] for r in rows})
+        has_sys = any(r["syscalls"] is not None for r in rows)
+        head = ["program"] + [TITLES[s] for s in scs] + (["syscalls (no-op)"] if has_sys else []) + ["peak RSS"]
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "---|" * len(head))
+        for t in tools:
+            cells = [f"`{t}`" if not t.startswith("stat walk") else f"{t} (floor)"]
+            for s in scs:
+                r = by.get((t, s))
+                if not r or r["median_s"] is None:
+                    cells.append("")
+                    continue
+                c = fmt_s(r["median_s"])
+                if r["ratio_to_rsync"] is not None and t != REFERENCE:
+                    c += f" ({r['ratio_to_rsync']:.2f})"
+                if r["nonzero_exits"]:
+                    c += f" exit {sorted(set(r['nonzero_exits']))[0]}!"
+                cells.append(c)
+            if has_sys:
+                r = by.get((t, "noop"))
+                cells.append(fmt_int(r["syscalls"]) if r else "")
+            rss = []
+            for s in ("cold", "noop"):
+                r = by.get((t, s))
+                rss.append(f"{r['peak_rss_kib'] / 1024:.1f}" if r and r["peak_rss_kib"] else "-")
+            cells.append(" / ".join(rss) + " MiB")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+# ---- SVG: small multiples, one panel per (filesystem, dataset) x scenario ----------------------
+PALETTE = {
+    "treesync": "#1f5fae",
+    "rsync -a": "#d9822b",
+    "rsync -aL": "#f2b36b",
+    "cp -a": "#5a9e4b",
+    "tar | tar": "#9ccf8a",
+    "fs_mirror": "#9b5fb4",
+    "stat walk": "#8a8a8a",
+}
+
+
+def color(tool):
+    if tool in PALETTE:
+        return PALETTE[tool]
+    if tool.startswith("treesync"):
+        return "#5fa0e6"
+    if tool.startswith("stat walk"):
+        return "#c2c2c2"
+    return "#666666"
+
+
+def svg(summary):
+    res = summary["results"]
+    rows = OrderedDict()
+    for r in res:
+        rows.setdefault((r["fs"], r["dataset"]), {}).setdefault(r["scenario"], {})[r["tool"]] = r
+    if not rows:
+        return '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>'
+    scs = [s for s in SCENARIOS if any(s in v for v in rows.values())]
+    tools = tool_order({r["tool"] for r in res})
+
+    left, top, cell_w, gap = 120, 64, 200, 14
+    bar_h, bar_gap = 11, 3
+    cell_h = 22 + len(tools) * (bar_h + bar_gap)
+    width = left + len(scs) * (cell_w + gap) + 10
+    height = top + len(rows) * (cell_h + 26) + 30
+    o = []
+    add = o.append
+    add(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Helvetica, Arial, sans-serif" font-size="10">')
+    add(f'<rect width="{width}" height="{height}" fill="#ffffff"/>')
+    add('<text x="10" y="18" font-size="14" font-weight="bold">treesync vs rsync, cp, tar and a '
+        'std::filesystem loop: median wall time (shorter is better)</text>')
+    add('<text x="10" y="34" fill="#444">each panel is scaled to its slowest program; the label is the median '
+        'time and, in parentheses, the ratio to rsync -a --delete in the same runs</text>')
+    # legend
+    x = 10
+    for t in tools:
+        add(f'<rect x="{x}" y="44" width="10" height="10" fill="{color(t)}"/>')
+        add(f'<text x="{x + 13}" y="53">{html.escape(t)}</text>')
+        x += 18 + 6.2 * len(t)
+    y0 = top
+    for (fs, ds), by_sc in rows.items():
+        add(f'<text x="10" y="{y0 + 14}" font-size="12" font-weight="bold">'
+            f'{html.escape(FS_TITLES.get(fs, fs))} - {html.escape(DS_TITLES.get(ds, ds))}</text>')
+        y = y0 + 22
+        for i, t in enumerate(tools):
+            add(f'<text x="{left - 6}" y="{y + 18 + i * (bar_h + bar_gap) + bar_h - 2}" '
+                f'text-anchor="end">{html.escape(t)}</text>')
+        for j, sc in enumerate(scs):
+            cx = left + j * (cell_w + gap)
+            cell = by_sc.get(sc, {})
+            add(f'<rect x="{cx}" y="{y}" width="{cell_w}" height="{cell_h}" fill="#f7f7f7" stroke="#dddddd"/>')
+            add(f'<text x="{cx + 4}" y="{y + 12}" font-weight="bold">{TITLES[sc]}</text>')
+            vals = [r["median_s"] for r in cell.values() if r["median_s"] is not None]
+            if not vals:
+                continue
+            vmax = max(vals)
+            for i, t in enumerate(tools):
+                r = cell.get(t)
+                if not r or r["median_s"] is None:
+                    continue
+                by = y + 18 + i * (bar_h + bar_gap)
+                w = max(1.0, (cell_w - 76) * r["median_s"] / vmax)
+                add(f'<rect x="{cx + 2}" y="{by}" width="{w:.1f}" height="{bar_h}" fill="{color(t)}">'
+                    f'<title>{html.escape(t)}: {fmt_s(r["median_s"])}</title></rect>')
+                label = fmt_s(r["median_s"])
+                if r["ratio_to_rsync"] is not None and t != REFERENCE:
+                    label += f" ({r['ratio_to_rsync']:.2f})"
+                add(f'<text x="{cx + 5 + w:.1f}" y="{by + bar_h - 2}" font-size="9">{html.escape(label)}</text>')
+        y0 += cell_h + 26
+    add("</svg>")
+    return "\n".join(o) + "\n"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("out")
+    args = p.parse_args()
+    summary = summarize(args.out)
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(summary, f, indent=1)
+    with open(os.path.join(args.out, "results.md"), "w") as f:
+        f.write(markdown(summary))
+    with open(os.path.join(args.out, "results.svg"), "w") as f:
+        f.write(svg(summary))
+    print(f"report: {os.path.join(args.out, 'results.md')}, results.svg, results.json")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# tests/bench/run.sh - the treesync benchmark: treesync against rsync, cp -a, tar | tar, a plain
+# std::filesystem mirror (fs_mirror.cpp) and a bare getdents+fstatat walk (stat_walk.cpp, the
+# floor), on trees it makes itself, on a fresh ext4 loop image, on tmpfs and on a FUSE filesystem
+# that waits in every request (slowfs.c, a stand-in for NFS/Lustre).
+#
+#   sudo tests/bench/run.sh [options]
+#
+#   --fs LIST              filesystems, from ext4,tmpfs,fuse (default: all three)
+#   --datasets LIST        on ext4: usr_include,synth,mem (default: all)
+#   --tmpfs-datasets LIST  on tmpfs (default: usr_include)
+#   --fuse-datasets LIST   on FUSE (default: usr_include)
+#   --scenarios LIST       cold,noop,touch,modify,churn (default: all)
+#   --fuse-scenarios LIST  on FUSE (default: cold,noop,touch,churn)
+#   --runs N               timed runs per figure (default 5); --fuse-runs N (default 3);
+#                          --mem-runs N for the 200k-file tree (default 1)
+#   --jobs N               threads for `treesync --jobs N` (when the CLI has it) and the
+#                          threaded stat walk (default 16)
+#   --fuse-delay-us N      latency of each FUSE request (default 50)
+#   --out DIR              results directory (default build/bench-results)
+#   --image-size SIZE      size of the sparse ext4 image (default 16G)
+#   --publish              copy results.md and results.svg to tests/bench/ (what the README shows)
+#   --quick                a smoke test: usr_include only, 1 run, ext4 + FUSE (cold, noop)
+#   --keep                 keep the work directory (trees, image) and leave nothing mounted
+#
+# Needs root (mount, losetup, FUSE) and installs what it lacks with apt-get (rsync strace fuse3
+# libfuse3-dev pkg-config cmake g++). Builds the treesync CLI (CMake, Release) and the peers.
+# Writes OUT/runs.csv (every timed run), syscalls.csv, datasets.csv, verify.log (every program's
+# destination compared with its source after its first run of each scenario), stderr.log, and
+# the report: results.json, results.md, results.svg. Never run by the unit tests.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+root=$(cd "$here/../.." && pwd)
+
+fs_list=ext4,tmpfs,fuse
+datasets=usr_include,synth,mem
+tmpfs_datasets=usr_include
+fuse_datasets=usr_include
+scenarios=cold,noop,touch,modify,churn
+fuse_scenarios=cold,noop,touch,churn
+runs=5
+fuse_runs=3
+mem_runs=1
+jobs=16
+delay_us=50
+out="$root/build/bench-results"
+image_size=16G
+publish=0
+keep=0
+
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit "${1:-0}"; }
+while (($#)); do
+  case $1 in
+    --fs) fs_list=$2; shift ;;
+    --datasets) datasets=$2; shift ;;
+    --tmpfs-datasets) tmpfs_datasets=$2; shift ;;
+    --fuse-datasets) fuse_datasets=$2; shift ;;
+    --scenarios) scenarios=$2; shift ;;
+    --fuse-scenarios) fuse_scenarios=$2; shift ;;
+    --runs) runs=$2; shift ;;
+    --fuse-runs) fuse_runs=$2; shift ;;
+    --mem-runs) mem_runs=$2; shift ;;
+    --jobs) jobs=$2; shift ;;
+    --fuse-delay-us) delay_us=$2; shift ;;
+    --out) out=$2; shift ;;
+    --image-size) image_size=$2; shift ;;
+    --publish) publish=1 ;;
+    --keep) keep=1 ;;
+    --quick) fs_list=ext4,fuse; datasets=usr_include; fuse_datasets=usr_include
+             scenarios=cold,noop; fuse_scenarios=cold,noop; runs=1; fuse_runs=1 ;;
+    -h|--help) usage 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; usage 1 >&2 ;;
+  esac
+  shift
+done
+has() { [[ ",$fs_list," == *",$1,"* ]]; }
+say() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+if [[ $(id -u) != 0 ]]; then
+  echo "run.sh: needs root (loop mounts, tmpfs, FUSE)" >&2
+  exit 1
+fi
+
+# ---- what it needs ------------------------------------------------------------------------------
+need=()
+for pair in rsync:rsync strace:strace cmake:cmake g++:g++ cc:gcc python3:python3 tar:tar \
+            mkfs.ext4:e2fsprogs losetup:mount; do
+  command -v "${pair%%:*}" >/dev/null 2>&1 || need+=("${pair#*:}")
+done
+if has fuse; then
+  command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+  command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+  [[ -e /usr/include/fuse3/fuse.h ]] || need+=(libfuse3-dev)
+fi
+if ((${#need[@]})); then
+  say "installing ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get install -y --no-install-recommends "${need[@]}" >/dev/null ||
+    { apt-get update >/dev/null && apt-get install -y --no-install-recommends "${need[@]}" >/dev/null; }
+fi
+
+# ---- build: the CLI with the project's CMake (Release), the peers with the compilers ----------
+build="$root/build/bench"
+bin="$build/bin"
+mkdir -p "$bin"
+gen=()
+command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+say "building the treesync CLI (Release) and the peers"
+cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DTREESYNC_BUILD_TESTS=OFF -DTREESYNC_BUILD_EXAMPLES=ON >/dev/null
+cmake --build "$build" --target treesync_cli >/dev/null
+ln -sf "$build/examples/treesync" "$bin/treesync"
+cxx=${CXX:-g++}
+c=${CC:-cc}
+"$cxx" -std=c++17 -O2 -Wall -Wextra -pthread "$here/stat_walk.cpp" -o "$bin/stat_walk"
+"$cxx" -std=c++17 -O2 -Wall -Wextra "$here/fs_mirror.cpp" -o "$bin/fs_mirror"
+"$c" -std=c11 -O2 -Wall -Wextra "$here/timeit.c" -o "$bin/timeit"
+if has fuse; then
+  # shellcheck disable=SC2046
+  "$c" -std=c11 -O2 -Wall -Wextra "$here/slowfs.c" -o "$bin/slowfs" $(pkg-config --cflags --libs fuse3)
+fi
+if "$bin/treesync" --help | grep -q -- --jobs; then
+  say "treesync has --jobs: measuring serial and --jobs $jobs"
+else
+  say "treesync has no --jobs yet: serial only"
+fi
+
+# ---- filesystems: mounted here, unmounted on any exit -------------------------------------------
+work=$(mktemp -d "${TMPDIR:-/tmp}/treesync-bench.XXXXXX")
+ext4_mnt="$work/ext4"
+tmpfs_mnt="$work/tmpfs"
+fuse_mnt="$work/fuse"
+cleanup() {
+  set +e
+  mountpoint -q "$fuse_mnt" 2>/dev/null && { fusermount3 -u "$fuse_mnt" || umount -l "$fuse_mnt"; }
+  if mountpoint -q "$ext4_mnt" 2>/dev/null; then
+    local dev
+    dev=$(findmnt -no SOURCE "$ext4_mnt")
+    umount "$ext4_mnt" || umount -l "$ext4_mnt"
+    [[ $dev == /dev/loop* ]] && losetup "$dev" >/dev/null 2>&1 && losetup -d "$dev" 2>/dev/null
+  fi
+  mountpoint -q "$tmpfs_mnt" 2>/dev/null && umount "$tmpfs_mnt"
+  if ((keep)); then
+    echo "run.sh: work directory kept: $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+mkdir -p "$out"
+rm -f "$out"/{runs,syscalls,datasets}.csv "$out"/{verify,stderr}.log
+started=$(date +%s)
+bench() { python3 "$here/bench.py" --bin "$bin" --out "$out" --jobs "$jobs" --mem-runs "$mem_runs" "$@"; }
+
+if has ext4 || has fuse; then
+  mkdir -p "$ext4_mnt"
+  truncate -s "$image_size" "$work/ext4.img"
+  # enough inodes for the 200k-file tree and its mirrors; inode tables initialised now, so that no
+  # ext4lazyinit thread writes in the background while we measure
+  mkfs.ext4 -q -F -N 2500000 -E lazy_itable_init=0,lazy_journal_init=0 "$work/ext4.img"
+  mount -o loop "$work/ext4.img" "$ext4_mnt"
+  say "ext4 image $image_size on $(findmnt -no SOURCE "$ext4_mnt") at $ext4_mnt"
+fi
+if has ext4; then
+  bench --fs ext4 --root "$ext4_mnt/bench" --datasets "$datasets" --scenarios "$scenarios" \
+        --runs "$runs" --strace
+fi
+if has tmpfs; then
+  mkdir -p "$tmpfs_mnt"
+  mount -t tmpfs -o size="$image_size",nr_inodes=0 tmpfs "$tmpfs_mnt"
+  bench --fs tmpfs --root "$tmpfs_mnt/bench" --datasets "$tmpfs_datasets" --scenarios "$scenarios" \
+        --runs "$runs" --strace
+  umount "$tmpfs_mnt"
+fi
+if has fuse; then
+  # the trees live on the ext4 image; the measured programs see them through slowfs
+  mkdir -p "$ext4_mnt/fuse-backing" "$fuse_mnt"
+  "$bin/slowfs" "$ext4_mnt/fuse-backing" "$fuse_mnt" -o delay_us="$delay_us" \
+                -o max_threads=64,max_idle_threads=64,clone_fd
+  say "slowfs at $fuse_mnt: ${delay_us} us per request"
+  bench --fs fuse --root "$ext4_mnt/fuse-backing" --view "$fuse_mnt" --datasets "$fuse_datasets" \
+        --scenarios "$fuse_scenarios" --runs "$fuse_runs"
+fi
+
+# ---- report ---------------------------------------------------------------------------------------
+versions=$(printf '%s\n' "$(rsync --version | head -1 | sed 's/  */ /g')" "$(tar --version | head -1)" \
+           "$(cp --version | head -1)" "$("$cxx" --version | head -1)" | python3 -c 'import json,sys; print(json.dumps([l.strip() for l in sys.stdin if l.strip()]))')
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+mem=$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo)
+cat > "$out/meta.json" <<EOF
+{
+  "date": "$(date -u +%Y-%m-%d)",
+  "machine": "$(nproc) cores ($cpu), $mem, Linux $(uname -r)",
+  "commit": "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)",
+  "runs": $runs, "fuse_runs": $fuse_runs, "mem_runs": $mem_runs, "jobs": $jobs,
+  "fuse": "slowfs.c, libfuse3 high-level passthrough of a directory on the ext4 image, ${delay_us} us per request, attr/entry/negative timeouts 0, 64 worker threads",
+  "versions": $versions,
+  "elapsed_s": $(( $(date +%s) - started ))
+}
+EOF
+python3 "$here/report.py" "$out"
+if ((publish)); then
+  cp "$out/results.md" "$out/results.svg" "$here/"
+  say "published tests/bench/results.md and tests/bench/results.svg"
+fi
+say "done in $(( $(date +%s) - started )) s; results in $out"
+grep -q DIFFERENT "$out/verify.log" 2>/dev/null && say "WARNING: some destinations differ from their source: $out/verify.log"
+exit 0
