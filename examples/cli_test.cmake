@@ -24,7 +24,8 @@ endmacro()
 # run_cli(<output-var> <expected: ok|error> args...)
 function(run_cli out_var expect)
   string(REPLACE ";" " " _shown "${ARGN}")
-  execute_process(COMMAND "${TREESYNC_CLI}" ${ARGN}
+  # -v: one line per action (the tool prints only a summary line by default)
+  execute_process(COMMAND "${TREESYNC_CLI}" -v ${ARGN}
                   RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
   message("$ treesync ${_shown}\n${_out}${_err}[exit ${_rc}]")
   if(expect STREQUAL "ok" AND NOT _rc STREQUAL "0")

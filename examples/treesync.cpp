@@ -1,119 +1,290 @@
-// treesync - mirror SRC into DST with the treesync library.
+// treesync - mirror the directory tree SRC into DST with the treesync library.
 //
-//   treesync [--dry-run] [--jobs N] [--exclude PATTERN]... SRC DST
+//   treesync [OPTIONS] SRC DST          (`treesync --help` lists every option)
 //
-// Prints one line per action (escaped, so odd file names cannot forge output) and a summary.
-// Exit status: 0 success, 1 usage error, 2 refused before starting, 23 some entries failed,
-// 24 some source entries vanished during the run.
+// Options are spelled as rsync's where the meaning is the same; the content of SRC is mirrored into
+// DST like `rsync -a --delete SRC/ DST/`.  Helpers live in examples/cli/: options.hpp (parsing and
+// the help text), output.hpp (itemize, -v, --progress, --stats, --json), text.hpp (escaping).
+//
+// Exit status: 0 done; 1 usage error; 2 refused before anything was touched (missing source, same or
+// nested directories, empty source, --max-delete exceeded); 23 some entries failed; 24 some source
+// entries vanished during the run (23 wins over 24); 130 / 143 interrupted by SIGINT / SIGTERM.
+//
+// Output: every path printed on stdout or stderr goes through treesync_cli::display(): ASCII
+// controls, DEL and '\' as treesync::escape() writes them (\n, \t, \r, \xNN, \\), and the bytes of
+// invalid UTF-8, C1 controls, U+2028/9 and bidi overrides as \xNN, so a name cannot forge a line or
+// drive the terminal.  Errors go to stderr as `treesync: OPERATION PATH: reason`, PATH relative to
+// SRC/DST ("." for the roots themselves).
+//
+// Interrupts: SIGINT / SIGTERM set the flag passed as treesync::cancel_on: no new work is started,
+// entries in flight complete or are discarded (temporaries removed), nothing partial is left at a
+// final name.  The partial report is printed and the exit status is 130 / 143.  A second signal
+// exits at once (_exit) with the same status: temporaries in flight may stay behind under their
+// `.treesync-tmp-*` names, never at a final name, and the next run removes them.  (--inplace writes
+// at the final name by design: an interrupted --inplace copy leaves a partial file with a wrong
+// mtime, which the next run rewrites.)
+//
+// --json schema (version 1).  One object on one line on stdout; nothing else is written to stdout
+// (errors still go to stderr as text).  Usage errors (exit 1) print no JSON.
+//
+//   {
+//     "schema": 1,                        // bumped on incompatible changes
+//     "version": "0.1.0",                 // treesync version
+//     "source": "SRC", "destination": "DST",   // as given on the command line
+//     "dry_run": false,
+//     "jobs": 4,                          // workers used
+//     "status": "ok",                     // "ok" | "errors" | "vanished" | "refused" | "interrupted"
+//     "exit_code": 0,                     // the process's exit status
+//     "refusal": null,                    // or {"code": 2, "category": "generic", "message": "..."}
+//     "cancelled": false,                 // true when interrupted (the counts are partial)
+//     "signal": null,                     // or "SIGINT" / "SIGTERM"
+//     "counts": {"scanned": 0, "created": 0, "updated": 0, "meta_updated": 0, "deleted": 0,
+//                "excluded": 0, "skipped": 0, "cleaned": 0, "errors": 0, "vanished": 0},
+//     "bytes_copied": 0,
+//     "elapsed_seconds": 0.001234,
+//     "bytes_per_second": 0,
+//     "errors":   [ENTRY...],             // per-entry failures (exit 23)
+//     "vanished": [ENTRY...],             // source entries that vanished or changed (exit 24)
+//     "skipped":  [ENTRY...],             // special files, skipped links
+//     "actions":  [ACTION...]             // only with -i or -v: every action, in the order done
+//   }
+//   ENTRY  = {"path": "sub/f", "operation": "copy", "code": 13, "category": "generic",
+//             "message": "Permission denied"}
+//   ACTION = {"kind": "create",           // create | update | update_meta | remove | skip | error | vanished
+//             "type": "file",             // file | directory | symlink | fifo | socket | block device |
+//                                         // character device | none
+//             "path": "sub/f",            // relative to SRC/DST, "" for the roots
+//             "itemize": ">f+++++++++",   // the -i code, or null (skip, error, vanished)
+//             "changes": ["size", "mtime", "mode"],  // attributes that differed
+//             "src_size": 10, "dst_size": 0,
+//             "message": null}            // the reason for skip / error / vanished
+//   "code" / "category": std::error_code's value and category name ("generic" and "system": errno
+//   values; "treesync": treesync::errc).
+//
+// Strings are JSON-escaped as RFC 8259 requires: '"', '\' and control characters (\n, \t, \u001b,
+// ...); DEL, C1 controls, U+2028 and U+2029 are written as \uXXXX too.  File names are bytes, not
+// necessarily UTF-8: a byte that is not part of well-formed UTF-8 is written as \u00XX (the byte's
+// Latin-1 reading), which every parser accepts but which is ambiguous, so every "path", "source"
+// and "destination" that is not well-formed UTF-8 is followed by "path_hex" / "source_hex" /
+// "destination_hex": the exact bytes, two lowercase hex digits each.
+#include "cli/options.hpp"
+#include "cli/output.hpp"
+#include "cli/text.hpp"
+
 #include <treesync/treesync.hpp>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <vector>
+
+#include <signal.h>
+#include <unistd.h>
 
 namespace {
 
-void usage(std::FILE* out) {
-  std::fprintf(out,
-               "usage: treesync [--dry-run] [--jobs N] [--exclude PATTERN]... SRC DST\n"
-               "Mirror the directory tree SRC into DST: copy what is new or changed (size or mtime),\n"
-               "delete what SRC no longer has, follow symlinks in SRC.\n"
-               "  -n, --dry-run          show what would be done, change nothing\n"
-               "      --exclude PATTERN  skip entries matching PATTERN (rsync/gitignore glob; repeatable)\n"
-               "  -j, --jobs N           N parallel workers (default 1; 0 = one per CPU)\n"
-               "  -h, --help             this help\n"
-               "      --version          print the version\n");
+using namespace treesync_cli;
+
+// ---- interrupts ------------------------------------------------------------------------------------
+
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
+              "the signal handler needs lock-free atomics");
+std::atomic<bool> cancel_flag{false};  // passed to treesync::cancel_on
+std::atomic<int> first_signal{0};
+
+extern "C" {
+// Async-signal-safe: lock-free atomic operations and _exit only.
+static void on_signal(int sig) {
+  if (first_signal.exchange(sig) != 0) _exit(sig == SIGINT ? 130 : 143);  // a second signal
+  cancel_flag.store(true);
+}
 }
 
-const char* label(treesync::action_kind k) {
-  switch (k) {
-    case treesync::action_kind::create: return "create ";
-    case treesync::action_kind::update: return "update ";
-    case treesync::action_kind::update_meta: return "meta   ";
-    case treesync::action_kind::remove: return "delete ";
-    case treesync::action_kind::skip: return "skip   ";
-    case treesync::action_kind::error: return "error  ";
-    case treesync::action_kind::vanished: return "vanished";
+void install_signal_handlers() {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);
+  sigaddset(&sa.sa_mask, SIGTERM);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// ---- the policies the options select, decided at run time -------------------------------------------
+// (One engine instantiation per links x write combination instead of one per option combination.)
+
+struct cli_compare {
+  compare_mode mode;
+  std::chrono::nanoseconds window;
+  bool up_to_date(const treesync::file_pair& f) const {
+    switch (mode) {
+      case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
+      case compare_mode::size_only: return treesync::compare::size_only.up_to_date(f);
+      case compare_mode::update:  // compare::newer, with the window
+        if (f.dst.mtime_ns > f.src.mtime_ns + window.count()) return true;
+        return treesync::compare::size_mtime{window}.up_to_date(f);
+      case compare_mode::size_mtime: break;
+    }
+    return treesync::compare::size_mtime{window}.up_to_date(f);
   }
-  return "?";
+};
+
+struct cli_deletion {
+  deletion_mode mode;
+  std::size_t max;
+  bool removes(std::string_view rel, treesync::file_type t, bool excluded) const {
+    switch (mode) {
+      case deletion_mode::keep: return treesync::deletion::keep.removes(rel, t, excluded);
+      case deletion_mode::excluded: return treesync::deletion::delete_excluded.removes(rel, t, excluded);
+      case deletion_mode::extraneous: break;
+    }
+    return treesync::deletion::extraneous.removes(rel, t, excluded);
+  }
+  std::size_t limit() const { return max; }
+};
+
+struct cli_links {  // everything but the default (links::dereference, which needs no readlink)
+  links_mode mode;
+  treesync::link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const {
+    switch (mode) {
+      case links_mode::preserve: return treesync::links::preserve.on_symlink(rel, target, inside);
+      case links_mode::unsafe: return treesync::links::dereference_unsafe.on_symlink(rel, target, inside);
+      case links_mode::skip: return treesync::links::skip.on_symlink(rel, target, inside);
+      case links_mode::dereference: break;
+    }
+    return treesync::links::dereference.on_symlink(rel, target, inside);
+  }
+};
+
+template <class K>
+treesync::report with_links(const options& o, K&& k) {
+  if (o.links == links_mode::dereference) return k(treesync::links::dereference);
+  return k(cli_links{o.links});
 }
 
-template <class... Policies>
-treesync::report run(const std::string& src, const std::string& dst, std::error_code& ec, Policies&&... policies) {
-  auto print = [](const treesync::action& a) {
-    std::string path = a.path.empty() ? std::string(".") : treesync::escape(a.path);
-    if (a.type == treesync::file_type::directory) path += '/';
-    if (a.kind == treesync::action_kind::error || a.kind == treesync::action_kind::vanished)
-      return;  // reported on stderr after the run
-    std::printf("%s %s\n", label(a.kind), path.c_str());
-  };
-  return treesync::sync(src, dst, std::forward<Policies>(policies)..., print, ec);
+template <class K>
+treesync::report with_write(const options& o, K&& k) {
+  if (o.inplace) return k(treesync::write::in_place);
+  return k(treesync::write::atomic);
+}
+
+template <class Flag, class K>
+treesync::report with_flag(bool on, const Flag& flag, K&& k) {
+  if (on) return k(flag);
+  return k();
+}
+
+// ---- exclude files ---------------------------------------------------------------------------------
+
+bool read_file(const std::string& name, std::string& text, std::error_code& ec) {
+  std::FILE* f = name == "-" ? stdin : std::fopen(name.c_str(), "rb");
+  if (!f) {
+    ec.assign(errno, std::generic_category());
+    return false;
+  }
+  char buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  if (failed) ec.assign(errno ? errno : EIO, std::generic_category());
+  if (f != stdin) std::fclose(f);
+  return !failed;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool dry = false;
-  unsigned jobs = 1;
-  std::vector<std::string> excludes;
-  std::vector<std::string> operands;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-n" || a == "--dry-run") {
-      dry = true;
-    } else if ((a == "-j" || a == "--jobs") && i + 1 < argc) {
-      jobs = static_cast<unsigned>(std::strtoul(argv[++i], nullptr, 10));
-    } else if (a.rfind("--jobs=", 0) == 0) {
-      jobs = static_cast<unsigned>(std::strtoul(a.c_str() + 7, nullptr, 10));
-    } else if (a == "--exclude" && i + 1 < argc) {
-      excludes.emplace_back(argv[++i]);
-    } else if (a.rfind("--exclude=", 0) == 0) {
-      excludes.push_back(a.substr(10));
-    } else if (a == "-h" || a == "--help") {
-      usage(stdout);
-      return 0;
-    } else if (a == "--version") {
-      std::printf("treesync %s\n", TREESYNC_VERSION_STRING);
-      return 0;
-    } else if (a == "--") {
-      for (++i; i < argc; ++i) operands.emplace_back(argv[i]);
-    } else if (a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr, "treesync: unknown option %s\n", treesync::escape(a).c_str());
-      usage(stderr);
+  const parse_result parsed = parse(argc, argv);
+  if (parsed.exit_now) {
+    std::fputs(parsed.message.c_str(), parsed.exit_code == 0 ? stdout : stderr);
+    return parsed.exit_code;
+  }
+  const options& opt = parsed.opt;
+  const std::string& src = opt.operands[0];
+  const std::string& dst = opt.operands[1];
+
+  // --exclude-from files (rsync rules: one pattern per line, '#' / ';' comments), then --exclude
+  std::string exclude_text;
+  for (const auto& file : opt.exclude_files) {
+    std::error_code ec;
+    std::string text;
+    if (!read_file(file, text, ec)) {
+      std::fprintf(stderr, "treesync: read %s: %s\n", display(file).c_str(), ec.message().c_str());
       return 1;
-    } else {
-      operands.push_back(a);
     }
+    exclude_text += text;
+    exclude_text += '\n';
   }
-  if (operands.size() != 2) {
-    usage(stderr);
-    return 1;
-  }
+  treesync::exclude patterns = treesync::exclude::from_lines(exclude_text);
+  for (const auto& p : opt.excludes) patterns.add(p);
+
+  install_signal_handlers();
+
+  printer observer(opt, opt.progress && ::isatty(STDOUT_FILENO) == 1);
+  const cli_compare compare{opt.compare, std::chrono::nanoseconds(opt.modify_window_ns)};
+  const cli_deletion deletion{opt.deletion, opt.max_delete ? *opt.max_delete : treesync::unlimited};
+  const treesync::jobs workers{opt.jobs};
+  const treesync::cancel_on cancel(cancel_flag);
 
   std::error_code ec;
-  const treesync::exclude patterns(excludes);
-  const treesync::jobs workers{jobs};
-  const treesync::report r = dry ? run(operands[0], operands[1], ec, patterns, workers, treesync::dry_run)
-                                 : run(operands[0], operands[1], ec, patterns, workers);
-  if (ec) {
-    std::fprintf(stderr, "treesync: refused: %s -> %s: %s\n", treesync::escape(operands[0]).c_str(),
-                 treesync::escape(operands[1]).c_str(), ec.message().c_str());
-    return 2;
-  }
-  for (const auto& e : r.errors)
-    std::fprintf(stderr, "treesync: %s %s: %s\n", e.operation.c_str(), treesync::escape(e.path).c_str(),
-                 e.code.message().c_str());
-  for (const auto& e : r.vanished)
-    std::fprintf(stderr, "treesync: vanished %s: %s\n", treesync::escape(e.path).c_str(), e.code.message().c_str());
+  const treesync::report r = with_links(opt, [&](const auto& links) {
+    return with_write(opt, [&](const auto& write) {
+      return with_flag(opt.dry_run, treesync::dry_run, [&](const auto&... dry) {
+        return with_flag(opt.allow_empty_source, treesync::allow_empty_source, [&](const auto&... allow) {
+          return treesync::sync(src, dst, compare, deletion, links, patterns, write, workers, cancel, observer,
+                                dry..., allow..., ec);
+        });
+      });
+    });
+  });
+  observer.finish();
 
-  std::printf("%s%zu scanned, %zu created, %zu updated, %zu metadata, %zu deleted, %zu excluded, %zu skipped, "
-              "%zu errors; %llu bytes copied in %.3f s\n",
-              dry ? "(dry run) " : "", r.scanned, r.created, r.updated, r.meta_updated, r.deleted, r.excluded,
-              r.skipped, r.errors.size(), static_cast<unsigned long long>(r.bytes_copied),
-              std::chrono::duration<double>(r.elapsed).count());
-  if (!r.errors.empty()) return 23;
-  if (!r.vanished.empty()) return 24;
-  return 0;
+  outcome out;
+  const int sig = first_signal.load();
+  if (sig != 0) {
+    out.exit_code = sig == SIGINT ? 130 : 143;
+    out.status = "interrupted";
+    out.signal = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  } else if (ec) {
+    out.exit_code = 2;
+    out.status = "refused";
+    out.refusal = ec;
+  } else if (!r.errors.empty()) {
+    out.exit_code = 23;
+    out.status = "errors";
+  } else if (!r.vanished.empty()) {
+    out.exit_code = 24;
+    out.status = "vanished";
+  }
+
+  if (out.refusal)
+    std::fprintf(stderr, "treesync: refused %s -> %s: %s\n", display(src).c_str(), display(dst).c_str(),
+                 ec.message().c_str());
+  print_errors(r);
+  if (out.signal)
+    std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "
+                         "at a final name; the report is partial\n", out.signal);
+
+  if (opt.json) {
+    const std::string text = json_report(opt, r, out, opt.itemize || opt.verbose ? &observer.json_actions() : nullptr);
+    std::fputs(text.c_str(), stdout);
+  } else if (!out.refusal) {
+    if (opt.stats)
+      print_stats(r, opt.dry_run, out.signal != nullptr);
+    else if (!opt.quiet)
+      print_summary(r, opt.dry_run, out.signal != nullptr);
+  }
+  if (std::fflush(stdout) != 0 && out.exit_code == 0) {
+    std::fprintf(stderr, "treesync: write stdout: %s\n", std::strerror(errno));
+    out.exit_code = 23;
+  }
+  return out.exit_code;
 }

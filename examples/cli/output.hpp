@@ -1,0 +1,311 @@
+// examples/cli/output.hpp - what the treesync tool prints: the observer (-i, -v, --progress, the
+// actions of --json), the summary line, --stats, the errors on stderr and the --json report.
+// Part of the treesync example CLI (examples/treesync.cpp; the JSON schema is documented there).
+#ifndef TREESYNC_CLI_OUTPUT_HPP
+#define TREESYNC_CLI_OUTPUT_HPP
+
+#include "options.hpp"
+#include "text.hpp"
+
+#include <treesync/treesync.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace treesync_cli {
+
+inline char type_letter(treesync::file_type t) {
+  switch (t) {
+    case treesync::file_type::regular: return 'f';
+    case treesync::file_type::directory: return 'd';
+    case treesync::file_type::symlink: return 'L';
+    case treesync::file_type::block:
+    case treesync::file_type::character: return 'D';
+    case treesync::file_type::fifo:
+    case treesync::file_type::socket: return 'S';
+    default: return '?';
+  }
+}
+
+/// rsync's 11-character itemize code (YXcstpoguax) of an action, or "" for the kinds rsync does not
+/// itemize (skip, error, vanished).  `checksum` says the run compares content (-c): an updated file
+/// of unchanged size then differs by content ('c').
+inline std::string itemize_code(const treesync::action& a, bool checksum) {
+  using treesync::action_kind;
+  using treesync::file_type;
+  namespace changed = treesync::changed;
+  std::string code(11, '.');
+  code[1] = type_letter(a.type);
+  switch (a.kind) {
+    case action_kind::remove: return "*deleting  ";
+    case action_kind::create:
+      code[0] = a.type == file_type::regular ? '>' : 'c';
+      for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
+      return code;
+    case action_kind::update:
+      if (a.type == file_type::directory) {  // an entry of another type replaced by a directory
+        code[0] = 'c';
+        for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
+        return code;
+      }
+      if (a.type == file_type::symlink) {  // 'c': the link's target changed
+        code[0] = 'c';
+        code[2] = 'c';
+        return code;
+      }
+      code[0] = '>';
+      if ((a.changes & changed::size) == 0 && (checksum || (a.changes & changed::mtime) == 0)) code[2] = 'c';
+      break;
+    case action_kind::update_meta: break;
+    case action_kind::skip:
+    case action_kind::error:
+    case action_kind::vanished: return {};
+  }
+  if (a.changes & changed::size) code[3] = 's';
+  if (a.changes & changed::mtime) code[4] = 't';
+  if (a.changes & changed::mode) code[5] = 'p';
+  return code;
+}
+
+/// -v's word for an action
+inline const char* verbose_label(treesync::action_kind k) {
+  switch (k) {
+    case treesync::action_kind::create: return "create  ";
+    case treesync::action_kind::update: return "update  ";
+    case treesync::action_kind::update_meta: return "meta    ";
+    case treesync::action_kind::remove: return "delete  ";
+    case treesync::action_kind::skip: return "skip    ";
+    case treesync::action_kind::error: return "error   ";
+    case treesync::action_kind::vanished: return "vanished";
+  }
+  return "?";
+}
+
+/// The path of an action for a terminal: escaped, "." for the root, '/' after a directory.
+inline std::string shown_path(const treesync::action& a) {
+  std::string p = a.path.empty() ? std::string(".") : display(a.path);
+  if (a.type == treesync::file_type::directory) p += '/';
+  return p;
+}
+
+/// The observer passed to treesync::sync().  The engine calls it under its own mutex, one action
+/// at a time, whatever the number of workers.
+class printer {
+ public:
+  printer(const options& opt, bool progress_on_tty)
+      : opt_(opt), progress_(progress_on_tty), start_(std::chrono::steady_clock::now()) {}
+
+  void operator()(const treesync::action& a) {
+    using treesync::action_kind;
+    const bool counted = a.kind == action_kind::create || a.kind == action_kind::update ||
+                         a.kind == action_kind::update_meta || a.kind == action_kind::remove;
+    if (counted) ++done_;
+    if ((a.kind == action_kind::create || a.kind == action_kind::update) && a.type == treesync::file_type::regular)
+      bytes_ += a.src_size;
+
+    if (opt_.json) {
+      if (opt_.itemize || opt_.verbose) actions_.push_back(json_action(a, opt_.compare == compare_mode::checksum));
+      return;
+    }
+    if (opt_.itemize) {
+      const std::string code = itemize_code(a, opt_.compare == compare_mode::checksum);
+      if (!code.empty()) line(code + ' ' + shown_path(a));
+    } else if (opt_.verbose && a.kind != action_kind::error && a.kind != action_kind::vanished) {
+      line(std::string(verbose_label(a.kind)) + ' ' + shown_path(a));
+    }
+    if (progress_) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_draw_ >= std::chrono::milliseconds(100)) draw(now);
+    }
+  }
+
+  /// The last progress line, completed with a newline (nothing when not on a terminal).
+  void finish() {
+    if (!progress_) return;
+    draw(std::chrono::steady_clock::now());
+    std::fputc('\n', stdout);
+    shown_ = 0;
+    std::fflush(stdout);
+  }
+
+  const std::vector<std::string>& json_actions() const noexcept { return actions_; }
+
+ private:
+  void line(const std::string& text) {
+    clear_progress();
+    std::fputs(text.c_str(), stdout);
+    std::fputc('\n', stdout);
+  }
+
+  void clear_progress() {
+    if (shown_ == 0) return;
+    std::fprintf(stdout, "\r%*s\r", static_cast<int>(shown_), "");
+    shown_ = 0;
+  }
+
+  void draw(std::chrono::steady_clock::time_point now) {
+    last_draw_ = now;
+    const double secs = std::chrono::duration<double>(now - start_).count();
+    const double rate = secs > 0 ? static_cast<double>(bytes_) / secs : 0.0;
+    char buf[160];
+    const int n = std::snprintf(buf, sizeof buf, "%zu entries done, %s copied, %s/s, %.1f s", done_,
+                                human_bytes(static_cast<double>(bytes_)).c_str(), human_bytes(rate).c_str(), secs);
+    const std::size_t len = n < 0 ? 0 : static_cast<std::size_t>(n);
+    // overwrite the previous line; pad with spaces instead of terminal escapes
+    std::fprintf(stdout, "\r%s%*s", buf, static_cast<int>(shown_ > len ? shown_ - len : 0), "");
+    std::fflush(stdout);
+    shown_ = len;
+  }
+
+  static std::string json_action(const treesync::action& a, bool checksum) {
+    std::string s = "{\"kind\":" + json_string(treesync::to_string(a.kind));
+    s += ",\"type\":" + json_string(treesync::to_string(a.type));
+    s += ',' + json_path("path", a.path);
+    s += ",\"itemize\":";
+    const std::string code = itemize_code(a, checksum);
+    s += code.empty() ? std::string("null") : json_string(code);
+    s += ",\"changes\":[";
+    const char* sep = "";
+    for (const auto& [bit, name] : {std::pair<unsigned, const char*>{treesync::changed::size, "size"},
+                                    {treesync::changed::mtime, "mtime"},
+                                    {treesync::changed::mode, "mode"}}) {
+      if (a.changes & bit) {
+        s += sep;
+        s += json_string(name);
+        sep = ",";
+      }
+    }
+    s += "],\"src_size\":" + std::to_string(a.src_size) + ",\"dst_size\":" + std::to_string(a.dst_size);
+    s += ",\"message\":";
+    s += a.code ? json_string(a.code.message()) : std::string("null");
+    s += '}';
+    return s;
+  }
+
+  const options& opt_;
+  bool progress_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_draw_{};
+  std::size_t done_ = 0;
+  std::uint64_t bytes_ = 0;
+  std::size_t shown_ = 0;  // width of the progress line on screen, 0 when none
+  std::vector<std::string> actions_;
+};
+
+// ---- after the run --------------------------------------------------------------------------------
+
+inline double seconds(const treesync::report& r) { return std::chrono::duration<double>(r.elapsed).count(); }
+inline double rate(const treesync::report& r) {
+  const double s = seconds(r);
+  return s > 0 ? static_cast<double>(r.bytes_copied) / s : 0.0;
+}
+
+/// The default output: one line.
+inline void print_summary(const treesync::report& r, bool dry, bool interrupted) {
+  std::printf("%s%s%zu scanned, %zu created, %zu updated, %zu metadata, %zu deleted, %zu excluded, %zu skipped, "
+              "%zu errors, %zu vanished; %llu bytes copied in %.3f s\n",
+              interrupted ? "(interrupted) " : "", dry ? "(dry run) " : "", r.scanned, r.created, r.updated,
+              r.meta_updated, r.deleted, r.excluded, r.skipped, r.errors.size(), r.vanished.size(),
+              static_cast<unsigned long long>(r.bytes_copied), seconds(r));
+}
+
+/// --stats
+inline void print_stats(const treesync::report& r, bool dry, bool interrupted) {
+  if (dry) std::printf("Dry run: nothing was changed\n");
+  if (interrupted) std::printf("Interrupted: the counts cover the part that ran\n");
+  std::printf("Entries scanned:     %zu\n", r.scanned);
+  std::printf("Created:             %zu\n", r.created);
+  std::printf("Updated:             %zu\n", r.updated);
+  std::printf("Metadata updated:    %zu\n", r.meta_updated);
+  std::printf("Deleted:             %zu\n", r.deleted);
+  std::printf("Excluded:            %zu\n", r.excluded);
+  std::printf("Skipped:             %zu\n", r.skipped);
+  std::printf("Temporaries removed: %zu\n", r.cleaned);
+  std::printf("Errors:              %zu\n", r.errors.size());
+  std::printf("Vanished:            %zu\n", r.vanished.size());
+  std::printf("Bytes copied:        %llu (%s)\n", static_cast<unsigned long long>(r.bytes_copied),
+              human_bytes(static_cast<double>(r.bytes_copied)).c_str());
+  std::printf("Elapsed:             %.3f s\n", seconds(r));
+  std::printf("Rate:                %s/s\n", human_bytes(rate(r)).c_str());
+}
+
+/// Per-entry failures and vanished entries, as `treesync: OPERATION PATH: reason` on stderr.
+inline void print_errors(const treesync::report& r) {
+  for (const auto& e : r.errors)
+    std::fprintf(stderr, "treesync: %s %s: %s\n", display(e.operation).c_str(),
+                 e.path.empty() ? "." : display(e.path).c_str(), e.code.message().c_str());
+  for (const auto& e : r.vanished)
+    std::fprintf(stderr, "treesync: %s %s: %s (the source changed during the run; the next run retries it)\n",
+                 display(e.operation).c_str(), e.path.empty() ? "." : display(e.path).c_str(),
+                 e.code.message().c_str());
+}
+
+inline std::string json_error_code(const std::error_code& ec) {
+  return "\"code\":" + std::to_string(ec.value()) + ",\"category\":" + json_string(ec.category().name()) +
+         ",\"message\":" + json_string(ec.message());
+}
+
+inline std::string json_entries(const std::vector<treesync::entry_error>& v) {
+  std::string s = "[";
+  for (std::size_t k = 0; k < v.size(); ++k) {
+    if (k) s += ',';
+    s += '{' + json_path("path", v[k].path) + ",\"operation\":" + json_string(v[k].operation) + ',' +
+         json_error_code(v[k].code) + '}';
+  }
+  return s + ']';
+}
+
+/// What a run came to.
+struct outcome {
+  int exit_code = 0;
+  const char* status = "ok";  // ok, errors, vanished, refused, interrupted
+  std::error_code refusal;    // set when status is "refused"
+  const char* signal = nullptr;
+};
+
+/// --json: the report as one object on one line (schema: top of examples/treesync.cpp).
+inline std::string json_report(const options& opt, const treesync::report& r, const outcome& out,
+                               const std::vector<std::string>* actions) {
+  std::string s = "{\"schema\":1,\"version\":" + json_string(TREESYNC_VERSION_STRING);
+  s += ',' + json_path("source", opt.operands[0]);
+  s += ',' + json_path("destination", opt.operands[1]);
+  s += ",\"dry_run\":" + std::string(opt.dry_run ? "true" : "false");
+  s += ",\"jobs\":" + std::to_string(treesync::jobs{opt.jobs}.count());
+  s += ",\"status\":" + json_string(out.status);
+  s += ",\"exit_code\":" + std::to_string(out.exit_code);
+  s += ",\"refusal\":" + (out.refusal ? '{' + json_error_code(out.refusal) + '}' : std::string("null"));
+  s += ",\"cancelled\":" + std::string(r.cancelled || out.signal ? "true" : "false");
+  s += ",\"signal\":" + (out.signal ? json_string(out.signal) : std::string("null"));
+  s += ",\"counts\":{\"scanned\":" + std::to_string(r.scanned) + ",\"created\":" + std::to_string(r.created) +
+       ",\"updated\":" + std::to_string(r.updated) + ",\"meta_updated\":" + std::to_string(r.meta_updated) +
+       ",\"deleted\":" + std::to_string(r.deleted) + ",\"excluded\":" + std::to_string(r.excluded) +
+       ",\"skipped\":" + std::to_string(r.skipped) + ",\"cleaned\":" + std::to_string(r.cleaned) +
+       ",\"errors\":" + std::to_string(r.errors.size()) + ",\"vanished\":" + std::to_string(r.vanished.size()) + '}';
+  s += ",\"bytes_copied\":" + std::to_string(r.bytes_copied);
+  char num[64];
+  std::snprintf(num, sizeof num, "%.6f", seconds(r));
+  s += ",\"elapsed_seconds\":" + std::string(num);
+  std::snprintf(num, sizeof num, "%.0f", rate(r));
+  s += ",\"bytes_per_second\":" + std::string(num);
+  s += ",\"errors\":" + json_entries(r.errors);
+  s += ",\"vanished\":" + json_entries(r.vanished);
+  s += ",\"skipped\":" + json_entries(r.skipped_entries);
+  if (actions) {
+    s += ",\"actions\":[";
+    for (std::size_t k = 0; k < actions->size(); ++k) {
+      if (k) s += ',';
+      s += (*actions)[k];
+    }
+    s += ']';
+  }
+  return s + "}\n";
+}
+
+}  // namespace treesync_cli
+
+#endif  // TREESYNC_CLI_OUTPUT_HPP

@@ -1,0 +1,711 @@
+#!/usr/bin/env python3
+"""Tests of the treesync command-line tool (examples/treesync.cpp) on real temporary trees.
+
+    python3 cli_test.py --cli PATH/TO/treesync --work SCRATCH_DIR [GROUP ...]
+
+Runs every group, or the named ones; prints what it checks and exits non-zero if a check failed.
+CMake (examples/CMakeLists.txt) and Meson (examples/meson.build) register one test per group.
+Needs Python 3.6+ and nothing else.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import pty
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+CLI = None
+WORK = None
+FAILURES = []
+
+
+def check(cond, what):
+    if cond:
+        print("  ok   " + what)
+    else:
+        print("  FAIL " + what)
+        FAILURES.append(what)
+    return cond
+
+
+def run(*args, stdin=None, timeout=300):
+    """Runs the CLI; returns (exit status, stdout text, stderr text)."""
+    p = subprocess.run([CLI] + [a if isinstance(a, bytes) else str(a) for a in args], input=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    out = p.stdout.decode("utf-8", "surrogateescape")
+    err = p.stderr.decode("utf-8", "surrogateescape")
+    return p.returncode, out, err
+
+
+def show(args, rc, out, err):
+    print("  $ treesync " + " ".join(str(a) for a in args) + "  -> exit %d" % rc)
+    for line in (out + err).splitlines()[:40]:
+        print("    | " + line)
+
+
+def fresh(name):
+    d = os.path.join(WORK, name)
+    if os.path.lexists(d):
+        make_writable(d)
+        shutil.rmtree(d)
+    os.makedirs(d)
+    return d
+
+
+def make_writable(root):
+    for dirpath, dirnames, _ in os.walk(root):
+        for n in dirnames:
+            p = os.path.join(dirpath, n)
+            if not os.path.islink(p):
+                os.chmod(p, 0o755)
+
+
+def write(path, data=b"", mode=None, mtime=None):
+    if isinstance(data, str):
+        data = data.encode()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    if mode is not None:
+        os.chmod(path, mode)
+    if mtime is not None:
+        os.utime(path, ns=(mtime, mtime))
+
+
+def snapshot(root):
+    """{relative path (bytes): (kind, size, mtime_ns, mode, sha256 or link target)} of a tree."""
+    root = os.fsencode(root)
+    out = {}
+
+    def entry(path):
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            return ("link", 0, 0, 0, os.readlink(path))
+        if stat.S_ISDIR(st.st_mode):
+            return ("dir", 0, st.st_mtime_ns, stat.S_IMODE(st.st_mode), None)
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        return ("file", st.st_size, st.st_mtime_ns, stat.S_IMODE(st.st_mode), digest)
+
+    out[b""] = entry(root)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            p = os.path.join(dirpath, n)
+            out[os.path.relpath(p, root)] = entry(p)
+    return out
+
+
+def temporaries(root):
+    return [p for p in snapshot(root) if os.path.basename(p).startswith(b".treesync-tmp-")]
+
+
+def same_tree(src, dst, what):
+    a, b = snapshot(src), snapshot(dst)
+    if a == b:
+        return check(True, what)
+    diff = sorted(set(a) ^ set(b))[:5] + [k for k in sorted(set(a) & set(b)) if a[k] != b[k]][:5]
+    return check(False, "%s (differences: %r)" % (what, diff))
+
+
+def lines(text):
+    return [l for l in text.split("\n") if l]
+
+
+def age(root, ns=1_500_000_000_000_000_000):
+    """Sets every mtime below root (and root's) to `ns`: far from now, so no file is "racily clean"
+    (DESIGN.md 5.13: a file copied within the racy window of its source's mtime is settled by
+    content on the next run and its mtime re-stamped, an itemized .f..t...... line)."""
+    for dirpath, dirnames, filenames in os.walk(root, topdown=False):
+        for n in filenames + dirnames:
+            p = os.path.join(dirpath, n)
+            if not os.path.islink(p):
+                os.utime(p, ns=(ns, ns))
+    os.utime(root, ns=(ns, ns))
+
+
+def data_changes(out):
+    """Itemized lines other than mtime re-stamps of racily clean files."""
+    return [l for l in lines(out) if not l.startswith(".f..t...... ")]
+
+
+# ---- groups ------------------------------------------------------------------------------------------
+
+def test_help_version():
+    rc, out, err = run("--help")
+    check(rc == 0 and err == "", "--help exits 0, prints nothing on stderr")
+    for opt in ["--dry-run", "--delete", "--no-delete", "--delete-excluded", "--max-delete=N", "--exclude=PATTERN",
+                "--exclude-from=FILE", "--allow-empty-source", "--copy-links", "--links", "--copy-unsafe-links",
+                "--no-links", "--checksum", "--size-only", "--update", "--modify-window=SECS", "--inplace",
+                "--jobs=N", "--itemize-changes", "--verbose", "--quiet", "--stats", "--progress", "--json",
+                "--help", "--version", "--hard-links", "--owner", "--group", "--one-file-system", "--specials",
+                "--backup-dir=DIR", "--fsync", "-n,", "-L,", "-l,", "-c,", "-u,", "-j,", "-i,", "-v,", "-q,"]:
+        check(re.search(r"^\s+(-\w, )?" + re.escape(opt.rstrip(",")) + r"\b", out, re.M) is not None
+              or ("  " + opt) in out, "--help documents " + opt)
+    check("Examples:" in out and "Exit status:" in out, "--help has examples and the exit codes")
+    check(all(len(l) <= 110 for l in out.splitlines()), "--help lines fit 110 columns")
+    rc, out, err = run("--version")
+    header = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include", "treesync",
+                               "treesync.hpp")).read()
+    version = re.search(r'#define TREESYNC_VERSION_STRING "([^"]+)"', header).group(1)
+    check(rc == 0 and out == "treesync %s\n" % version, "--version prints 'treesync %s'" % version)
+
+
+def test_usage_errors():
+    w = fresh("usage")
+    src = os.path.join(w, "src")
+    write(os.path.join(src, "a"), "a")
+    dst = os.path.join(w, "dst")
+    cases = [
+        (["--no-such-option", src, dst], "unknown option"),
+        (["-Z", src, dst], "unknown option"),
+        ([src], "SRC and DST are required"),
+        ([src, dst, dst], "too many operands"),
+        (["--jobs=many", src, dst], "--jobs"),
+        (["-j"], "needs a value"),
+        (["--max-delete=-1", src, dst], "--max-delete"),
+        (["--modify-window=-1", src, dst], "--modify-window"),
+        (["--modify-window=abc", src, dst], "--modify-window"),
+        (["--stats=yes", src, dst], "takes no value"),
+        (["-c", "--size-only", src, dst], "exclude each other"),
+        (["--no-delete", "--delete-excluded", src, dst], "exclude each other"),
+        (["-a", src, dst], "not needed"),
+        (["--exclude-from=" + os.path.join(w, "missing"), src, dst], "No such file"),
+    ]
+    for opt in ["-H", "--hard-links", "-o", "--owner", "-g", "--group", "-x", "--one-file-system", "--specials",
+                "-D", "--devices", "--backup-dir=" + os.path.join(w, "bak"), "--fsync"]:
+        cases.append(([opt, src, dst], "not supported yet"))
+    for args, message in cases:
+        rc, out, err = run(*args)
+        check(rc == 1 and message in err and out == "",
+              "treesync %s: exit 1, stderr says %r (got %d, %r)" % (" ".join(args[:1]), message, rc, err[:120]))
+    check(not os.path.exists(dst), "no usage error touched DST")
+    rc, out, err = run("-nvi", "-j2", "-r", "-t", "-p", "--delete", src, dst)
+    check(rc == 0 and not os.path.exists(dst), "combined short options and rsync's always-on ones are accepted")
+
+
+def test_itemize():
+    w = fresh("itemize")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    t0 = 1_600_000_000_000_000_000
+    write(os.path.join(src, "same.txt"), "unchanged\n", 0o644, t0)
+    write(os.path.join(src, "grow.txt"), "short\n", 0o644, t0)
+    write(os.path.join(src, "touch.txt"), "same size\n", 0o644, t0)
+    write(os.path.join(src, "mode.sh"), "#!/bin/sh\n", 0o644, t0)
+    write(os.path.join(src, "gone.txt"), "deleted later\n", 0o644, t0)
+    write(os.path.join(src, "sub", "inner.txt"), "inner\n", 0o644, t0)
+    os.symlink("same.txt", os.path.join(src, "link"))
+    os.utime(os.path.join(src, "sub"), ns=(t0, t0))
+
+    rc, out, err = run("-i", "-l", src, dst)
+    show(["-i", "-l", "SRC", "DST"], rc, out, err)
+    expected = sorted(["cd+++++++++ ./", ">f+++++++++ same.txt", ">f+++++++++ grow.txt", ">f+++++++++ touch.txt",
+                       ">f+++++++++ mode.sh", ">f+++++++++ gone.txt", "cd+++++++++ sub/", ">f+++++++++ sub/inner.txt",
+                       "cL+++++++++ link"])
+    got = sorted(l for l in lines(out) if not re.match(r"^\d+ scanned", l))
+    check(rc == 0 and got == expected, "cold run: one created line per entry (%r)" % got)
+    summary = [l for l in lines(out) if re.match(r"^\d+ scanned", l)]
+    check(len(summary) == 1 and "9 created" in summary[0], "cold run: the summary line counts 9 created")
+
+    write(os.path.join(src, "grow.txt"), "a longer line now\n", 0o644, t0 + 5_000_000_000)
+    write(os.path.join(src, "touch.txt"), "same size\n", 0o644, t0 + 7_000_000_000)
+    os.chmod(os.path.join(src, "mode.sh"), 0o755)
+    os.unlink(os.path.join(src, "gone.txt"))
+    os.mkdir(os.path.join(src, "newdir"))
+    os.utime(os.path.join(src, "sub"), ns=(t0 + 9_000_000_000, t0 + 9_000_000_000))
+    os.chmod(os.path.join(src, "sub"), 0o750)
+    rc, out, err = run("-i", "-l", "-q", src, dst)
+    show(["-i", "-l", "-q", "SRC", "DST"], rc, out, err)
+    got = sorted(lines(out))
+    for want in [">f.st...... grow.txt", ">f..t...... touch.txt", ".f...p..... mode.sh", "*deleting   gone.txt",
+                 "cd+++++++++ newdir/", ".d..tp..... sub/"]:
+        check(want in got, "update run itemizes %r" % want)
+    check(not any("same.txt" in l or "inner.txt" in l or "link" in l for l in got),
+          "update run: unchanged entries are not listed")
+    check(all(re.match(r"^([<>ch.*][fdLDS][.+cstp]{9}|\*deleting  ) \S", l) for l in got),
+          "every line is an 11-character code, a space and a path")
+
+    # -c: same size, same mtime, different content
+    inner = os.path.join(src, "sub", "inner.txt")
+    st = os.stat(os.path.join(dst, "sub", "inner.txt"))
+    write(inner, "INNER\n", 0o644, st.st_mtime_ns)
+    rc, out, err = run("-i", "-q", src, dst)
+    check(rc == 0 and "inner.txt" not in out, "size+mtime does not see a same-size, same-mtime edit")
+    rc, out, err = run("-i", "-q", "-c", src, dst)
+    check(rc == 0 and ">fc........ sub/inner.txt" in lines(out), "-c itemizes a content change as >fc........")
+
+    # -v: one word per action
+    os.unlink(os.path.join(src, "touch.txt"))
+    write(os.path.join(src, "v.txt"), "v\n", None, t0)
+    os.utime(os.path.join(src, "sub"), ns=(t0, t0))
+    os.utime(src, ns=(t0, t0))
+    rc, out, err = run("-v", src, dst)
+    check(rc == 0 and "delete   touch.txt" in lines(out) and "create   v.txt" in lines(out),
+          "-v prints 'create   PATH' / 'delete   PATH' lines (%r)" % lines(out))
+    rc, out, err = run("-q", src, dst)
+    check(rc == 0 and out == "" and err == "", "-q on an unchanged tree prints nothing")
+
+
+def test_json():
+    w = fresh("json")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    srcb = os.fsencode(src)
+    newline = b"two\nlines"
+    invalid = b"latin1-\xe9-\xff"
+    control = b"esc-\x1b[31m-tab\t\"quote\"\\"
+    for name in [newline, invalid, control, "ünïcødé.txt".encode()]:
+        write(os.path.join(srcb, name), b"x")
+    os.symlink(b"nowhere", os.path.join(srcb, b"dangling\nlink"))
+    rc, out, err = run("--json", "-i", src, dst)
+    check(rc == 23, "--json run with a dangling link exits 23 (got %d)" % rc)
+    check(out.count("\n") == 1 and out.endswith("}\n"), "--json prints one object on one line")
+    v = subprocess.run([sys.executable, "-c", "import json,sys; json.load(sys.stdin)"], input=out.encode(),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    check(v.returncode == 0, "python3 -c 'import json,sys; json.load(sys.stdin)' accepts it " + v.stderr.decode())
+    try:
+        doc = json.loads(out)
+    except ValueError as e:
+        check(False, "the JSON parses: %s" % e)
+        return
+    for key, kind in [("schema", int), ("version", str), ("source", str), ("destination", str), ("dry_run", bool),
+                      ("jobs", int), ("status", str), ("exit_code", int), ("cancelled", bool), ("counts", dict),
+                      ("bytes_copied", int), ("elapsed_seconds", float), ("bytes_per_second", int),
+                      ("errors", list), ("vanished", list), ("skipped", list), ("actions", list)]:
+        check(isinstance(doc.get(key), kind), "schema: %s is a %s" % (key, kind.__name__))
+    check(doc["status"] == "errors" and doc["exit_code"] == 23 and doc["refusal"] is None and doc["signal"] is None,
+          "status 'errors', exit_code 23, no refusal, no signal")
+    check(set(doc["counts"]) == {"scanned", "created", "updated", "meta_updated", "deleted", "excluded", "skipped",
+                                 "cleaned", "errors", "vanished"}, "counts has the documented keys")
+    check(doc["counts"]["created"] == 5 and doc["counts"]["errors"] == 1, "counts: 5 created, 1 error")
+    errs = doc["errors"]
+    check(len(errs) == 1 and errs[0]["path"] == "dangling\nlink" and errs[0]["operation"]
+          and isinstance(errs[0]["code"], int) and errs[0]["category"] and errs[0]["message"],
+          "errors[0]: path (with its newline), operation, code, category, message")
+    paths = {a["path"]: a for a in doc["actions"]}
+    check("two\nlines" in paths, "a name with a newline round-trips through JSON")
+    check(control.decode() in paths, "control characters, quotes and backslashes round-trip")
+    check("ünïcødé.txt" in paths and "path_hex" not in paths["ünïcødé.txt"], "valid UTF-8 is kept as text")
+    lossy = "latin1-\u00e9-\u00ff"
+    check(lossy in paths and paths[lossy].get("path_hex") == invalid.hex(),
+          "invalid UTF-8: \\u00XX per byte, plus path_hex with the exact bytes")
+    check("\\u00e9" in out and "\\u001b" in out and "\\n" in out, "the escapes are \\u00e9, \\u001b, \\n")
+    check(all(c >= " " for c in out.rstrip("\n")), "no raw control character in the JSON text")
+    a = paths[""]
+    check(a["kind"] == "create" and a["type"] == "directory" and a["itemize"] == "cd+++++++++"
+          and a["changes"] == ["size", "mtime", "mode"], "an action: kind, type, itemize, changes")
+    check("dangling" in err and "\n" not in err.rstrip("\n"), "stderr still reports the error, on one line")
+
+    rc, out, err = run("--json", src, dst)
+    doc = json.loads(out)
+    check("actions" not in doc, "without -i/-v there is no actions array")
+    rc, out, err = run("--json", os.path.join(w, "missing"), dst)
+    doc = json.loads(out)
+    check(rc == 2 and doc["status"] == "refused" and doc["exit_code"] == 2 and doc["refusal"]["message"],
+          "a refusal: status 'refused', exit 2, refusal.message")
+    check("treesync: refused" in err, "a refusal is also reported on stderr")
+
+
+def test_exit_codes():
+    w = fresh("exit")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    write(os.path.join(src, "a"), "a")
+    write(os.path.join(src, "sub", "b"), "b")
+    rc, out, err = run(src, dst)
+    check(rc == 0, "0: a clean sync")
+    rc, out, err = run("--bogus", src, dst)
+    check(rc == 1, "1: a usage error")
+
+    before = snapshot(dst)
+    rc, out, err = run(os.path.join(w, "missing"), dst)
+    check(rc == 2 and "treesync: refused" in err, "2: a missing source")
+    rc, out, err = run(src, os.path.join(src, "sub", "inside"))
+    check(rc == 2 and not os.path.exists(os.path.join(src, "sub", "inside")), "2: DST inside SRC")
+    rc, out, err = run(src, src)
+    check(rc == 2, "2: SRC and DST the same directory")
+    empty = fresh("exit-empty")
+    rc, out, err = run(empty, dst)
+    check(rc == 2 and "empty" in err, "2: an empty source over a non-empty destination")
+    os.unlink(os.path.join(src, "a"))
+    os.unlink(os.path.join(src, "sub", "b"))
+    rc, out, err = run("--max-delete=1", src, dst)
+    check(rc == 2 and "max_delete" in err, "2: --max-delete=1 against a run deleting 2")
+    check(snapshot(dst) == before, "refusals touched nothing")
+    rc, out, err = run("--max-delete=2", "-i", src, dst)
+    check(rc == 0 and out.count("*deleting") == 2, "--max-delete=2 lets a run deleting 2 proceed")
+    rc, out, err = run("--allow-empty-source", "-i", empty, dst)
+    check(rc == 0 and "*deleting   sub/" in out and os.listdir(dst) == [], "--allow-empty-source empties DST")
+
+    write(os.path.join(src, "ok"), "ok")
+    os.symlink("missing-target", os.path.join(src, "dangling"))
+    rc, out, err = run(src, dst)
+    check(rc == 23 and re.search(r"^treesync: \S+ dangling: ", err, re.M),
+          "23: a dangling link, reported as 'treesync: OPERATION PATH: reason' (%r)" % err)
+    check(os.path.exists(os.path.join(dst, "ok")), "23: every other entry was still synced")
+
+    # 24: a file that keeps growing while it is copied is reported as vanished (changed during copy)
+    src24, dst24 = os.path.join(w, "src24"), os.path.join(w, "dst24")
+    grow = os.path.join(src24, "growing.log")
+    write(grow, b"x" * (48 << 20))
+    got = None
+    for attempt in range(6):
+        stop = threading.Event()
+
+        def writer():
+            with open(grow, "ab", buffering=0) as f:
+                while not stop.is_set():
+                    f.write(b"y" * 512)
+                    time.sleep(0.0005)
+
+        t = threading.Thread(target=writer)
+        t.start()
+        try:
+            time.sleep(0.01)
+            rc, out, err = run("-j1", src24, dst24)
+        finally:
+            stop.set()
+            t.join()
+        got = (rc, err)
+        if rc == 24:
+            break
+        if os.path.exists(dst24):
+            shutil.rmtree(dst24)
+    check(got[0] == 24 and "growing.log" in got[1], "24: a source file changed during the run (%r)" % (got,))
+
+
+def test_forged_lines():
+    w = fresh("forge")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    srcb = os.fsencode(src)
+    evil = b"evil\n>f+++++++++ forged"
+    write(os.path.join(srcb, evil), b"x")
+    write(os.path.join(srcb, b"cr\rline"), b"x")
+    write(os.path.join(srcb, b"csi\xc2\x9b31m"), b"x")
+    write(os.path.join(srcb, b"bidi\xe2\x80\xaetxt.exe"), b"x")
+    write(os.path.join(srcb, b"bad\xff"), b"x")
+    os.symlink(b"nowhere", os.path.join(srcb, b"dead\n>f+++++++++ also-forged"))
+    rc, out, err = run("-i", "-q", src, dst)
+    show(["-i", "-q", "SRC", "DST"], rc, out, err)
+    got = lines(out)
+    check(len(got) == 6, "6 itemized lines for 6 created entries (got %d)" % len(got))
+    check(not any(l.startswith(">f+++++++++ forged") or "also-forged" in l and not l.startswith("treesync")
+                  for l in got), "no forged line on stdout")
+    check(">f+++++++++ evil\\n>f+++++++++ forged" in got, "the newline is shown as \\n")
+    check(">f+++++++++ cr\\rline" in got and ">f+++++++++ csi\\xc2\\x9b31m" in got
+          and ">f+++++++++ bidi\\xe2\\x80\\xaetxt.exe" in got and ">f+++++++++ bad\\xff" in got,
+          "\\r, a C1 control, a bidi override and invalid UTF-8 are escaped")
+    check(all(0x20 <= ord(c) < 0x7f for c in out.replace("\n", "")), "stdout is printable ASCII only")
+    errs = lines(err)
+    check(len(errs) == 1 and errs[0].startswith("treesync: ") and "dead\\n>f+++++++++ also-forged" in errs[0],
+          "stderr: one line for the dangling link, its newline escaped (%r)" % errs)
+    rc, out, err = run("-v", "-q", src, dst + "-v")
+    check(len(lines(out)) == 6 and "create   evil\\n>f+++++++++ forged" in lines(out), "-v escapes the same way")
+
+
+def test_exclude_from():
+    w = fresh("exclude")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    for name in ["keep.py", "mod.pyc", "pkg/__pycache__/mod.cpython-311.pyc", "pkg/keep.py", "build/out.o",
+                 "#notes", "; semi", "scratch.tmp", "docs/build/keep.html"]:
+        write(os.path.join(src, name), name)
+    rules = os.path.join(w, "rules")
+    write(rules, "# comment lines start with '#'\n"
+                 "; or with ';'\n"
+                 "\n"
+                 "#notes\n"
+                 "*.pyc\r\n"
+                 "__pycache__/\n"
+                 "/build/\n")
+    rc, out, err = run("-i", "-q", "--exclude-from=" + rules, "--exclude", "*.tmp", src, dst)
+    show(["-i", "-q", "--exclude-from=RULES", "--exclude", "*.tmp", "SRC", "DST"], rc, out, err)
+    for name, present in [("keep.py", True), ("pkg/keep.py", True), ("#notes", True), ("; semi", True),
+                          ("docs/build/keep.html", True), ("mod.pyc", False), ("pkg/__pycache__", False),
+                          ("build", False), ("scratch.tmp", False)]:
+        check(os.path.lexists(os.path.join(dst, name)) == present,
+              "%s is %s" % (name, "copied" if present else "excluded"))
+    # excluded destination entries are kept, or deleted with --delete-excluded
+    write(os.path.join(dst, "local.pyc"), "x")
+    rc, out, err = run("-i", "-q", "--exclude-from", rules, src, dst)
+    check(rc == 0 and os.path.exists(os.path.join(dst, "local.pyc")), "an excluded DST entry is kept")
+    rc, out, err = run("-i", "-q", "--exclude-from", rules, "--delete-excluded", src, dst)
+    check(rc == 0 and "*deleting   local.pyc" in lines(out) and not os.path.exists(os.path.join(dst, "local.pyc")),
+          "--delete-excluded deletes it")
+    rc, out, err = run("-i", "-q", "--exclude-from=-", src, dst + "2", stdin=b"*.py\n")
+    check(rc == 0 and not os.path.exists(os.path.join(dst + "2", "keep.py")), "--exclude-from=- reads stdin")
+
+
+def test_options():
+    w = fresh("options")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    t0 = 1_600_000_000_000_000_000
+    write(os.path.join(src, "f"), "12345", 0o644, t0)
+    write(os.path.join(src, "dir", "g"), "g")
+    os.symlink("f", os.path.join(src, "inside"))
+    outside = os.path.join(w, "outside.txt")
+    write(outside, "outside")
+    os.symlink(outside, os.path.join(src, "outside"))
+    age(src, t0)
+    age(outside, t0)
+
+    rc, out, err = run(src, dst)
+    check(rc == 0 and not os.path.islink(os.path.join(dst, "inside")) and
+          open(os.path.join(dst, "outside")).read() == "outside", "-L (default) copies what links point to")
+    rc, out, err = run("-l", src, dst + "-l")
+    check(os.readlink(os.path.join(dst + "-l", "inside")) == "f" and os.path.islink(os.path.join(dst + "-l", "outside")),
+          "-l recreates links")
+    rc, out, err = run("-l", "-L", src, dst + "-lL")
+    check(not os.path.islink(os.path.join(dst + "-lL", "inside")), "-L wins over -l")
+    rc, out, err = run("--copy-unsafe-links", src, dst + "-u")
+    check(os.path.islink(os.path.join(dst + "-u", "inside")) and not os.path.islink(os.path.join(dst + "-u", "outside")),
+          "--copy-unsafe-links keeps the inside link, copies the outside one")
+    rc, out, err = run("--no-links", src, dst + "-n")
+    check(rc == 0 and not os.path.lexists(os.path.join(dst + "-n", "inside")), "--no-links skips links")
+
+    f = os.path.join(dst, "f")
+    write(f, "54321", 0o644, t0)  # same size and mtime, other content
+    rc, out, err = run("-i", "-q", src, dst)
+    check(rc == 0 and out == "", "size+mtime: a same-size same-mtime file is current")
+    write(f, "abc", 0o644, t0 + 10**9)
+    rc, out, err = run("-i", "-q", "--size-only", src, dst)
+    check(">f.st...... f" in lines(out), "--size-only copies a file whose size differs")
+    write(f, "xxxxx", 0o644, t0 + 10**9)
+    rc, out, err = run("-i", "-q", "--size-only", src, dst)
+    check(out == "" and open(f).read() == "xxxxx", "--size-only ignores time and content")
+    rc, out, err = run("-i", "-q", "-u", src, dst)
+    check(out == "" and open(f).read() == "xxxxx", "-u keeps a newer destination file")
+    os.utime(f, ns=(t0 - 10**9, t0 - 10**9))
+    rc, out, err = run("-i", "-q", "--update", src, dst)
+    check(">f..t...... f" in lines(out) and open(f).read() == "12345", "-u replaces an older one")
+    os.utime(f, ns=(t0 + 1_500_000_000, t0 + 1_500_000_000))
+    rc, out, err = run("-i", "-q", "--modify-window=1.5", src, dst)
+    check(out == "", "--modify-window=1.5: 1.5 s apart counts as equal")
+    rc, out, err = run("-i", "-q", "--modify-window=1.4", src, dst)
+    check(">f..t...... f" in lines(out), "--modify-window=1.4: 1.5 s apart does not")
+
+    write(os.path.join(src, "f"), "new content", 0o644)
+    ino = os.stat(f).st_ino
+    rc, out, err = run("--inplace", src, dst)
+    check(rc == 0 and os.stat(f).st_ino == ino and open(f).read() == "new content", "--inplace keeps the inode")
+    write(os.path.join(src, "f"), "newer content")
+    rc, out, err = run(src, dst)
+    check(rc == 0 and os.stat(f).st_ino != ino, "the default writes a new file and renames it into place")
+
+    write(os.path.join(dst, "extra"), "x")
+    rc, out, err = run("--no-delete", "-i", "-q", src, dst)
+    check(rc == 0 and os.path.exists(os.path.join(dst, "extra")) and "extra" not in out,
+          "--no-delete keeps extra entries")
+    rc, out, err = run("-i", "-q", src, dst)
+    check("*deleting   extra" in lines(out), "the default deletes them")
+
+    for j in ["-j1", "-j0", "--jobs=8", "--jobs", "3"]:
+        rc, out, err = run(*([j] if j != "3" else []), src, dst + j)
+    same_tree(dst + "-j1", dst + "-j0", "-j1 and -j0 give the same tree")
+    rc, out, err = run("--stats", src, dst)
+    for label in ["Entries scanned:", "Created:", "Updated:", "Deleted:", "Bytes copied:", "Elapsed:", "Rate:"]:
+        check(label in out, "--stats prints " + label)
+
+
+def test_progress():
+    w = fresh("progress")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    for i in range(300):
+        write(os.path.join(src, "d%02d" % (i % 10), "f%03d" % i), "x" * 1000)
+    rc, out, err = run("--progress", "-q", src, dst)
+    check(rc == 0 and out == "", "--progress prints nothing when stdout is not a terminal")
+
+    master, slave = pty.openpty()
+    p = subprocess.Popen([CLI, "--progress", "-q", src, dst + "-tty"], stdout=slave, stderr=subprocess.PIPE)
+    os.close(slave)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    p.wait()
+    os.close(master)
+    text = data.decode("utf-8", "replace")
+    check(p.returncode == 0 and "entries done" in text and "/s" in text and "\r" in text,
+          "on a terminal: a live line with entries, bytes and rate (%r)" % text[-120:])
+    check(text.rstrip("\r\n").count("\n") == 0, "the live line is one line, rewritten with \\r")
+
+
+def test_dry_run():
+    w = fresh("dry")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    write(os.path.join(src, "a"), "a")
+    write(os.path.join(src, "sub", "b"), "b")
+    rc, out, err = run("-n", "-i", src, dst)
+    check(rc == 0 and not os.path.exists(dst), "-n on a missing DST does not create it")
+    check(">f+++++++++ a" in lines(out) and "(dry run)" in out, "-n -i still lists what would be done")
+    run(src, dst)
+    write(os.path.join(src, "a"), "changed")
+    os.unlink(os.path.join(src, "sub", "b"))
+    os.chmod(os.path.join(src, "sub"), 0o700)
+    write(os.path.join(src, "new"), "new")
+    write(os.path.join(dst, "extra", "x"), "x")
+    before = snapshot(dst)
+    for args in (["-n"], ["--dry-run", "-i"], ["-n", "-c"], ["-n", "--delete-excluded", "--exclude=a"],
+                 ["-n", "--inplace"], ["-n", "-l"], ["-n", "--json", "-v"], ["-n", "--max-delete=5"]):
+        rc, out, err = run(*(args + [src, dst]))
+        check(rc == 0 and snapshot(dst) == before, "%s writes nothing" % " ".join(args))
+    rc, out, err = run("-n", "--json", src, dst)
+    doc = json.loads(out)
+    check(doc["dry_run"] is True and doc["counts"]["created"] == 1 and doc["counts"]["deleted"] == 3,
+          "the dry run's JSON counts what would be done (%r)" % doc["counts"])
+
+
+def big_tree(root, dirs=50, files=100, big_files=3):
+    """About dirs x files small files and a few 32 MiB ones: long enough to interrupt."""
+    for d in range(dirs):
+        p = os.path.join(root, "d%03d" % d)
+        os.makedirs(p)
+        for f in range(files):
+            with open(os.path.join(p, "f%03d" % f), "wb") as fh:
+                fh.write(("%d/%d " % (d, f)).encode() * 300)
+    for b in range(big_files):
+        with open(os.path.join(root, "d%03d" % (b * 7 % dirs), "big%d.bin" % b), "wb") as fh:
+            for k in range(32):
+                fh.write(bytes([k + b]) * (1 << 20))
+
+
+def no_partial_files(src, dst, what):
+    """Every file at a final name in dst is complete: the same bytes as in src."""
+    srcb, dstb = os.fsencode(src), os.fsencode(dst)
+    bad = []
+    n = 0
+    for dirpath, _, filenames in os.walk(dstb):
+        for name in filenames:
+            if name.startswith(b".treesync-tmp-"):
+                continue
+            p = os.path.join(dirpath, name)
+            rel = os.path.relpath(p, dstb)
+            n += 1
+            with open(p, "rb") as a, open(os.path.join(srcb, rel), "rb") as b:
+                if a.read() != b.read():
+                    bad.append(rel)
+    check(not bad, "%s: all %d files at final names are complete (partial: %r)" % (what, n, bad[:5]))
+
+
+def interrupt(sig, twice, extra=()):
+    name = "SIGINT" if sig == signal.SIGINT else "SIGTERM"
+    w = fresh("interrupt-%s-%d" % (name, twice))
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    big_tree(src)
+    expected_rc = 130 if sig == signal.SIGINT else 143
+    p = subprocess.Popen([CLI] + list(extra) + [src, dst], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while time.time() < deadline and p.poll() is None:
+        if os.path.isdir(dst) and len(os.listdir(dst)) >= 3:
+            break
+        time.sleep(0.005)
+    running = p.poll() is None
+    p.send_signal(sig)
+    if twice:  # a second signal once the first was handled (two pending signals merge into one)
+        while p.poll() is None:
+            time.sleep(0.002)
+            try:
+                p.send_signal(sig)
+            except ProcessLookupError:
+                break
+    out, err = p.communicate(timeout=120)
+    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    print("  exit %s; stdout %r; stderr %r" % (p.returncode, out[-300:], err[-300:]))
+    check(running, "%s arrived while the sync was running" % name)
+    check(p.returncode == expected_rc, "%s%s: exit %d (got %s)" % (name, " twice" if twice else "", expected_rc,
+                                                                  p.returncode))
+    if twice:
+        check(out == "", "the second signal exited at once, without a report (got %r)" % out[:100])
+    else:
+        if "--json" in extra:
+            doc = json.loads(out)
+            check(doc["status"] == "interrupted" and doc["signal"] == name and doc["cancelled"] is True
+                  and doc["exit_code"] == expected_rc, "the partial report is printed as JSON")
+        else:
+            check("(interrupted)" in out and re.search(r"\d+ created", out), "the partial report is printed")
+        check("interrupted by " + name in err, "stderr says it was interrupted")
+        check(temporaries(dst) == [], "no temporaries are left behind")
+    no_partial_files(src, dst, "after the interrupt")
+    rc, out, err = run("--stats", src, dst)
+    check(rc == 0, "a re-run succeeds")
+    same_tree(src, dst, "the re-run converges: DST equals SRC")
+    check(temporaries(dst) == [], "the re-run left no temporaries")
+    rc, out, err = run("-i", "-q", src, dst)
+    check(rc == 0 and data_changes(out) == [], "a third run copies and deletes nothing (%r)" % data_changes(out)[:5])
+
+
+def test_interrupt():
+    interrupt(signal.SIGINT, False)
+
+
+def test_interrupt_json():
+    interrupt(signal.SIGINT, False, ("--json",))
+
+
+def test_interrupt_twice():
+    interrupt(signal.SIGINT, True)
+
+
+def test_sigterm():
+    interrupt(signal.SIGTERM, False, ("-j1",))
+
+
+GROUPS = {
+    "help": test_help_version,
+    "usage": test_usage_errors,
+    "itemize": test_itemize,
+    "json": test_json,
+    "exit_codes": test_exit_codes,
+    "forged_lines": test_forged_lines,
+    "exclude_from": test_exclude_from,
+    "options": test_options,
+    "progress": test_progress,
+    "dry_run": test_dry_run,
+    "interrupt": test_interrupt,
+    "interrupt_json": test_interrupt_json,
+    "interrupt_twice": test_interrupt_twice,
+    "sigterm": test_sigterm,
+}
+
+
+def main():
+    global CLI, WORK
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cli", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("groups", nargs="*")
+    args = ap.parse_args()
+    CLI = os.path.abspath(args.cli)
+    names = args.groups or list(GROUPS)
+    unknown = [n for n in names if n not in GROUPS]
+    if unknown:
+        print("unknown group(s): %s (known: %s)" % (", ".join(unknown), ", ".join(GROUPS)))
+        return 2
+    for name in names:
+        WORK = os.path.join(os.path.abspath(args.work), name)
+        if os.path.lexists(WORK):
+            make_writable(WORK)
+            shutil.rmtree(WORK)
+        os.makedirs(WORK)
+        print("== " + name)
+        GROUPS[name]()
+    if FAILURES:
+        print("\n%d check(s) failed:" % len(FAILURES))
+        for f in FAILURES:
+            print("  " + f)
+        return 1
+    print("\nall checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
