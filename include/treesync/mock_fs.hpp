@@ -32,8 +32,11 @@ inline namespace v0 {
 class mock_fs {
  public:
   /// The operations the engine can perform, one counter each.
-  enum class op { list, stat, open_dir, open_read, open_write, rename, unlink, rmdir, chmod, utime, mkdir, symlink, readlink };
-  static constexpr std::size_t op_count = 13;
+  enum class op {
+    list, stat, open_dir, open_read, open_write, rename, unlink, rmdir, chmod, utime, mkdir, symlink, readlink,
+    chown, mknod, link, setxattr, fsync
+  };
+  static constexpr std::size_t op_count = 18;
 
   struct counters {
     std::array<std::size_t, op_count> by_kind{};
@@ -45,7 +48,8 @@ class mock_fs {
     /// Every operation that modifies the filesystem.
     std::size_t writes() const {
       return (*this)[op::open_write] + (*this)[op::rename] + (*this)[op::unlink] + (*this)[op::rmdir] +
-             (*this)[op::chmod] + (*this)[op::utime] + (*this)[op::mkdir] + (*this)[op::symlink];
+             (*this)[op::chmod] + (*this)[op::utime] + (*this)[op::mkdir] + (*this)[op::symlink] +
+             (*this)[op::chown] + (*this)[op::mknod] + (*this)[op::link] + (*this)[op::setxattr] + (*this)[op::fsync];
     }
     std::size_t total() const {
       std::size_t t = 0;
@@ -61,6 +65,10 @@ class mock_fs {
     std::int64_t mtime_ns = 0;
     std::string data;  ///< file content, or symlink target
     std::uint64_t ino = 0;
+    std::uint32_t uid = 0;
+    std::uint32_t gid = 0;
+    std::uint64_t rdev = 0;
+    std::map<std::string, std::string> xattrs;
     friend bool operator==(const node& a, const node& b) {
       return a.type == b.type && a.mode == b.mode && a.mtime_ns == b.mtime_ns && a.data == b.data;
     }
@@ -156,6 +164,28 @@ class mock_fs {
   void socket(const std::string& path) {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     make_special(path, file_type::socket);
+  }
+  /// A device node (file_type::block or file_type::character) with a device number.
+  void device(const std::string& path, file_type type, std::uint64_t rdev) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    make_special(path, type);
+    nodes_.at(must(path, false)).rdev = rdev;
+  }
+  void chown(const std::string& path, std::uint32_t uid, std::uint32_t gid) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    inode& n = nodes_.at(must(path, false));
+    n.uid = uid;
+    n.gid = gid;
+    n.ctime = stamp();
+  }
+  void set_xattr(const std::string& path, const std::string& name, const std::string& value) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    nodes_.at(must(path, false)).xattrs[name] = value;
+  }
+  /// Gives a directory another device number, as the root of another mounted filesystem.
+  void mount_point(const std::string& path, std::uint64_t dev) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    nodes_.at(must(path, true)).dev = dev;
   }
 
   /// A second name for an existing inode (a hard link).
@@ -377,12 +407,24 @@ class mock_fs {
       ec = errc::changed_during_copy;
       return res;
     }
+    if (opt.owner || opt.group) {
+      if (!begin(op::chown, join(dd.path, dst_name), ec)) return res;
+      if (opt.owner) nodes_.at(dst).uid = expected.uid;
+      if (opt.group) nodes_.at(dst).gid = expected.gid;
+    }
+    if (opt.xattrs && !nodes_.at(src).xattrs.empty()) {
+      if (!begin(op::setxattr, join(dd.path, dst_name), ec)) return res;
+      nodes_.at(dst).xattrs = nodes_.at(src).xattrs;
+    }
     if (!begin(op::chmod, join(dd.path, dst_name), ec)) return res;
     nodes_.at(dst).mode = expected.mode & 07777;
     if (!begin(op::utime, join(dd.path, dst_name), ec)) return res;
     nodes_.at(dst).mtime = expected.mtime_ns;
     nodes_.at(dst).ctime = stamp();
-    if (opt.sync) ++counters_.syncs;
+    if (opt.sync) {
+      if (!begin(op::fsync, join(dd.path, dst_name), ec)) return res;
+      ++counters_.syncs;
+    }
     return res;
   }
 
@@ -487,6 +529,73 @@ class mock_fs {
     return nodes_.at(ino).data;
   }
 
+  void set_owner(dir_handle& d, const std::string& name, std::int64_t uid, std::int64_t gid, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (!begin(op::chown, join(d.path, name), ec)) return;
+    const std::uint64_t ino = child(d, name, false, ec);
+    if (ec) return;
+    inode& n = nodes_.at(ino);
+    if (uid >= 0) n.uid = static_cast<std::uint32_t>(uid);
+    if (gid >= 0) n.gid = static_cast<std::uint32_t>(gid);
+    n.ctime = stamp();
+  }
+
+  void make_special(dir_handle& d, const std::string& name, const stat_info& st, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (!begin(op::mknod, join(d.path, name), ec)) return;
+    if (!is_special(st.type)) return err(ec, std::errc::invalid_argument);
+    const std::uint64_t ino = create_in(d.ino, name, st.type, 0600, ec);
+    if (!ec) nodes_.at(ino).rdev = st.rdev;
+  }
+
+  void sync_dir(dir_handle& d, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (!begin(op::fsync, d.path, ec)) return;
+    ++counters_.syncs;
+  }
+
+  void link(dir_handle& td, const std::string& target, dir_handle& d, const std::string& name, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (!begin(op::link, join(d.path, name), ec)) return;
+    const std::uint64_t ino = child(td, target, false, ec);
+    if (ec) return;
+    if (nodes_.at(ino).type == file_type::directory) return err(ec, std::errc::operation_not_permitted);
+    if (nodes_.at(d.ino).entries.count(name)) return err(ec, std::errc::file_exists);
+    link_into(d.ino, name, ino);
+    nodes_.at(ino).ctime = stamp();
+  }
+
+  void move(dir_handle& from, const std::string& name, dir_handle& to, const std::string& to_name,
+            std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (!begin(op::rename, join(from.path, name), ec)) return;
+    auto& src = nodes_.at(from.ino).entries;
+    const auto it = src.find(name);
+    if (it == src.end()) return err(ec, std::errc::no_such_file_or_directory);
+    const std::uint64_t ino = it->second;
+    auto& dst = nodes_.at(to.ino).entries;
+    const auto old = dst.find(to_name);
+    if (old != dst.end()) {
+      const inode& o = nodes_.at(old->second);
+      if (o.type == file_type::directory && !o.entries.empty()) return err(ec, std::errc::directory_not_empty);
+      unlink_tree(old->second);
+      dst.erase(old);
+    }
+    src.erase(name);
+    nodes_.at(to.ino).entries[to_name] = ino;
+    nodes_.at(ino).ctime = stamp();
+    touch_dir(from.ino);
+    touch_dir(to.ino);
+  }
+
+  void copy_xattrs(dir_handle& src, dir_handle& dst, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    const auto& attrs = nodes_.at(src.ino).xattrs;
+    if (attrs.empty()) return ec.clear();
+    if (!begin(op::setxattr, dst.path, ec)) return;
+    nodes_.at(dst.ino).xattrs = attrs;
+  }
+
   std::int64_t now() const noexcept {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     return now_;
@@ -498,7 +607,7 @@ class mock_fs {
 
  private:
   static constexpr std::uint64_t root_ino = 1;
-  static constexpr std::uint64_t device = 1;
+  static constexpr std::uint64_t default_device = 1;
 
   struct inode {
     file_type type = file_type::none;
@@ -508,6 +617,11 @@ class mock_fs {
     std::string data;
     std::map<std::string, std::uint64_t> entries;
     std::uint32_t nlink = 0;
+    std::uint32_t uid = 0;
+    std::uint32_t gid = 0;
+    std::uint64_t rdev = 0;
+    std::uint64_t dev = 0;  // 0: the mock's one device; see mount_point()
+    std::map<std::string, std::string> xattrs;
   };
 
   struct fault {
@@ -715,8 +829,12 @@ class mock_fs {
     s.mtime_ns = n.mtime;
     s.ctime_ns = n.ctime;
     s.mode = n.mode;
-    s.dev = device;
+    s.dev = n.dev != 0 ? n.dev : default_device;
     s.ino = ino;
+    s.nlink = n.nlink;
+    s.uid = n.uid;
+    s.gid = n.gid;
+    s.rdev = n.rdev;
     return s;
   }
 
@@ -730,6 +848,10 @@ class mock_fs {
       v.mtime_ns = n.mtime;
       v.data = n.type == file_type::directory ? std::string{} : n.data;
       v.ino = ino;
+      v.uid = n.uid;
+      v.gid = n.gid;
+      v.rdev = n.rdev;
+      v.xattrs = n.xattrs;
       out.emplace(rel, v);
       if (n.type == file_type::directory) collect(ino, rel, out);
     }

@@ -51,6 +51,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -74,6 +75,8 @@
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
 #endif
 #endif
 
@@ -1254,6 +1257,19 @@ class engine {
     if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
     if (auto e = check_nesting(src, ss, dst, dst_exists ? &ds : nullptr)) return e;
 
+    root_dev_ = ss.dev;
+    dst_root_ = dst;
+    src_root_ = src;
+    if (!opt_.backup_dir.empty()) {
+      std::filesystem::path b = opt_.backup_dir.lexically_normal();
+      if (b.is_relative()) {
+        backup_rel_ = strip_trailing_separators(b).generic_string();
+      } else {
+        const std::filesystem::path rel = b.lexically_relative(dst.lexically_normal());
+        if (!rel.empty() && *rel.begin() != "..") backup_rel_ = strip_trailing_separators(rel).generic_string();
+      }
+      if (backup_rel_ == ".") backup_rel_.clear();
+    }
     auto root = std::make_unique<node>();
     root->src_st = ss;
     root->dst_st = ds;
@@ -1357,6 +1373,7 @@ class engine {
     }
     work(first);
     for (auto& th : threads) th.join();
+    if (!link_requests_.empty() && !halted() && !exception_) first.link_pass();
     merge_reports(first);
     for (auto& h : helpers) merge_reports(*h);
     if (exception_) std::rethrow_exception(exception_);
@@ -1366,6 +1383,7 @@ class engine {
     std::stable_sort(out_.errors.begin(), out_.errors.end(), by_path);
     std::stable_sort(out_.vanished.begin(), out_.vanished.end(), by_path);
     std::stable_sort(out_.skipped_entries.begin(), out_.skipped_entries.end(), by_path);
+    std::stable_sort(out_.notices.begin(), out_.notices.end(), by_path);
   }
 
   void merge_reports(worker& w) {
@@ -1385,7 +1403,74 @@ class engine {
     append(out_.errors, r.errors);
     append(out_.vanished, r.vanished);
     append(out_.skipped_entries, r.skipped_entries);
+    append(out_.notices, r.notices);
     r = report{};
+  }
+
+  // ---- backups ---------------------------------------------------------------------------------
+
+  // Opens (creating what is missing) the directory of the backup tree that mirrors the parent of
+  // `rel`.
+  bool backup_parent(const std::string& rel, handle& out, std::error_code& ec) {
+    std::lock_guard<std::mutex> lock(backup_mu_);
+    if (!backup_open_) {
+      const std::filesystem::path& b = opt_.backup_dir;
+      if (b.is_relative()) {
+        handle cur = fs_.open_root(dst_root_, ec);
+        if (ec) return false;
+        if (!walk_create(cur, b.generic_string(), ec)) return false;
+        backup_root_ = std::move(cur);
+      } else {
+        fs_.make_root(b, 0700, ec);
+        if (ec && ec != std::errc::file_exists) return false;
+        backup_root_ = fs_.open_root(b, ec);
+        if (ec) return false;
+      }
+      backup_open_ = true;
+    }
+    const auto slash = rel.rfind('/');
+    std::error_code probe;
+    out = fs_.open_dir(backup_root_, ".", false, probe);
+    if (probe) return ec = probe, false;
+    if (slash == std::string::npos) return true;
+    return walk_create(out, rel.substr(0, slash), ec);
+  }
+
+  // Descends `cur` along a relative path, never following links; false when a step fails.
+  bool walk_open(handle& cur, const std::string& rel, std::error_code& ec) {
+    std::size_t pos = 0;
+    while (pos <= rel.size()) {
+      std::size_t end = rel.find('/', pos);
+      if (end == std::string::npos) end = rel.size();
+      const std::string comp = rel.substr(pos, end - pos);
+      pos = end + 1;
+      if (comp.empty() || comp == ".") continue;
+      handle next = fs_.open_dir(cur, comp, false, ec);
+      if (ec) return false;
+      cur = std::move(next);
+    }
+    return true;
+  }
+
+  // Descends `cur` along a relative path, making missing directories, never following links.
+  bool walk_create(handle& cur, const std::string& rel, std::error_code& ec) {
+    std::size_t pos = 0;
+    while (pos <= rel.size()) {
+      std::size_t end = rel.find('/', pos);
+      if (end == std::string::npos) end = rel.size();
+      const std::string comp = rel.substr(pos, end - pos);
+      pos = end + 1;
+      if (comp.empty() || comp == ".") continue;
+      handle next = fs_.open_dir(cur, comp, false, ec);
+      if (is_enoent(ec)) {
+        fs_.make_dir(cur, comp, 0700, ec);
+        if (ec && ec != std::errc::file_exists) return false;
+        next = fs_.open_dir(cur, comp, false, ec);
+      }
+      if (ec) return false;
+      cur = std::move(next);
+    }
+    return true;
   }
 
   // ---- guards ----------------------------------------------------------------------------------
@@ -1469,6 +1554,7 @@ class engine {
       const auto by_name = [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; };
       std::sort(n.sl.begin(), n.sl.end(), by_name);
       std::sort(n.dl.begin(), n.dl.end(), by_name);
+      if (e_.opt_.case_collisions) report_case_collisions(n);
       if (root && !e_.allow_empty_ && n.sl.empty() &&
           std::any_of(n.dl.begin(), n.dl.end(), [](const dir_entry& d) { return !is_temp_name(d.name); })) {
         e_.refusal_ = errc::empty_source;
@@ -1487,6 +1573,25 @@ class engine {
       }
       n.finish = true;
       return true;
+    }
+
+    void report_case_collisions(const node& n) {
+      std::vector<std::pair<std::string, const std::string*>> folded;
+      folded.reserve(n.sl.size());
+      for (const auto& e : n.sl) {
+        std::string f = e.name;
+        for (char& c : f)
+          if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+        folded.emplace_back(std::move(f), &e.name);
+      }
+      std::sort(folded.begin(), folded.end());
+      for (std::size_t i = 0; i < folded.size(); ++i) {
+        const bool prev = i > 0 && folded[i - 1].first == folded[i].first;
+        const bool next = i + 1 < folded.size() && folded[i + 1].first == folded[i].first;
+        if (!prev && !next) continue;
+        rel_scope scope(rel_, *folded[i].second);
+        rep_.notices.push_back({rel_, "list", errc::case_collision});
+      }
     }
 
     // Splits a node's merged listing into batches: one per directory when serial; when parallel,
@@ -1509,11 +1614,76 @@ class engine {
           // through the directory's own handle: no name lookup, nothing to race with
           rel_ = n->rel;
           if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
-          finish_dir(n->have_dst ? &n->dst : nullptr, ".", n->src_st, n->cold ? nullptr : &n->dst_st,
-                     n->modified.load());
+          finish_dir(*n);
         }
         delete n;
         n = parent;
+      }
+    }
+
+    // hard_links: each further name of a multiply-linked source file becomes a hard link to the
+    // first name's copy (unless it already is one), and its directory gets its mtime back.
+    void link_pass() {
+      auto& requests = e_.link_requests_;
+      std::sort(requests.begin(), requests.end());
+      std::error_code ec;
+      handle droot = fs_.open_root(e_.dst_root_, ec);
+      handle sroot = fs_.open_root(e_.src_root_, ec);
+      if (ec) return fail("open", ec);
+      const auto split = [](const std::string& rel) {
+        const auto slash = rel.rfind('/');
+        return slash == std::string::npos ? std::make_pair(std::string(), rel)
+                                          : std::make_pair(rel.substr(0, slash), rel.substr(slash + 1));
+      };
+      for (const auto& [rel, first] : requests) {
+        if (e_.halted()) return;
+        rel_ = rel;
+        const auto [dir, name] = split(rel);
+        const auto [fdir, fname] = split(first);
+        handle parent = fs_.open_dir(droot, ".", false, ec);
+        handle fparent = fs_.open_dir(droot, ".", false, ec);
+        if (ec || !e_.walk_open(parent, dir, ec) || !e_.walk_open(fparent, fdir, ec)) {
+          fail("link", ec);
+          continue;
+        }
+        const stat_info target = fs_.stat(fparent, fname, false, ec);
+        if (ec || target.type != file_type::regular) {
+          fail("link", ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory));
+          continue;
+        }
+        const stat_info current = fs_.stat(parent, name, false, ec);
+        const file_type dt = ec ? file_type::none : current.type;
+        if (dt == file_type::regular && current.ino == target.ino && current.dev == target.dev) continue;
+        ec.clear();
+        const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
+        if (!dry_) {
+          const std::string tmp = temp_name();
+          fs_.link(fparent, fname, parent, tmp, ec);
+          if (ec) {
+            fail("link", ec);
+            continue;
+          }
+          if ((dt == file_type::directory && !replace_dir(parent, name)) ||
+              (dt != file_type::none && dt != file_type::directory && !backup_entry(parent, name))) {
+            discard(parent, tmp);
+            continue;
+          }
+          fs_.rename(parent, tmp, name, ec);
+          if (ec) {
+            discard(parent, tmp);
+            fail("rename", ec);
+            continue;
+          }
+          // the link changed the directory: give it back the source directory's mtime
+          handle sdir = fs_.open_dir(sroot, ".", false, ec);
+          if (!ec && e_.walk_open(sdir, dir, ec)) {
+            const stat_info sst = fs_.stat(sdir, ".", false, ec);
+            if (!ec) fs_.set_mtime(parent, ".", sst.mtime_ns, ec);
+          }
+          if (ec) fail("utime", ec);
+        }
+        count(kind);
+        note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {}, changed::all);
       }
     }
 
@@ -1750,12 +1920,21 @@ class engine {
         ++rep_.excluded;
         return de && n.have_dst ? consider_removal(n, *de) : false;
       }
+      if (e_.opt_.hard_links && t == file_type::regular && st.nlink > 1) {
+        std::lock_guard<std::mutex> lock(e_.links_mu_);
+        const auto seen = e_.first_name_.emplace(std::make_pair(st.dev, st.ino), rel_);
+        if (!seen.second) {  // another name of a file already being synced: linked at the end
+          e_.link_requests_.emplace_back(rel_, seen.first->second);
+          return false;
+        }
+      }
       switch (t) {
         case file_type::regular: return sync_file(n, e.name, st, follow, de);
         case file_type::directory: return enter_dir(n, e.name, st, follow, de, children);
         case file_type::symlink: return sync_link(n, e.name, target, st, de);
         default:
           // special files are never opened: opening a FIFO blocks, a device may have side effects
+          if (e_.opt_.specials) return sync_special(n, e.name, st, de);
           ++rep_.skipped;
           rep_.skipped_entries.push_back({rel_, "open", errc::special_file});
           note(action_kind::skip, t, 0, 0, errc::special_file);
@@ -1801,7 +1980,16 @@ class engine {
           return false;
         }
         if (current) {
-          if (dst_st.mode != st.mode) {
+          const bool owner = e_.opt_.owner && dst_st.uid != st.uid;
+          const bool group = e_.opt_.group && dst_st.gid != st.gid;
+          if (owner || group) {
+            if (!dry_) fs_.set_owner(*d, name, owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
+            if (ec) return fail("chown", ec), false;
+            if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // a chown may clear set-ID bits
+            if (ec) return fail("chmod", ec), false;
+            ++rep_.meta_updated;
+            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, differences(st, &dst_st));
+          } else if (dst_st.mode != st.mode) {
             if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // the file's own mode: the directory is not written
             if (ec) return fail("chmod", ec), false;
             ++rep_.meta_updated;
@@ -1818,7 +2006,7 @@ class engine {
         }
       }
 
-      const bool in_place = !Wr::atomic && dt == file_type::regular;
+      const bool in_place = !Wr::atomic && dt == file_type::regular && e_.opt_.backup_dir.empty();
       const bool via_temp = !in_place && (Wr::atomic || dt != file_type::none);
       const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
       if (dry_) {
@@ -1851,6 +2039,10 @@ class engine {
         discard(*d, out_name);
         return true;
       }
+      if (dt != file_type::none && dt != file_type::directory && !backup_entry(*d, name)) {
+        discard(*d, out_name);
+        return true;
+      }
       if (via_temp) {
         fs_.rename(*d, out_name, name, ec);
         if (ec) {
@@ -1869,6 +2061,12 @@ class engine {
     // A source directory: becomes a node of its own, entered by whichever worker takes it.
     bool enter_dir(node& n, const std::string& name, const stat_info& st, bool follow, const dir_entry* de,
                    std::vector<node*>& children) {
+      if (e_.opt_.one_file_system && st.dev != e_.root_dev_) {
+        ++rep_.skipped;
+        rep_.skipped_entries.push_back({rel_, "opendir", errc::other_filesystem});
+        note(action_kind::skip, file_type::directory, 0, 0, errc::other_filesystem);
+        return false;
+      }
       for (const auto& id : n.ancestors) {
         if (id.first == st.dev && id.second == st.ino) {
           fail("opendir", errc::symlink_cycle);
@@ -1894,26 +2092,44 @@ class engine {
 
     // Directory metadata, after the content is complete.  `old` is null for a directory created by
     // this run.
-    void finish_dir(handle* d, const std::string& name, const stat_info& st, const stat_info* old,
-                    bool content_changed) {
-      if (dry_ || !d) {
-        if (old && (old->mode != st.mode || old->mtime_ns != st.mtime_ns)) {
+    void finish_dir(node& n) {
+      const stat_info& st = n.src_st;
+      const stat_info* old = n.cold ? nullptr : &n.dst_st;
+      const bool owner = e_.opt_.owner && (!old || old->uid != st.uid);
+      const bool group = e_.opt_.group && (!old || old->gid != st.gid);
+      if (dry_ || !n.have_dst) {
+        if (old && (old->mode != st.mode || old->mtime_ns != st.mtime_ns || owner || group)) {
           ++rep_.meta_updated;
           note(action_kind::update_meta, file_type::directory, 0, 0, {}, differences(st, old) & ~changed::size);
         }
         return;
       }
+      handle& d = n.dst;
       std::error_code ec;
       bool meta = false;
-      if (!old || old->mode != st.mode) {
-        fs_.set_mode(*d, name, st.mode, ec);
-        if (ec) return fail("chmod", ec);
+      if (owner || group) {  // before the chmod, which a chown may undo
+        fs_.set_owner(d, ".", owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
+        if (ec) return fail("chown", ec);
         meta = old != nullptr;
       }
+      if (!old && e_.opt_.xattrs) {
+        fs_.copy_xattrs(n.src, d, ec);
+        if (ec) return fail("xattr", ec);
+      }
+      if (!old || old->mode != st.mode || owner || group) {
+        fs_.set_mode(d, ".", st.mode, ec);
+        if (ec) return fail("chmod", ec);
+        meta = meta || (old && old->mode != st.mode);
+      }
+      const bool content_changed = n.modified.load();
       if (!old || content_changed || old->mtime_ns != st.mtime_ns) {
-        fs_.set_mtime(*d, name, st.mtime_ns, ec);
+        fs_.set_mtime(d, ".", st.mtime_ns, ec);
         if (ec) return fail("utime", ec);
         meta = meta || (old && old->mtime_ns != st.mtime_ns);
+      }
+      if (e_.opt_.durable && (!old || content_changed)) {
+        fs_.sync_dir(d, ec);
+        if (ec) return fail("fsync", ec);
       }
       if (meta) {
         ++rep_.meta_updated;
@@ -1953,6 +2169,10 @@ class engine {
         discard(*d, tmp);
         return true;
       }
+      if (dt != file_type::none && dt != file_type::directory && !backup_entry(*d, name)) {
+        discard(*d, tmp);
+        return true;
+      }
       fs_.rename(*d, tmp, name, ec);
       if (ec) {
         discard(*d, tmp);
@@ -1961,6 +2181,52 @@ class engine {
       }
       count(kind);
       note(kind, file_type::symlink, st.size, 0, {}, kind == action_kind::create ? changed::all : changed::size);
+      return true;
+    }
+
+    // A FIFO, socket or device node, recreated (never opened) under the specials policy.
+    bool sync_special(node& n, const std::string& name, const stat_info& st, const dir_entry* de) {
+      handle* d = n.have_dst ? &n.dst : nullptr;
+      stat_info dst_st;
+      bool failed = false;
+      const file_type dt = probe_dst(d, name, de, st.type, dst_st, failed);
+      if (failed) return false;
+      std::error_code ec;
+      if (dt == st.type && dst_st.rdev == st.rdev) {  // the same kind of node: metadata only
+        if (dst_st.mode == st.mode && dst_st.mtime_ns == st.mtime_ns) return false;
+        if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
+        if (!ec && !dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
+        if (ec) return fail("chmod", ec), false;
+        ++rep_.meta_updated;
+        note(action_kind::update_meta, st.type, 0, 0, {}, differences(st, &dst_st) & ~changed::size);
+        return false;
+      }
+      const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
+      if (!dry_) {
+        prepare_write(n);
+        const std::string tmp = temp_name();
+        fs_.make_special(*d, tmp, st, ec);
+        if (ec) return fail("mknod", ec), false;
+        if (e_.opt_.owner || e_.opt_.group)
+          fs_.set_owner(*d, tmp, e_.opt_.owner ? std::int64_t(st.uid) : -1, e_.opt_.group ? std::int64_t(st.gid) : -1,
+                        ec);
+        if (!ec) fs_.set_mode(*d, tmp, st.mode, ec);
+        if (!ec) fs_.set_mtime(*d, tmp, st.mtime_ns, ec);
+        if (!ec && dt == file_type::directory && !replace_dir(*d, name)) {
+          discard(*d, tmp);
+          return true;
+        }
+        if (!ec && dt != file_type::none && dt != file_type::directory) backup_entry(*d, name);
+        if (!ec) fs_.rename(*d, tmp, name, ec);
+        if (ec) {
+          discard(*d, tmp);
+          return fail("mknod", ec), true;
+        }
+      } else if (dt == file_type::directory && replace_dir(*d, name) == false) {
+        return false;
+      }
+      count(kind);
+      note(kind, st.type, 0, 0, {}, changed::all);
       return true;
     }
 
@@ -1984,6 +2250,7 @@ class engine {
     // its own entry of that name.  Deleted when the deletion policy says so.
     bool consider_removal(node& n, const dir_entry& de) {
       handle& d = n.dst;
+      if (is_backup_dir()) return false;
       file_type t = de.type;
       if (t == file_type::unknown) {
         std::error_code ec;
@@ -2002,6 +2269,19 @@ class engine {
       if (ex) ++rep_.excluded;
       return false;
     }
+
+    // Moves the destination entry at rel_ (about to be replaced or deleted) into the backup
+    // directory.  True when there is no backup directory or the move worked.
+    bool backup_entry(handle& d, const std::string& name) {
+      if (e_.opt_.backup_dir.empty() || dry_) return true;
+      std::error_code ec;
+      handle parent;
+      if (e_.backup_parent(rel_, parent, ec)) fs_.move(d, name, parent, name, ec);
+      if (ec) return fail("backup", ec), false;
+      return true;
+    }
+
+    bool is_backup_dir() const { return !e_.backup_rel_.empty() && rel_ == e_.backup_rel_; }
 
     enum class removal { done, kept, failed };
 
@@ -2047,6 +2327,10 @@ class engine {
             }
             ct = cs.type;
           }
+          if (is_backup_dir()) {
+            kept = true;
+            continue;
+          }
           if (!is_temp_name(c.name)) {
             const bool ex = excluded(ct);
             if (!del_.removes(std::string_view(rel_), ct, ex)) {
@@ -2063,6 +2347,8 @@ class engine {
         if (!ok) return removal::failed;  // never remove a directory that still has content
         if (kept) return removal::kept;
         if (!dry_) fs_.remove_dir(d, name, ec);
+      } else if (!e_.opt_.backup_dir.empty() && !is_temp_name(name)) {
+        if (!backup_entry(d, name)) return removal::failed;
       } else {
         if (!dry_) fs_.remove(d, name, ec);
       }
@@ -2120,6 +2406,16 @@ class engine {
   const std::atomic<bool>* cancel_;
   report& out_;
   std::int64_t racy_window_;
+  std::uint64_t root_dev_ = 0;
+  std::filesystem::path dst_root_;
+  std::string backup_rel_;  // the backup directory's path inside the destination, if it is inside
+  std::mutex backup_mu_;
+  handle backup_root_;
+  bool backup_open_ = false;
+  std::filesystem::path src_root_;
+  std::mutex links_mu_;  // hard_links: the first name seen of each multiply-linked source inode
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_name_;
+  std::vector<std::pair<std::string, std::string>> link_requests_;  // (relative path, first's relative path)
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
@@ -2283,6 +2579,15 @@ class posix_fs {
       ec = errc::changed_during_copy;
       return res;
     }
+    if (opt.owner || opt.group) {  // before the chmod: a chown clears set-user/group-ID bits
+      const uid_t u = opt.owner ? static_cast<uid_t>(expected.uid) : static_cast<uid_t>(-1);
+      const gid_t g = opt.group ? static_cast<gid_t>(expected.gid) : static_cast<gid_t>(-1);
+      if (::fchown(out.fd, u, g) != 0) return set_errno(ec), res;
+    }
+    if (opt.xattrs) {
+      copy_fd_xattrs(in.fd, out.fd, ec);
+      if (ec) return res;
+    }
     if (::fchmod(out.fd, static_cast<mode_t>(expected.mode)) != 0) return set_errno(ec), res;
     const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(expected.mtime_ns)};
     if (::futimens(out.fd, ts) != 0) return set_errno(ec), res;
@@ -2308,19 +2613,16 @@ class posix_fs {
     }
   }
 
-  // chmod never follows a link: fchmodat() would, and Linux has no AT_SYMLINK_NOFOLLOW chmod before
-  // fchmodat2 (6.6), so the entry is opened without following and changed through its descriptor.
+  // chmod never follows a link.  fchmodat(AT_SYMLINK_NOFOLLOW) refuses links without opening the
+  // entry (glibc >= 2.32 emulates it with O_PATH, so a device node is not opened either); where it
+  // is not available at all, the entry is opened without following and changed through its fd.
   void set_mode(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {
     if (name == ".") return check(::fchmod(d.fd(), static_cast<mode_t>(mode)), ec);
+    if (::fchmodat(d.fd(), name.c_str(), static_cast<mode_t>(mode), AT_SYMLINK_NOFOLLOW) == 0) return ec.clear();
+    if (errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS) return set_errno(ec);
     const fd_guard f(::openat(d.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
-    if (f.fd >= 0) return check(::fchmod(f.fd, static_cast<mode_t>(mode)), ec);
-    if (errno != EACCES) return set_errno(ec);
-#if defined(AT_SYMLINK_NOFOLLOW)
-    // an unreadable file (not running as root): glibc's no-follow emulation, which refuses links
-    check(::fchmodat(d.fd(), name.c_str(), static_cast<mode_t>(mode), AT_SYMLINK_NOFOLLOW), ec);
-#else
-    set_errno(ec);
-#endif
+    if (f.fd < 0) return set_errno(ec);
+    check(::fchmod(f.fd, static_cast<mode_t>(mode)), ec);
   }
   void set_mtime(dir_handle& d, const std::string& name, std::int64_t ns, std::error_code& ec) const {
     const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(ns)};
@@ -2355,6 +2657,41 @@ class posix_fs {
       buf.resize(buf.size() * 2);
     }
   }
+
+  /// Owner and group (-1: unchanged), never following a link.
+  void set_owner(dir_handle& d, const std::string& name, std::int64_t uid, std::int64_t gid,
+                 std::error_code& ec) const {
+    const auto u = static_cast<uid_t>(uid < 0 ? static_cast<uid_t>(-1) : static_cast<uid_t>(uid));
+    const auto g = static_cast<gid_t>(gid < 0 ? static_cast<gid_t>(-1) : static_cast<gid_t>(gid));
+    if (name == ".") return check(::fchown(d.fd(), u, g), ec);
+    check(::fchownat(d.fd(), name.c_str(), u, g, AT_SYMLINK_NOFOLLOW), ec);
+  }
+  /// A FIFO, socket or device node like `st` (mode bits set separately).
+  void make_special(dir_handle& d, const std::string& name, const stat_info& st, std::error_code& ec) const {
+    mode_t type = 0;
+    switch (st.type) {
+      case file_type::fifo: type = S_IFIFO; break;
+      case file_type::socket: type = S_IFSOCK; break;
+      case file_type::block: type = S_IFBLK; break;
+      case file_type::character: type = S_IFCHR; break;
+      default: ec = std::make_error_code(std::errc::invalid_argument); return;
+    }
+    check(::mknodat(d.fd(), name.c_str(), type | 0600, static_cast<dev_t>(st.rdev)), ec);
+  }
+  /// Flushes a directory (its entries) to stable storage.
+  void sync_dir(dir_handle& d, std::error_code& ec) const { check(::fsync(d.fd()), ec); }
+  /// A hard link `name` in `d` to `target` in `td`.
+  void link(dir_handle& td, const std::string& target, dir_handle& d, const std::string& name,
+            std::error_code& ec) const {
+    check(::linkat(td.fd(), target.c_str(), d.fd(), name.c_str(), 0), ec);
+  }
+  /// Moves an entry to another directory of the same filesystem, replacing what is there.
+  void move(dir_handle& from, const std::string& name, dir_handle& to, const std::string& to_name,
+            std::error_code& ec) const {
+    check(::renameat(from.fd(), name.c_str(), to.fd(), to_name.c_str()), ec);
+  }
+  /// Copies the extended attributes of one directory to another.
+  void copy_xattrs(dir_handle& src, dir_handle& dst, std::error_code& ec) const { copy_fd_xattrs(src.fd(), dst.fd(), ec); }
 
   std::int64_t now() const noexcept {
     struct timespec ts;
@@ -2435,6 +2772,10 @@ class posix_fs {
     i.mode = static_cast<std::uint32_t>(st.st_mode & 07777);
     i.dev = static_cast<std::uint64_t>(st.st_dev);
     i.ino = static_cast<std::uint64_t>(st.st_ino);
+    i.nlink = static_cast<std::uint64_t>(st.st_nlink);
+    i.uid = static_cast<std::uint32_t>(st.st_uid);
+    i.gid = static_cast<std::uint32_t>(st.st_gid);
+    i.rdev = static_cast<std::uint64_t>(st.st_rdev);
     return i;
   }
 
@@ -2465,6 +2806,37 @@ class posix_fs {
       len -= static_cast<std::size_t>(n);
     }
     return true;
+  }
+
+  static void copy_fd_xattrs(int in, int out, std::error_code& ec) {
+#if defined(__linux__)
+    ec.clear();
+    ::ssize_t len = ::flistxattr(in, nullptr, 0);
+    if (len < 0) return (errno == ENOTSUP || errno == EOPNOTSUPP) ? void() : set_errno(ec);
+    if (len == 0) return;
+    std::vector<char> names(static_cast<std::size_t>(len));
+    len = ::flistxattr(in, names.data(), names.size());
+    if (len < 0) return set_errno(ec);
+    std::vector<char> value;
+    for (std::size_t pos = 0; pos < static_cast<std::size_t>(len);) {
+      const char* name = names.data() + pos;
+      pos += std::strlen(name) + 1;
+      ::ssize_t vlen = ::fgetxattr(in, name, nullptr, 0);
+      if (vlen < 0) continue;  // vanished in between
+      value.resize(static_cast<std::size_t>(vlen));
+      vlen = ::fgetxattr(in, name, value.data(), value.size());
+      if (vlen < 0) continue;
+      if (::fsetxattr(out, name, value.data(), static_cast<std::size_t>(vlen), 0) != 0) {
+        if (errno == ENOTSUP || errno == EOPNOTSUPP || (errno == EPERM && std::strncmp(name, "trusted.", 8) == 0))
+          continue;  // the destination cannot hold it (or only root may write trusted.*)
+        return set_errno(ec);
+      }
+    }
+#else
+    (void)in;
+    (void)out;
+    ec.clear();
+#endif
   }
 
   // "This way of copying is not available here" (as opposed to a real I/O error, which is

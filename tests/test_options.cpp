@@ -1,0 +1,249 @@
+// The rsync-style switches: durable, one_file_system, specials, preserve_owner/group, xattrs,
+// hard_links, detect_case_collisions, backup_dir (over mock_fs).
+#include <treesync/mock_fs.hpp>
+
+#include <doctest/doctest.h>
+
+#include <set>
+
+namespace {
+using treesync::file_type;
+using treesync::mock_fs;
+using op = treesync::mock_fs::op;
+using namespace std::chrono_literals;
+
+void tree(mock_fs& fs) {
+  fs.write("/src/a.txt", "alpha");
+  fs.write("/src/sub/b.txt", "beta");
+  fs.write("/src/sub/deeper/c.txt", "gamma");
+  fs.advance(10s);
+}
+}  // namespace
+
+TEST_CASE("durable flushes every copied file and every changed directory") {
+  mock_fs fs;
+  tree(fs);
+  treesync::sync(fs, "/src", "/dst", treesync::durable);
+  CHECK(fs.ops().syncs == 3 + 3);  // three files; /dst, sub, sub/deeper
+  mock_fs plain;
+  tree(plain);
+  treesync::sync(plain, "/src", "/dst");
+  CHECK(plain.ops().syncs == 0);
+}
+
+TEST_CASE("durable adds nothing to a warm run on an unchanged tree") {
+  mock_fs fs;
+  tree(fs);
+  treesync::sync(fs, "/src", "/dst", treesync::durable);
+  fs.advance(10s);
+  fs.reset_counters();
+  CHECK(treesync::sync(fs, "/src", "/dst", treesync::durable).unchanged());
+  CHECK(fs.ops().writes() == 0);
+}
+
+TEST_CASE("one_file_system does not enter a directory on another device and keeps its counterpart") {
+  mock_fs fs;
+  tree(fs);
+  fs.write("/src/mnt/other.txt", "elsewhere");
+  fs.mount_point("/src/mnt", 42);
+  fs.write("/dst/mnt/old.txt", "kept");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::one_file_system);
+  REQUIRE(r.skipped_entries.size() == 1);
+  CHECK(r.skipped_entries[0].path == "mnt");
+  CHECK(r.skipped_entries[0].code == treesync::errc::other_filesystem);
+  CHECK_FALSE(fs.exists("/dst/mnt/other.txt"));
+  CHECK(fs.read("/dst/mnt/old.txt") == "kept");
+  CHECK(fs.read("/dst/sub/deeper/c.txt") == "gamma");
+  CHECK(treesync::sync(fs, "/src", "/dst").ok());
+  CHECK(fs.exists("/dst/mnt/other.txt"));
+}
+
+TEST_CASE("specials recreates FIFOs, sockets and device nodes without opening them") {
+  mock_fs fs;
+  tree(fs);
+  fs.fifo("/src/pipe");
+  fs.socket("/src/sock");
+  fs.device("/src/null", file_type::character, 0x103);
+  fs.chmod("/src/pipe", 0620);
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::specials);
+  CHECK(r.ok());
+  CHECK(r.skipped == 0);
+  CHECK(fs.ops().special_opens == 0);
+  CHECK(fs.lstat("/dst/pipe").type == file_type::fifo);
+  CHECK(fs.lstat("/dst/pipe").mode == 0620);
+  CHECK(fs.lstat("/dst/pipe").mtime_ns == fs.lstat("/src/pipe").mtime_ns);
+  CHECK(fs.lstat("/dst/sock").type == file_type::socket);
+  CHECK(fs.lstat("/dst/null").type == file_type::character);
+  CHECK(fs.lstat("/dst/null").rdev == 0x103);
+  fs.advance(10s);
+  fs.reset_counters();
+  CHECK(treesync::sync(fs, "/src", "/dst", treesync::specials).unchanged());
+  CHECK(fs.ops().writes() == 0);
+}
+
+TEST_CASE("specials replaces a device node whose device number changed") {
+  mock_fs fs;
+  fs.device("/src/dev", file_type::block, 1);
+  fs.advance(10s);
+  treesync::sync(fs, "/src", "/dst", treesync::specials);
+  fs.device("/src/dev", file_type::block, 2);
+  fs.advance(10s);
+  CHECK(treesync::sync(fs, "/src", "/dst", treesync::specials).updated == 1);
+  CHECK(fs.lstat("/dst/dev").rdev == 2);
+}
+
+TEST_CASE("preserve_owner and preserve_group copy uid and gid, and fix them on a warm run") {
+  mock_fs fs;
+  tree(fs);
+  fs.chown("/src/a.txt", 1000, 100);
+  fs.chown("/src/sub", 1001, 101);
+  fs.advance(10s);
+  treesync::sync(fs, "/src", "/dst", treesync::preserve_owner, treesync::preserve_group);
+  CHECK(fs.lstat("/dst/a.txt").uid == 1000);
+  CHECK(fs.lstat("/dst/a.txt").gid == 100);
+  CHECK(fs.lstat("/dst/sub").uid == 1001);
+  CHECK(fs.lstat("/dst/sub").gid == 101);
+  fs.chown("/dst/a.txt", 0, 0);
+  fs.advance(10s);
+  fs.reset_counters();
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::preserve_owner, treesync::preserve_group);
+  CHECK(r.meta_updated == 1);
+  CHECK(r.updated == 0);
+  CHECK(fs.lstat("/dst/a.txt").uid == 1000);
+  CHECK(fs.ops()[op::open_write] == 0);
+}
+
+TEST_CASE("without preserve_owner the destination's owner is left alone") {
+  mock_fs fs;
+  tree(fs);
+  fs.chown("/src/a.txt", 1000, 100);
+  fs.advance(10s);
+  treesync::sync(fs, "/src", "/dst");
+  CHECK(fs.lstat("/dst/a.txt").uid == 0);
+  fs.reset_counters();
+  treesync::sync(fs, "/src", "/dst");
+  CHECK(fs.ops()[op::chown] == 0);
+}
+
+TEST_CASE("preserve_group alone copies the group, not the owner") {
+  mock_fs fs;
+  tree(fs);
+  fs.chown("/src/a.txt", 1000, 100);
+  fs.advance(10s);
+  treesync::sync(fs, "/src", "/dst", treesync::preserve_group);
+  CHECK(fs.lstat("/dst/a.txt").uid == 0);
+  CHECK(fs.lstat("/dst/a.txt").gid == 100);
+}
+
+TEST_CASE("xattrs copies extended attributes of files and directories") {
+  mock_fs fs;
+  tree(fs);
+  fs.set_xattr("/src/a.txt", "user.origin", "build 42");
+  fs.set_xattr("/src/sub", "user.tag", "dir");
+  fs.advance(10s);
+  treesync::sync(fs, "/src", "/dst", treesync::xattrs);
+  const auto t = fs.tree("/dst");
+  CHECK(t.at("a.txt").xattrs.at("user.origin") == "build 42");
+  CHECK(t.at("sub").xattrs.at("user.tag") == "dir");
+  mock_fs plain;
+  tree(plain);
+  plain.set_xattr("/src/a.txt", "user.origin", "build 42");
+  treesync::sync(plain, "/src", "/dst");
+  CHECK(plain.tree("/dst").at("a.txt").xattrs.empty());
+}
+
+TEST_CASE("hard_links makes hard-linked source files hard links of one another in the destination") {
+  mock_fs fs;
+  tree(fs);
+  fs.hard_link("/src/a.txt", "/src/sub/a-again.txt");
+  fs.hard_link("/src/a.txt", "/src/z-third.txt");
+  fs.set_mtime("/src/sub", 1234 * 1000000000LL);
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::hard_links);
+  CHECK(r.ok());
+  const auto ino = fs.lstat("/dst/a.txt").ino;
+  CHECK(fs.lstat("/dst/sub/a-again.txt").ino == ino);
+  CHECK(fs.lstat("/dst/z-third.txt").ino == ino);
+  CHECK(fs.read("/dst/z-third.txt") == "alpha");
+  CHECK(fs.lstat("/dst/sub").mtime_ns == 1234 * 1000000000LL);
+  CHECK(r.created == 1 + 2 + 3 + 2);  // root, 2 dirs, 3 files, 2 links
+  fs.advance(10s);
+  fs.reset_counters();
+  CHECK(treesync::sync(fs, "/src", "/dst", treesync::hard_links).unchanged());
+  CHECK(fs.ops().writes() == 0);
+}
+
+TEST_CASE("hard_links relinks a destination name that became a separate file") {
+  mock_fs fs;
+  fs.write("/src/one", "shared");
+  fs.hard_link("/src/one", "/src/two");
+  fs.advance(10s);
+  treesync::sync(fs, "/src", "/dst");  // without the policy: two separate files
+  CHECK(fs.lstat("/dst/one").ino != fs.lstat("/dst/two").ino);
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::hard_links);
+  CHECK(r.updated == 1);
+  CHECK(fs.lstat("/dst/one").ino == fs.lstat("/dst/two").ino);
+}
+
+TEST_CASE("hard_links gives the same result with jobs{n}") {
+  mock_fs a, b;
+  for (mock_fs* fs : {&a, &b}) {
+    for (int i = 0; i < 30; ++i) fs->write("/src/d" + std::to_string(i % 3) + "/f" + std::to_string(i), "x");
+    for (int i = 0; i < 30; i += 3) fs->hard_link("/src/d0/f0", "/src/d" + std::to_string(i % 3) + "/link" + std::to_string(i));
+    fs->advance(10s);
+  }
+  const auto serial = treesync::sync(a, "/src", "/dst", treesync::hard_links);
+  const auto parallel = treesync::sync(b, "/src", "/dst", treesync::hard_links, treesync::jobs{4});
+  CHECK(serial.created == parallel.created);
+  std::set<std::uint64_t> inos;
+  for (const auto& kv : b.tree("/dst"))
+    if (kv.first.find("link") != std::string::npos || kv.first == "d0/f0") inos.insert(kv.second.ino);
+  CHECK(inos.size() == 1);
+}
+
+TEST_CASE("detect_case_collisions reports names that differ only in case") {
+  mock_fs fs;
+  fs.write("/src/Readme", "1");
+  fs.write("/src/README", "2");
+  fs.write("/src/other", "3");
+  fs.write("/src/sub/Makefile", "4");
+  fs.write("/src/sub/makefile", "5");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::detect_case_collisions);
+  REQUIRE(r.notices.size() == 4);
+  for (const auto& n : r.notices) CHECK(n.code == treesync::errc::case_collision);
+  CHECK(treesync::sync(fs, "/src", "/dst").notices.empty());
+}
+
+TEST_CASE("backup_dir receives every file replaced or deleted, at its relative path") {
+  mock_fs fs;
+  tree(fs);
+  treesync::sync(fs, "/src", "/dst");
+  fs.write("/src/sub/b.txt", "beta v2");
+  fs.remove("/src/sub/deeper");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::backup_dir{"/backup"});
+  CHECK(r.ok());
+  CHECK(fs.read("/dst/sub/b.txt") == "beta v2");
+  CHECK(fs.read("/backup/sub/b.txt") == "beta");
+  CHECK(fs.read("/backup/sub/deeper/c.txt") == "gamma");
+  CHECK_FALSE(fs.exists("/dst/sub/deeper"));
+}
+
+TEST_CASE("a backup_dir inside the destination is never deleted as extraneous") {
+  mock_fs fs;
+  tree(fs);
+  treesync::sync(fs, "/src", "/dst");
+  fs.remove("/src/a.txt");
+  fs.advance(10s);
+  auto r = treesync::sync(fs, "/src", "/dst", treesync::backup_dir{".backup"});
+  CHECK(r.ok());
+  CHECK(fs.read("/dst/.backup/a.txt") == "alpha");
+  fs.advance(10s);
+  r = treesync::sync(fs, "/src", "/dst", treesync::backup_dir{".backup"});
+  CHECK(r.deleted == 0);
+  CHECK(fs.read("/dst/.backup/a.txt") == "alpha");
+}
