@@ -360,6 +360,13 @@ class mock_fs {
 
   dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (name == "..") {  // the parent, by path: mock handles do not know their parents
+      if (!begin(op::open_dir, d.path, ec)) return {};
+      const std::string up = split_parent(d.path).first;
+      const std::uint64_t ino = resolve(up, true, ec);
+      if (ec) return {};
+      return {ino, up};
+    }
     const std::string path = join(d.path, name);
     if (!begin(op::open_dir, path, ec)) return {};
     const std::uint64_t ino = child(d, name, false, ec);

@@ -1220,9 +1220,19 @@ struct dir_node {
   std::vector<std::pair<std::size_t, std::size_t>> merged;  // indices into sl / dl, npos when absent
   std::atomic<std::size_t> pending{1};
   std::atomic<bool> modified{false};  // entries of the destination directory were added/removed/renamed
-  std::mutex mu;                      // made_writable
+  std::mutex mu;                      // made_writable, closed
   bool made_writable = false;         // a read-only destination directory was opened up for a change
+  // Deep trees: a node below the fd window closes its handles once its own entries are done and
+  // its subdirectories have started, and reopens its destination (checked by dev+ino) to finish.
+  std::atomic<std::size_t> batches{0};    // batches of entries not yet processed
+  std::atomic<std::size_t> unstarted{0};  // subdirectories not yet past their use of our handles
+  bool closed = false;
+  std::uint64_t dst_dev = 0, dst_ino = 0;
 };
+
+/// Directory levels that keep their handles open; deeper ones close them while they wait for
+/// their subdirectories, so a 10,000-level chain needs a bounded number of descriptors.
+inline constexpr std::size_t open_levels = 128;
 
 template <class FS, class Cmp, class Del, class Lnk, class Exc, class Wr, class Err, class Obs>
 class engine {
@@ -1529,10 +1539,54 @@ class engine {
         ~releaser() { w.release(n); }
       } guard{*this, n};
       if (t.begin == npos) {
-        if (!e_.halted() && start_dir(*n)) schedule_batches(*n);
+        const bool ok = !e_.halted() && start_dir(*n);
+        n->parent->unstarted.fetch_sub(1);  // done with the parent's handles
+        maybe_close(*n->parent, 0);
+        if (ok) schedule_batches(*n);
       } else {
         run_batch(*n, t.begin, t.end);
+        n->batches.fetch_sub(1);
+        maybe_close(*n, 1);  // this batch's own pending unit is still counted
       }
+    }
+
+    // Deep trees: closes a node's handles while it only waits for its subdirectories.
+    void maybe_close(node& n, std::size_t own_units) {
+      if (n.ancestors.size() <= open_levels || n.batches.load() != 0 || n.unstarted.load() != 0 ||
+          n.pending.load() <= own_units)  // no subdirectory in flight: it finishes next anyway
+        return;
+      std::lock_guard<std::mutex> lock(n.mu);
+      if (n.closed || n.batches.load() != 0 || n.unstarted.load() != 0) return;
+      if (n.have_dst) {
+        std::error_code ec;
+        const stat_info id = fs_.stat(n.dst, ".", false, ec);
+        if (ec) return;
+        n.dst_dev = id.dev;
+        n.dst_ino = id.ino;
+        n.dst = handle{};
+      }
+      n.src = handle{};
+      n.closed = true;
+    }
+
+    // Reopens a closed node's destination directory: through ".." from the child that just
+    // finished, or from the root; either way it must be the same directory (dev+ino).
+    bool reopen(node& n, node* child) {
+      std::error_code ec = std::make_error_code(std::errc::bad_file_descriptor);
+      handle h;
+      if (child && child->have_dst && !child->closed) h = fs_.open_dir(child->dst, "..", false, ec);
+      if (ec) {
+        h = fs_.open_root(e_.dst_root_, ec);
+        if (!ec) e_.walk_open(h, n.rel, ec);
+      }
+      if (!ec) {
+        const stat_info id = fs_.stat(h, ".", false, ec);
+        if (!ec && (id.dev != n.dst_dev || id.ino != n.dst_ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+      }
+      if (ec) return fail("opendir", ec), false;
+      n.dst = std::move(h);
+      n.closed = false;
+      return true;
     }
 
     // Lists both sides of a node, sorts, merges.  False when the pair cannot be processed.
@@ -1603,22 +1657,26 @@ class engine {
       if (e_.jobs_ > 1) size = std::min<std::size_t>(64, std::max<std::size_t>(1, total / (2 * e_.jobs_)));
       const std::size_t count = (total + size - 1) / size;
       n.pending.fetch_add(count);
+      n.batches.fetch_add(count);
       for (std::size_t k = count; k-- > 0;) e_.push({&n, k * size, std::min(total, (k + 1) * size)});
     }
 
     // Drops one pending unit of a node; the last one finishes the directory and moves up.
     void release(node* n) {
+      node* done = nullptr;  // the child finished just before: its handle leads back up
       while (n && n->pending.fetch_sub(1) == 1) {
         node* parent = n->parent;
         if (n->finish && !e_.halted()) {
           // through the directory's own handle: no name lookup, nothing to race with
           rel_ = n->rel;
           if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
-          finish_dir(*n);
+          if (!n->closed || !n->have_dst || reopen(*n, done)) finish_dir(*n);
         }
-        delete n;
+        delete done;
+        done = n;
         n = parent;
       }
+      delete done;
     }
 
     // hard_links: each further name of a multiply-linked source file becomes a hard link to the
@@ -1813,6 +1871,11 @@ class engine {
             return false;
           }
           n.have_dst = true;
+          if (e_.opt_.xattrs) {
+            fs_.copy_xattrs(n.src, n.dst, ec);
+            if (ec) fail("xattr", ec);
+            ec.clear();
+          }
         }
         n.cold = true;
         const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
@@ -1834,6 +1897,7 @@ class engine {
           modified |= source_entry(n, n.sl[i], j == npos ? nullptr : &n.dl[j], children);
       }
       if (modified) n.modified.store(true);
+      n.unstarted.fetch_add(children.size());
       // in reverse, so the LIFO pool enters them in name order
       for (auto it = children.rbegin(); it != children.rend(); ++it) e_.push({*it, npos, npos});
     }
@@ -2111,10 +2175,6 @@ class engine {
         fs_.set_owner(d, ".", owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
         if (ec) return fail("chown", ec);
         meta = old != nullptr;
-      }
-      if (!old && e_.opt_.xattrs) {
-        fs_.copy_xattrs(n.src, d, ec);
-        if (ec) return fail("xattr", ec);
       }
       if (!old || old->mode != st.mode || owner || group) {
         fs_.set_mode(d, ".", st.mode, ec);
