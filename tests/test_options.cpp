@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace {
@@ -246,4 +247,45 @@ TEST_CASE("a backup_dir inside the destination is never deleted as extraneous") 
   r = treesync::sync(fs, "/src", "/dst", treesync::backup_dir{".backup"});
   CHECK(r.deleted == 0);
   CHECK(fs.read("/dst/.backup/a.txt") == "alpha");
+}
+
+TEST_CASE("frontier hands out the directories at a depth, and subtree syncs complete the mirror") {
+  mock_fs fs, whole;
+  for (mock_fs* m : {&fs, &whole}) {
+    for (int i = 0; i < 40; ++i)
+      m->write("/src/top" + std::to_string(i % 3) + "/mid" + std::to_string(i % 4) + "/f" + std::to_string(i), "x");
+    m->write("/src/root.txt", "r");
+    m->write("/src/top0/build/skip.o", "o");
+    m->write("/dst/top1/stale", "s");
+    m->advance(10s);
+  }
+  const treesync::exclude ex{"/top0/build/"};
+  std::vector<std::string> handed_out;
+  auto r = treesync::sync(fs, "/src", "/dst", ex,
+                          treesync::frontier{2, [&](std::string_view rel) { handed_out.emplace_back(rel); }});
+  CHECK(r.ok());
+  CHECK(handed_out.size() == 3 * 4);
+  for (const auto& rel : handed_out) {
+    CAPTURE(rel);
+    CHECK(std::count(rel.begin(), rel.end(), '/') == 1);
+    CHECK(treesync::sync(fs, "/src/" + rel, "/dst/" + rel, ex, treesync::subtree{rel}, treesync::allow_empty_source).ok());
+  }
+  // the shallow levels' mtimes once every subtree is in: a second shallow pass
+  treesync::sync(fs, "/src", "/dst", ex, treesync::frontier{2, {}});
+  treesync::sync(whole, "/src", "/dst", ex);
+  CHECK(fs.tree("/dst") == whole.tree("/dst"));
+  CHECK_FALSE(fs.exists("/dst/top0/build"));
+}
+
+TEST_CASE("subtree makes excludes, the observer and the report see full relative paths") {
+  mock_fs fs;
+  fs.write("/src/a/b/keep.txt", "k");
+  fs.write("/src/a/b/skip.txt", "s");
+  fs.advance(10s);
+  std::vector<std::string> paths;
+  treesync::sync(fs, "/src/a/b", "/dst", treesync::subtree{"a/b"}, treesync::exclude{"/a/b/skip.txt"},
+                 [&](const treesync::action& act) { paths.emplace_back(act.path); });
+  CHECK(fs.exists("/dst/keep.txt"));
+  CHECK_FALSE(fs.exists("/dst/skip.txt"));
+  CHECK(std::find(paths.begin(), paths.end(), "a/b/keep.txt") != paths.end());
 }

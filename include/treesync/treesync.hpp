@@ -49,6 +49,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <limits>
 #include <map>
@@ -730,6 +731,23 @@ inline constexpr xattrs_t xattrs{};
 struct detect_case_collisions_t {};
 inline constexpr detect_case_collisions_t detect_case_collisions{};
 
+/// The seam for external schedulers (MPI ranks, a build system's task pool): directories `depth`
+/// levels below the roots are created or replaced as usual but not entered; `on_subtree` receives
+/// each one's relative path instead, to be synced later, anywhere, by
+/// `sync(src / rel, dst / rel, subtree{rel}, ...same policies..., allow_empty_source)`.  Their
+/// mode and mtime are left to that sync.  Called from the workers: make it thread-safe under jobs.
+struct frontier {
+  std::size_t depth = 1;
+  std::function<void(std::string_view rel)> on_subtree;
+};
+
+/// Declares that this run syncs the subtree at relative path `rel` of a larger mirror: exclude and
+/// deletion policies, the observer and the report then see full relative paths ("rel/name"), so
+/// anchored patterns mean the same in every piece.
+struct subtree {
+  std::string rel;
+};
+
 /// Move every destination file the run replaces or deletes into `path` (relative paths are taken
 /// from the destination root) at its relative path, instead of losing it (rsync --backup-dir).
 /// The backup directory must be on the destination's filesystem; inside the destination, it is
@@ -843,7 +861,8 @@ inline constexpr bool is_flag_policy_v =
     std::is_same_v<std::decay_t<P>, specials_t> || std::is_same_v<std::decay_t<P>, preserve_owner_t> ||
     std::is_same_v<std::decay_t<P>, preserve_group_t> || std::is_same_v<std::decay_t<P>, hard_links_t> ||
     std::is_same_v<std::decay_t<P>, xattrs_t> || std::is_same_v<std::decay_t<P>, detect_case_collisions_t> ||
-    std::is_same_v<std::decay_t<P>, backup_dir>;
+    std::is_same_v<std::decay_t<P>, backup_dir> || std::is_same_v<std::decay_t<P>, frontier> ||
+    std::is_same_v<std::decay_t<P>, subtree>;
 
 /// How many categories P belongs to: a policy must belong to exactly one.
 template <class P>
@@ -1142,6 +1161,10 @@ constexpr bool check_policies() {
                 "treesync::sync: detect_case_collisions given twice");
   static_assert(count_in_pack<is_exactly<backup_dir>::template test, Ps...> <= 1,
                 "treesync::sync: more than one backup_dir given");
+  static_assert(count_in_pack<is_exactly<frontier>::template test, Ps...> <= 1,
+                "treesync::sync: more than one frontier given");
+  static_assert(count_in_pack<is_exactly<subtree>::template test, Ps...> <= 1,
+                "treesync::sync: more than one subtree given");
   return (true && ... && check_one_policy<std::decay_t<Ps>>());
 }
 
@@ -1195,6 +1218,9 @@ struct run_options {
   unsigned jobs = 1;
   const std::atomic<bool>* cancel = nullptr;
   std::filesystem::path backup_dir;  // empty: no backups
+  std::string root_rel;              // subtree: the roots' relative path in a larger mirror
+  std::size_t frontier_depth = 0;    // 0: none
+  const std::function<void(std::string_view)>* on_subtree = nullptr;
 };
 
 /// One directory pair in flight.  It owns its two handles while any of its entries or
@@ -1281,6 +1307,7 @@ class engine {
       if (backup_rel_ == ".") backup_rel_.clear();
     }
     auto root = std::make_unique<node>();
+    root->rel = opt_.root_rel;
     root->src_st = ss;
     root->dst_st = ds;
     root->dst_type = dst_exists ? file_type::directory : file_type::none;
@@ -1288,6 +1315,7 @@ class engine {
     root->src = fs_.open_root(src, ec);
     if (ec) return ec;
     worker first(*this);
+    first.set_rel(root->rel);
     if (dst_exists) {
       root->dst = fs_.open_root(dst, ec);
       if (ec) return ec;
@@ -1745,6 +1773,8 @@ class engine {
       }
     }
 
+    void set_rel(const std::string& rel) { rel_ = rel; }
+
     void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
               std::error_code code = {}, unsigned changes = 0, copy_method method = copy_method::none,
               bool sparse = false) {
@@ -1881,6 +1911,11 @@ class engine {
         const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
         count(kind);
         note(kind, file_type::directory, 0, 0, {}, changed::all);
+      }
+      if (e_.opt_.frontier_depth != 0 && n.ancestors.size() > e_.opt_.frontier_depth) {
+        std::lock_guard<std::mutex> lock(e_.observer_mu_);
+        if (*e_.opt_.on_subtree) (*e_.opt_.on_subtree)(std::string_view(n.rel));
+        return false;  // not entered, not finished: the subtree's own sync does both
       }
       return list_and_merge(n, false);
     }
@@ -3059,6 +3094,17 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
   if constexpr (count_in_pack<is_cancel, Ps...> > 0) {
     const std::atomic<bool> never{false};
     opt.cancel = pick<is_cancel>(never, ps...).flag;
+  }
+  if constexpr (has_flag<frontier, Ps...>) {
+    frontier none{};
+    const frontier& f = pick<is_exactly<frontier>::template test>(none, ps...);
+    opt.frontier_depth = f.depth;
+    opt.on_subtree = &f.on_subtree;
+  }
+  if constexpr (has_flag<subtree, Ps...>) {
+    subtree none{};
+    opt.root_rel = pick<is_exactly<subtree>::template test>(none, ps...).rel;
+    while (!opt.root_rel.empty() && opt.root_rel.back() == '/') opt.root_rel.pop_back();
   }
   if constexpr (has_flag<backup_dir, Ps...>) {
     backup_dir none{};
