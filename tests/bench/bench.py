@@ -49,7 +49,8 @@ class Tool:
     destination should look like ('follow': source symlinks dereferenced, 'keep': copied as
     symlinks); `scenarios` which runs it takes part in."""
 
-    def __init__(self, name, argv, links, scenarios, dir_mtime=True, writes=True):
+    def __init__(self, ident, name, argv, links, scenarios, dir_mtime=True, writes=True):
+        self.ident = ident  # for --tools
         self.name = name
         self.argv = argv
         self.links = links
@@ -68,20 +69,20 @@ def make_tools(bindir, jobs, has_jobs):
     mirror = os.path.join(bindir, "fs_mirror")
     everything = set(SCENARIOS)
     warm = everything - {"cold"}
-    tools = [Tool("treesync", lambda s, d: [cli, s, d], "follow", everything)]
+    tools = [Tool("treesync", "treesync", lambda s, d: [cli, s, d], "follow", everything)]
     if has_jobs:
-        tools.append(Tool(f"treesync -j{jobs}", lambda s, d: [cli, "--jobs", str(jobs), s, d],
+        tools.append(Tool("treesync-j", f"treesync -j{jobs}", lambda s, d: [cli, "--jobs", str(jobs), s, d],
                           "follow", everything))
     tools += [
-        Tool("rsync -a", lambda s, d: ["rsync", "-a", "--delete", s + "/", d + "/"], "keep", everything),
-        Tool("rsync -aL", lambda s, d: ["rsync", "-aL", "--delete", s + "/", d + "/"], "follow", everything),
-        Tool("cp -a", lambda s, d: ["cp", "-a", s, d], "keep", {"cold"}),
-        Tool("tar | tar", lambda s, d: [
+        Tool("rsync", "rsync -a", lambda s, d: ["rsync", "-a", "--delete", s + "/", d + "/"], "keep", everything),
+        Tool("rsyncL", "rsync -aL", lambda s, d: ["rsync", "-aL", "--delete", s + "/", d + "/"], "follow", everything),
+        Tool("cp", "cp -a", lambda s, d: ["cp", "-a", s, d], "keep", {"cold"}),
+        Tool("tar", "tar | tar", lambda s, d: [
             "sh", "-c", 'mkdir "$2" && cd "$1" && tar --format=posix -cf - . | (cd "$2" && tar -xf -)',
             "tar_pipe", s, d], "keep", {"cold"}),
-        Tool("fs_mirror", lambda s, d: [mirror, s, d], "follow", everything, dir_mtime=False),
-        Tool("stat walk", lambda s, d: [walk, s, d], "follow", warm, writes=False),
-        Tool(f"stat walk -j{jobs}", lambda s, d: [walk, "-j", str(jobs), s, d], "follow", warm,
+        Tool("fs_mirror", "fs_mirror", lambda s, d: [mirror, s, d], "follow", everything, dir_mtime=False),
+        Tool("walk", "stat walk", lambda s, d: [walk, s, d], "follow", warm, writes=False),
+        Tool("walk-j", f"stat walk -j{jobs}", lambda s, d: [walk, "-j", str(jobs), s, d], "follow", warm,
              writes=False),
     ]
     return tools
@@ -98,11 +99,13 @@ def resolve(argv0):
     return found
 
 
-def timed(argv, errlog, bindir):
+def timed(argv, errlog, bindir, sample_ms=0):
     """Runs argv under the timeit wrapper (timeit.c), stdout to /dev/null, stderr appended to
-    errlog. Returns (wall s, user s, sys s, peak RSS KiB, exit status)."""
+    errlog. Returns (wall s, user s, sys s, peak RSS KiB of the largest process, exit status,
+    peak PSS KiB of the whole process tree sampled every sample_ms, or 0)."""
     result = os.path.join(os.path.dirname(errlog), "timeit.out")
-    argv = [os.path.join(bindir, "timeit"), result, resolve(argv[0])] + argv[1:]
+    sampling = ["-m", str(sample_ms)] if sample_ms else []
+    argv = [os.path.join(bindir, "timeit")] + sampling + [result, resolve(argv[0])] + argv[1:]
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, "/dev/null", os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, "/dev/null", os.O_WRONLY, 0),
@@ -117,10 +120,10 @@ def timed(argv, errlog, bindir):
     killer.cancel()
     try:
         with open(result) as f:
-            wall, user, sys_, rss, code = f.read().split()
-        return float(wall), float(user), float(sys_), int(rss), int(code)
+            wall, user, sys_, rss, code, pss = f.read().split()
+        return float(wall), float(user), float(sys_), int(rss), int(code), int(pss)
     except (OSError, ValueError):
-        return float("nan"), float("nan"), float("nan"), 0, os.waitstatus_to_exitcode(status) or 125
+        return float("nan"), float("nan"), float("nan"), 0, os.waitstatus_to_exitcode(status) or 125, 0
 
 
 def strace_count(argv, outfile):
@@ -484,10 +487,14 @@ class Bench:
         self.tools = make_tools(args.bin, args.jobs, self.has_jobs)
         if args.tools:
             wanted = set(args.tools.split(","))
-            self.tools = [t for t in self.tools if t.name in wanted or t.slug in wanted or t.name == REFERENCE]
+            unknown = wanted - {t.ident for t in self.tools} - {"treesync-j"}
+            if unknown:
+                raise SystemExit(f"bench: unknown tools {sorted(unknown)} "
+                                 f"(known: {', '.join(t.ident for t in self.tools)})")
+            self.tools = [t for t in self.tools if t.ident in wanted or t.name == REFERENCE]
         self.errlog = os.path.join(self.out, "stderr.log")
         self.runs_csv = self._csv("runs.csv", ["fs", "dataset", "scenario", "tool", "run", "wall_s",
-                                                "user_s", "sys_s", "maxrss_kib", "exit"])
+                                                "user_s", "sys_s", "maxrss_kib", "exit", "peak_pss_kib"])
         self.sys_csv = self._csv("syscalls.csv", ["fs", "dataset", "scenario", "tool", "calls", "errors"])
         self.ds_csv = self._csv("datasets.csv", ["fs", "dataset", "files", "dirs", "symlinks", "bytes",
                                                   "variants"])
@@ -536,10 +543,12 @@ class Bench:
         with open(self.errlog, "a") as f:
             f.write(f"== {label}\n")
         os.sync()
-        wall, user, sys_, rss, code = timed(tool.argv(self.view(src), self.view(dst)), self.errlog,
-                                           self.args.bin)
+        # the memory tree is where memory is the point: sample the whole process tree's PSS there
+        sample_ms = 10 if ds == "mem" else 0
+        wall, user, sys_, rss, code, pss = timed(tool.argv(self.view(src), self.view(dst)), self.errlog,
+                                                 self.args.bin, sample_ms)
         self._row(self.runs_csv, [self.args.fs, ds, scenario, tool.name, r, f"{wall:.4f}", f"{user:.4f}",
-                                  f"{sys_:.4f}", rss, code])
+                                  f"{sys_:.4f}", rss, code, pss])
         if code != 0:
             log(f"  !! {label}: exit status {code} (stderr.log)")
         verify_now = self.args.verify == "all" or (self.args.verify == "first" and r == 0)
@@ -558,7 +567,7 @@ class Bench:
         log(f"{ds}: {files} files, {dirs} directories, {links} symlinks, {size / 1e6:.0f} MB "
             f"(made in {time.perf_counter() - t0:.1f} s)")
         scenarios = [s for s in self.args.scenarios if s in DATASET_SCENARIOS.get(ds, SCENARIOS)]
-        runs = self.args.mem_runs if ds == "mem" else self.args.runs
+        runs = {"mem": self.args.mem_runs, "synth": self.args.synth_runs}.get(ds) or self.args.runs
         variants = {}
         dsts = {}
         for t in self.tools:
@@ -585,7 +594,7 @@ class Bench:
                     else:
                         self.restore(tool, base, dst)
                     self.measure(ds, scenario, tool, r, src, dst)
-            if scenario == "noop" and self.args.strace:
+            if scenario == "noop" and self.args.strace and ds != "mem":  # strace: 10x slower on 200k files
                 for tool in tools:
                     dst = dsts[tool.name]
                     self.restore(tool, base, dst)
@@ -617,9 +626,11 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--datasets", default="usr_include,synth,mem")
     p.add_argument("--scenarios", default=",".join(SCENARIOS))
-    p.add_argument("--tools", default="", help="comma-separated tool names (default: all)")
+    p.add_argument("--tools", default="", help="comma-separated, from treesync,treesync-j,rsync,"
+                   "rsyncL,cp,tar,fs_mirror,walk,walk-j (default: all; rsync is always run)")
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--mem-runs", type=int, default=1)
+    p.add_argument("--synth-runs", type=int, default=0, help="default: --runs")
     p.add_argument("--jobs", type=int, default=16)
     p.add_argument("--strace", action="store_true")
     p.add_argument("--verify", choices=["first", "all", "none"], default="first")

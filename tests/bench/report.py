@@ -72,6 +72,7 @@ def summarize(out):
             ratios = [float(r["wall_s"]) / float(ref[i]["wall_s"]) for i, r in by_run.items()
                       if i in ref and float(ref[i]["wall_s"]) > 0]
             rss = [int(r["maxrss_kib"]) for r in by_run.values()]
+            pss = [int(r.get("peak_pss_kib") or 0) for r in by_run.values()]
             failed = [int(r["exit"]) for r in by_run.values() if int(r["exit"]) != 0]
             calls = syscalls.get((fs, ds, sc, tool))
             results.append({
@@ -82,6 +83,7 @@ def summarize(out):
                 "max_s": max(walls) if walls else None,
                 "ratio_to_rsync": statistics.median(ratios) if ratios else None,
                 "peak_rss_kib": max(rss) if rss else None,
+                "peak_pss_total_kib": max(pss) if pss and max(pss) > 0 else None,
                 "syscalls": calls[0] if calls else None,
                 "failed_syscalls": calls[1] if calls else None,
                 "nonzero_exits": failed,
@@ -107,8 +109,11 @@ def markdown(summary):
     lines = ["# treesync benchmark results", ""]
     if meta:
         lines.append(f"{meta.get('date', '')}; {meta.get('machine', '')}; treesync {meta.get('commit', '')}; "
-                     f"{meta.get('runs', '?')} runs per figure ({meta.get('fuse_runs', '?')} on FUSE), "
-                     f"median wall time; hot page cache.")
+                     f"median wall time of {meta.get('runs', '?')} runs ({meta.get('synth_runs', '?')} for the "
+                     f"build tree, {meta.get('mem_runs', '?')} for the 200k-file tree, "
+                     f"{meta.get('tmpfs_runs', '?')} on tmpfs, {meta.get('fuse_runs', '?')} on FUSE); "
+                     f"hot page cache; load average "
+                     f"{meta.get('loadavg_start', '?')} at the start, {meta.get('loadavg_end', '?')} at the end.")
         if meta.get("versions"):
             lines.append("Peers: " + "; ".join(meta["versions"]) + ".")
         if meta.get("fuse"):
@@ -117,7 +122,9 @@ def markdown(summary):
     lines += [
         "Each cell: median wall time, and in parentheses the median over runs of the time divided by",
         "`rsync -a --delete`'s in the same run (below 1 is faster). `syscalls`: `strace -f -c` total",
-        "of the warm no-op run. `peak RSS`: largest process, cold / warm no-op.",
+        "of the warm no-op run. `peak RSS`: largest single process (rusage), cold / warm no-op;",
+        "`peak PSS, all processes`: the whole process tree (rsync runs as 3 processes), sampled every",
+        "10 ms from /proc/PID/smaps_rollup, on the 200k-file tree only.",
         "",
     ]
     groups = OrderedDict()
@@ -138,11 +145,13 @@ def markdown(summary):
         by = {(r["tool"], r["scenario"]): r for r in rows}
         tools = tool_order({r["tool"] for r in rows})
         has_sys = any(r["syscalls"] is not None for r in rows)
-        head = ["program"] + [TITLES[s] for s in scs] + (["syscalls (no-op)"] if has_sys else []) + ["peak RSS"]
+        has_pss = any(r["peak_pss_total_kib"] is not None for r in rows)
+        head = (["program"] + [TITLES[s] for s in scs] + (["syscalls (no-op)"] if has_sys else []) +
+                ["peak RSS"] + (["peak PSS, all processes"] if has_pss else []))
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "---|" * len(head))
         for t in tools:
-            cells = [f"`{t}`" if not t.startswith("stat walk") else f"{t} (floor)"]
+            cells = [(f"`{t}`" if not t.startswith("stat walk") else f"{t} (floor)").replace("|", "\\|")]
             for s in scs:
                 r = by.get((t, s))
                 if not r or r["median_s"] is None:
@@ -162,6 +171,12 @@ def markdown(summary):
                 r = by.get((t, s))
                 rss.append(f"{r['peak_rss_kib'] / 1024:.1f}" if r and r["peak_rss_kib"] else "-")
             cells.append(" / ".join(rss) + " MiB")
+            if has_pss:
+                pss = []
+                for s in ("cold", "noop"):
+                    r = by.get((t, s))
+                    pss.append(f"{r['peak_pss_total_kib'] / 1024:.1f}" if r and r["peak_pss_total_kib"] else "-")
+                cells.append(" / ".join(pss) + " MiB")
             lines.append("| " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines) + "\n"

@@ -11,9 +11,15 @@
 #   --tmpfs-datasets LIST  on tmpfs (default: usr_include)
 #   --fuse-datasets LIST   on FUSE (default: usr_include)
 #   --scenarios LIST       cold,noop,touch,modify,churn (default: all)
-#   --fuse-scenarios LIST  on FUSE (default: cold,noop,touch,churn)
-#   --runs N               timed runs per figure (default 5); --fuse-runs N (default 3);
-#                          --mem-runs N for the 200k-file tree (default 1)
+#   --fuse-scenarios LIST  on FUSE (default: cold,noop)
+#   --tools LIST           programs: treesync,treesync-j,rsync,rsyncL,cp,tar,fs_mirror,walk,walk-j
+#                          (default: all; treesync-j only when the CLI has --jobs; rsync, the
+#                          reference of every ratio, always runs)
+#   --fuse-tools LIST      on FUSE (default: all but rsyncL, cp and fs_mirror, which take minutes
+#                          each there: rsync -a and tar | tar stand for them)
+#   --runs N               timed runs per figure (default 5); --synth-runs N for the build
+#                          tree (default 3); --tmpfs-runs N (default 3); --fuse-runs N (default
+#                          3); --mem-runs N for the 200k-file tree (default 1)
 #   --jobs N               threads for `treesync --jobs N` (when the CLI has it) and the
 #                          threaded stat walk (default 16)
 #   --fuse-delay-us N      latency of each FUSE request (default 50)
@@ -38,9 +44,13 @@ datasets=usr_include,synth,mem
 tmpfs_datasets=usr_include
 fuse_datasets=usr_include
 scenarios=cold,noop,touch,modify,churn
-fuse_scenarios=cold,noop,touch,churn
+fuse_scenarios=cold,noop
+tools=
+fuse_tools=treesync,treesync-j,rsync,tar,walk,walk-j
 runs=5
 fuse_runs=3
+tmpfs_runs=
+synth_runs=3
 mem_runs=1
 jobs=16
 delay_us=50
@@ -58,9 +68,13 @@ while (($#)); do
     --fuse-datasets) fuse_datasets=$2; shift ;;
     --scenarios) scenarios=$2; shift ;;
     --fuse-scenarios) fuse_scenarios=$2; shift ;;
+    --tools) tools=$2; shift ;;
+    --fuse-tools) fuse_tools=$2; shift ;;
     --runs) runs=$2; shift ;;
     --fuse-runs) fuse_runs=$2; shift ;;
+    --tmpfs-runs) tmpfs_runs=$2; shift ;;
     --mem-runs) mem_runs=$2; shift ;;
+    --synth-runs) synth_runs=$2; shift ;;
     --jobs) jobs=$2; shift ;;
     --fuse-delay-us) delay_us=$2; shift ;;
     --out) out=$2; shift ;;
@@ -75,6 +89,7 @@ while (($#)); do
   shift
 done
 has() { [[ ",$fs_list," == *",$1,"* ]]; }
+: "${tmpfs_runs:=$(( runs < 3 ? runs : 3 ))}"
 say() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 if [[ $(id -u) != 0 ]]; then
@@ -153,7 +168,11 @@ trap 'exit 130' INT TERM
 mkdir -p "$out"
 rm -f "$out"/{runs,syscalls,datasets}.csv "$out"/{verify,stderr}.log
 started=$(date +%s)
-bench() { python3 "$here/bench.py" --bin "$bin" --out "$out" --jobs "$jobs" --mem-runs "$mem_runs" "$@"; }
+# --keep: the trees go with the image or the tmpfs; deleting a million inodes takes minutes
+bench() { python3 "$here/bench.py" --bin "$bin" --out "$out" --jobs "$jobs" --mem-runs "$mem_runs" --keep \
+                   --synth-runs "$synth_runs" "$@"; }
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+load_start=$(load)
 
 if has ext4 || has fuse; then
   mkdir -p "$ext4_mnt"
@@ -166,13 +185,13 @@ if has ext4 || has fuse; then
 fi
 if has ext4; then
   bench --fs ext4 --root "$ext4_mnt/bench" --datasets "$datasets" --scenarios "$scenarios" \
-        --runs "$runs" --strace
+        --runs "$runs" --tools "$tools" --strace
 fi
 if has tmpfs; then
   mkdir -p "$tmpfs_mnt"
   mount -t tmpfs -o size="$image_size",nr_inodes=0 tmpfs "$tmpfs_mnt"
   bench --fs tmpfs --root "$tmpfs_mnt/bench" --datasets "$tmpfs_datasets" --scenarios "$scenarios" \
-        --runs "$runs" --strace
+        --runs "$tmpfs_runs" --tools "$tools" --strace
   umount "$tmpfs_mnt"
 fi
 if has fuse; then
@@ -182,7 +201,7 @@ if has fuse; then
                 -o max_threads=64,max_idle_threads=64,clone_fd
   say "slowfs at $fuse_mnt: ${delay_us} us per request"
   bench --fs fuse --root "$ext4_mnt/fuse-backing" --view "$fuse_mnt" --datasets "$fuse_datasets" \
-        --scenarios "$fuse_scenarios" --runs "$fuse_runs"
+        --scenarios "$fuse_scenarios" --runs "$fuse_runs" --tools "$fuse_tools"
 fi
 
 # ---- report ---------------------------------------------------------------------------------------
@@ -195,10 +214,11 @@ cat > "$out/meta.json" <<EOF
   "date": "$(date -u +%Y-%m-%d)",
   "machine": "$(nproc) cores ($cpu), $mem, Linux $(uname -r)",
   "commit": "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)",
-  "runs": $runs, "fuse_runs": $fuse_runs, "mem_runs": $mem_runs, "jobs": $jobs,
+  "runs": $runs, "tmpfs_runs": $tmpfs_runs, "synth_runs": $synth_runs, "fuse_runs": $fuse_runs, "mem_runs": $mem_runs, "jobs": $jobs,
   "fuse": "slowfs.c, libfuse3 high-level passthrough of a directory on the ext4 image, ${delay_us} us per request, attr/entry/negative timeouts 0, 64 worker threads",
   "versions": $versions,
-  "elapsed_s": $(( $(date +%s) - started ))
+  "elapsed_s": $(( $(date +%s) - started )),
+  "loadavg_start": "$load_start", "loadavg_end": "$(load)"
 }
 EOF
 python3 "$here/report.py" "$out"

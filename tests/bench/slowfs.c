@@ -11,6 +11,8 @@
  * no attribute cache. Requests run on libfuse's worker threads, so concurrent callers overlap
  * their waits the way concurrent RPCs to a server do; only concurrency beats requests x latency.
  *
+ * With -o stats=FILE, the number of requests of each kind is written to FILE at unmount.
+ *
  * Part of the treesync benchmark harness (tests/bench/run.sh); not built or run by the unit tests.
  */
 #define FUSE_USE_VERSION 31
@@ -33,25 +35,40 @@
 #include <time.h>
 #include <unistd.h>
 
+/* request counters, by kind: one per callback below */
+#define SLOW_OPS(X)                                                                                  \
+  X(getattr) X(access) X(readlink) X(opendir) X(readdir) X(releasedir) X(mknod) X(mkdir) X(unlink) \
+  X(rmdir) X(symlink) X(rename) X(link) X(chmod) X(chown) X(truncate) X(utimens) X(create) X(open)  \
+  X(read) X(write) X(statfs) X(flush) X(release) X(fsync) X(fallocate) X(copy_file_range) X(lseek)
+#define SLOW_ENUM(name) op_##name,
+enum { SLOW_OPS(SLOW_ENUM) op_count };
+#define SLOW_NAME(name) #name,
+static const char* const op_names[] = {SLOW_OPS(SLOW_NAME)};
+
 static struct {
-  unsigned delay_us; /* per request */
-  int root;          /* O_PATH handle on the backing directory; every call is relative to it */
-} slow = {50, -1};
+  unsigned delay_us;  /* per request */
+  int root;           /* O_PATH handle on the backing directory; every call is relative to it */
+  const char* stats;  /* where to write the request counts at unmount, or NULL */
+  unsigned long counts[op_count];
+} slow = {50, -1, NULL, {0}};
 
 struct slowfs_options {
   unsigned delay_us;
+  const char* stats;
   int show_help;
 };
 
 static const struct fuse_opt option_spec[] = {
     {"delay_us=%u", offsetof(struct slowfs_options, delay_us), 0},
+    {"stats=%s", offsetof(struct slowfs_options, stats), 0},
     {"-h", offsetof(struct slowfs_options, show_help), 1},
     {"--help", offsetof(struct slowfs_options, show_help), 1},
     FUSE_OPT_END};
 
 /* The round trip. Timer slack is set to 1 ns in main() (threads inherit it), so a 50 us sleep
  * lasts about 50 us and not the default slack's extra 50 us. */
-static void round_trip(void) {
+static void round_trip(int op) {
+  __atomic_fetch_add(&slow.counts[op], 1, __ATOMIC_RELAXED);
   if (slow.delay_us == 0) return;
   struct timespec ts = {slow.delay_us / 1000000u, (long)(slow.delay_us % 1000000u) * 1000L};
   while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
@@ -77,21 +94,35 @@ static void* slow_init(struct fuse_conn_info* conn, struct fuse_config* cfg) {
   return NULL;
 }
 
+static void slow_destroy(void* private_data) {
+  (void)private_data;
+  if (slow.stats == NULL) return;
+  FILE* f = fopen(slow.stats, "w");
+  if (f == NULL) return;
+  unsigned long total = 0;
+  for (int i = 0; i < op_count; ++i) {
+    if (slow.counts[i] != 0) fprintf(f, "%s %lu\n", op_names[i], slow.counts[i]);
+    total += slow.counts[i];
+  }
+  fprintf(f, "total %lu\n", total);
+  fclose(f);
+}
+
 static int slow_getattr(const char* path, struct stat* st, struct fuse_file_info* fi) {
-  round_trip();
+  round_trip(op_getattr);
   if (fi != NULL) RETURN_ERRNO_IF(fstat((int)fi->fh, st) != 0);
   else RETURN_ERRNO_IF(fstatat(slow.root, rel(path), st, AT_SYMLINK_NOFOLLOW) != 0);
   return 0;
 }
 
 static int slow_access(const char* path, int mask) {
-  round_trip();
+  round_trip(op_access);
   RETURN_ERRNO_IF(faccessat(slow.root, rel(path), mask, 0) != 0);
   return 0;
 }
 
 static int slow_readlink(const char* path, char* buf, size_t size) {
-  round_trip();
+  round_trip(op_readlink);
   if (size == 0) return -EINVAL;
   ssize_t n = readlinkat(slow.root, rel(path), buf, size - 1);
   RETURN_ERRNO_IF(n < 0);
@@ -100,7 +131,7 @@ static int slow_readlink(const char* path, char* buf, size_t size) {
 }
 
 static int slow_opendir(const char* path, struct fuse_file_info* fi) {
-  round_trip();
+  round_trip(op_opendir);
   int fd = openat(slow.root, rel(path), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   RETURN_ERRNO_IF(fd < 0);
   DIR* d = fdopendir(fd);
@@ -118,7 +149,7 @@ static int slow_readdir(const char* path, void* buf, fuse_fill_dir_t filler, off
                         struct fuse_file_info* fi, enum fuse_readdir_flags flags) {
   (void)path;
   (void)flags;
-  round_trip();
+  round_trip(op_readdir);
   DIR* d = (DIR*)(uintptr_t)fi->fh;
   if (offset == 0) rewinddir(d);
   for (;;) {
@@ -139,69 +170,69 @@ static int slow_readdir(const char* path, void* buf, fuse_fill_dir_t filler, off
 
 static int slow_releasedir(const char* path, struct fuse_file_info* fi) {
   (void)path;
-  round_trip();
+  round_trip(op_releasedir);
   closedir((DIR*)(uintptr_t)fi->fh);
   return 0;
 }
 
 static int slow_mknod(const char* path, mode_t mode, dev_t rdev) {
-  round_trip();
+  round_trip(op_mknod);
   RETURN_ERRNO_IF(mknodat(slow.root, rel(path), mode, rdev) != 0);
   return 0;
 }
 
 static int slow_mkdir(const char* path, mode_t mode) {
-  round_trip();
+  round_trip(op_mkdir);
   RETURN_ERRNO_IF(mkdirat(slow.root, rel(path), mode) != 0);
   return 0;
 }
 
 static int slow_unlink(const char* path) {
-  round_trip();
+  round_trip(op_unlink);
   RETURN_ERRNO_IF(unlinkat(slow.root, rel(path), 0) != 0);
   return 0;
 }
 
 static int slow_rmdir(const char* path) {
-  round_trip();
+  round_trip(op_rmdir);
   RETURN_ERRNO_IF(unlinkat(slow.root, rel(path), AT_REMOVEDIR) != 0);
   return 0;
 }
 
 static int slow_symlink(const char* target, const char* path) {
-  round_trip();
+  round_trip(op_symlink);
   RETURN_ERRNO_IF(symlinkat(target, slow.root, rel(path)) != 0);
   return 0;
 }
 
 static int slow_rename(const char* from, const char* to, unsigned int flags) {
-  round_trip();
+  round_trip(op_rename);
   RETURN_ERRNO_IF(renameat2(slow.root, rel(from), slow.root, rel(to), flags) != 0);
   return 0;
 }
 
 static int slow_link(const char* from, const char* to) {
-  round_trip();
+  round_trip(op_link);
   RETURN_ERRNO_IF(linkat(slow.root, rel(from), slow.root, rel(to), 0) != 0);
   return 0;
 }
 
 static int slow_chmod(const char* path, mode_t mode, struct fuse_file_info* fi) {
-  round_trip();
+  round_trip(op_chmod);
   if (fi != NULL) RETURN_ERRNO_IF(fchmod((int)fi->fh, mode) != 0);
   else RETURN_ERRNO_IF(fchmodat(slow.root, rel(path), mode, 0) != 0);
   return 0;
 }
 
 static int slow_chown(const char* path, uid_t uid, gid_t gid, struct fuse_file_info* fi) {
-  round_trip();
+  round_trip(op_chown);
   if (fi != NULL) RETURN_ERRNO_IF(fchown((int)fi->fh, uid, gid) != 0);
   else RETURN_ERRNO_IF(fchownat(slow.root, rel(path), uid, gid, AT_SYMLINK_NOFOLLOW) != 0);
   return 0;
 }
 
 static int slow_truncate(const char* path, off_t size, struct fuse_file_info* fi) {
-  round_trip();
+  round_trip(op_truncate);
   if (fi != NULL) {
     RETURN_ERRNO_IF(ftruncate((int)fi->fh, size) != 0);
     return 0;
@@ -214,14 +245,14 @@ static int slow_truncate(const char* path, off_t size, struct fuse_file_info* fi
 }
 
 static int slow_utimens(const char* path, const struct timespec ts[2], struct fuse_file_info* fi) {
-  round_trip();
+  round_trip(op_utimens);
   if (fi != NULL) RETURN_ERRNO_IF(futimens((int)fi->fh, ts) != 0);
   else RETURN_ERRNO_IF(utimensat(slow.root, rel(path), ts, AT_SYMLINK_NOFOLLOW) != 0);
   return 0;
 }
 
 static int slow_create(const char* path, mode_t mode, struct fuse_file_info* fi) {
-  round_trip();
+  round_trip(op_create);
   int fd = openat(slow.root, rel(path), fi->flags | O_CLOEXEC, mode);
   RETURN_ERRNO_IF(fd < 0);
   fi->fh = (uint64_t)fd;
@@ -229,7 +260,7 @@ static int slow_create(const char* path, mode_t mode, struct fuse_file_info* fi)
 }
 
 static int slow_open(const char* path, struct fuse_file_info* fi) {
-  round_trip();
+  round_trip(op_open);
   int fd = openat(slow.root, rel(path), fi->flags | O_CLOEXEC);
   RETURN_ERRNO_IF(fd < 0);
   fi->fh = (uint64_t)fd;
@@ -238,7 +269,7 @@ static int slow_open(const char* path, struct fuse_file_info* fi) {
 
 static int slow_read(const char* path, char* buf, size_t size, off_t off, struct fuse_file_info* fi) {
   (void)path;
-  round_trip();
+  round_trip(op_read);
   ssize_t n = pread((int)fi->fh, buf, size, off);
   RETURN_ERRNO_IF(n < 0);
   return (int)n;
@@ -246,7 +277,7 @@ static int slow_read(const char* path, char* buf, size_t size, off_t off, struct
 
 static int slow_write(const char* path, const char* buf, size_t size, off_t off, struct fuse_file_info* fi) {
   (void)path;
-  round_trip();
+  round_trip(op_write);
   ssize_t n = pwrite((int)fi->fh, buf, size, off);
   RETURN_ERRNO_IF(n < 0);
   return (int)n;
@@ -254,7 +285,7 @@ static int slow_write(const char* path, const char* buf, size_t size, off_t off,
 
 static int slow_statfs(const char* path, struct statvfs* st) {
   (void)path;
-  round_trip();
+  round_trip(op_statfs);
   RETURN_ERRNO_IF(fstatvfs(slow.root, st) != 0);
   return 0;
 }
@@ -262,27 +293,27 @@ static int slow_statfs(const char* path, struct statvfs* st) {
 static int slow_flush(const char* path, struct fuse_file_info* fi) {
   (void)path;
   (void)fi;
-  round_trip(); /* close-to-open: a close is a round trip on NFS too */
+  round_trip(op_flush); /* close-to-open: a close is a round trip on NFS too */
   return 0;
 }
 
 static int slow_release(const char* path, struct fuse_file_info* fi) {
   (void)path;
-  round_trip();
+  round_trip(op_release);
   close((int)fi->fh);
   return 0;
 }
 
 static int slow_fsync(const char* path, int datasync, struct fuse_file_info* fi) {
   (void)path;
-  round_trip();
+  round_trip(op_fsync);
   RETURN_ERRNO_IF((datasync ? fdatasync((int)fi->fh) : fsync((int)fi->fh)) != 0);
   return 0;
 }
 
 static int slow_fallocate(const char* path, int mode, off_t off, off_t len, struct fuse_file_info* fi) {
   (void)path;
-  round_trip();
+  round_trip(op_fallocate);
   RETURN_ERRNO_IF(fallocate((int)fi->fh, mode, off, len) != 0);
   return 0;
 }
@@ -293,7 +324,7 @@ static ssize_t slow_copy_file_range(const char* path_in, struct fuse_file_info* 
                                     size_t len, int flags) {
   (void)path_in;
   (void)path_out;
-  round_trip();
+  round_trip(op_copy_file_range);
   ssize_t n = copy_file_range((int)fi_in->fh, &off_in, (int)fi_out->fh, &off_out, len, (unsigned)flags);
   RETURN_ERRNO_IF(n < 0);
   return n;
@@ -301,7 +332,7 @@ static ssize_t slow_copy_file_range(const char* path_in, struct fuse_file_info* 
 
 static off_t slow_lseek(const char* path, off_t off, int whence, struct fuse_file_info* fi) {
   (void)path;
-  round_trip();
+  round_trip(op_lseek);
   off_t r = lseek((int)fi->fh, off, whence);
   RETURN_ERRNO_IF(r < 0);
   return r;
@@ -331,6 +362,7 @@ static const struct fuse_operations slow_ops = {
     .readdir = slow_readdir,
     .releasedir = slow_releasedir,
     .init = slow_init,
+    .destroy = slow_destroy,
     .access = slow_access,
     .create = slow_create,
     .utimens = slow_utimens,
@@ -343,7 +375,8 @@ static void usage(const char* prog) {
   printf("usage: %s BACKING_DIR MOUNTPOINT [options]\n"
          "A FUSE passthrough of BACKING_DIR that waits in every request (a network filesystem stand-in).\n"
          "    -o delay_us=N      microseconds per request (default 50)\n"
-         "    -o max_threads=N   libfuse worker threads, i.e. requests in flight (default 10)\n\n",
+         "    -o max_threads=N   libfuse worker threads, i.e. requests in flight (default 10)\n"
+         "    -o stats=FILE      (absolute path) write the number of requests of each kind to FILE at unmount\n\n",
          prog);
 }
 
@@ -366,13 +399,14 @@ int main(int argc, char* argv[]) {
   struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
   fuse_opt_add_arg(&args, argv[0]);
   for (int i = 2; i < argc; ++i) fuse_opt_add_arg(&args, argv[i]);
-  struct slowfs_options opts = {50, 0};
+  struct slowfs_options opts = {50, NULL, 0};
   if (fuse_opt_parse(&args, &opts, option_spec, NULL) == -1) return 1;
   if (opts.show_help) {
     usage(argv[0]);
     fuse_opt_add_arg(&args, "--help");
   }
   slow.delay_us = opts.delay_us;
+  slow.stats = opts.stats; /* absolute: the daemon changes to / */
 
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); /* inherited by libfuse's worker threads */
   int r = fuse_main(args.argc, args.argv, &slow_ops, NULL);
