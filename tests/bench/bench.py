@@ -69,7 +69,9 @@ def make_tools(bindir, jobs, has_jobs):
     mirror = os.path.join(bindir, "fs_mirror")
     everything = set(SCENARIOS)
     warm = everything - {"cold"}
-    tools = [Tool("treesync", "treesync", lambda s, d: [cli, s, d], "follow", everything)]
+    # serial: the library's default; the CLI may default to some workers, so ask for one
+    serial = ["--jobs", "1"] if has_jobs else []
+    tools = [Tool("treesync", "treesync", lambda s, d: [cli] + serial + [s, d], "follow", everything)]
     if has_jobs:
         tools.append(Tool("treesync-j", f"treesync -j{jobs}", lambda s, d: [cli, "--jobs", str(jobs), s, d],
                           "follow", everything))
