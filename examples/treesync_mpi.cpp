@@ -883,7 +883,22 @@ bool read_file(const std::string& name, std::string& text, std::error_code& ec) 
   return !failed;
 }
 
+/// An empty directory of this rank's own, for the dry runs of subtrees whose destination does not
+/// exist yet; removed at the end.
+std::mutex empty_mu;
+std::string empty_path;
+std::string empty_dir() {
+  std::lock_guard<std::mutex> lock(empty_mu);
+  if (empty_path.empty()) {
+    const char* tmp = std::getenv("TMPDIR");
+    std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/treesync-mpi-dry-XXXXXX";
+    if (::mkdtemp(templ.data())) empty_path = templ;
+  }
+  return empty_path.empty() ? std::string("/nonexistent/treesync-mpi-dry") : empty_path;
+}
+
 int finish(int code) {
+  if (!empty_path.empty()) ::rmdir(empty_path.c_str());
   MPI_Finalize();
   return code;
 }
@@ -1064,8 +1079,9 @@ int main(int argc, char** argv) {
       const subtree_observer obs{&actions, &rel, fresh, &dropped_meta, &dropped_create};
       struct stat st;
       if (opt.dry_run && (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
-        // a dry run did not create DST/rel: plan it against an empty directory that does not exist
-        r = run(s, d / ".treesync-dry-run-absent", true, true, ec, obs, treesync::subtree{rel});
+        // a dry run did not create DST/rel: plan it against an empty directory (the shallow pass
+        // reported DST/rel as created, so the subtree's root is `fresh`)
+        r = run(s, empty_dir(), true, true, ec, obs, treesync::subtree{rel});
       } else {
         r = run(s, d, opt.dry_run, true, ec, obs, treesync::subtree{rel});
       }
@@ -1131,8 +1147,14 @@ int main(int argc, char** argv) {
     const auto by_path = [](const treesync::entry_error& a, const treesync::entry_error& b) {
       return a.path != b.path ? a.path < b.path : a.operation < b.operation;
     };
-    for (auto* v : {&merged.errors, &merged.vanished, &merged.skipped_entries, &merged.notices})
+    const auto same = [](const treesync::entry_error& a, const treesync::entry_error& b) {
+      return a.path == b.path && a.operation == b.operation && a.code == b.code;
+    };
+    for (auto* v : {&merged.errors, &merged.vanished, &merged.skipped_entries, &merged.notices}) {
       std::stable_sort(v->begin(), v->end(), by_path);
+      // the second shallow pass meets the shallow levels' failures again
+      v->erase(std::unique(v->begin(), v->end(), same), v->end());
+    }
     std::stable_sort(acts.begin(), acts.end(),
                      [](const recorded_action& a, const recorded_action& b) { return a.path < b.path; });
     merged.elapsed = std::chrono::steady_clock::now() - t0;
