@@ -69,6 +69,7 @@ def summarize(out):
         ref = tools.get(REFERENCE, {})
         for tool, by_run in tools.items():
             walls = [float(r["wall_s"]) for r in by_run.values() if r["wall_s"] != "nan"]
+            cpus = [float(r["user_s"]) + float(r["sys_s"]) for r in by_run.values() if r["wall_s"] != "nan"]
             ratios = [float(r["wall_s"]) / float(ref[i]["wall_s"]) for i, r in by_run.items()
                       if i in ref and float(ref[i]["wall_s"]) > 0]
             rss = [int(r["maxrss_kib"]) for r in by_run.values()]
@@ -82,6 +83,7 @@ def summarize(out):
                 "min_s": min(walls) if walls else None,
                 "max_s": max(walls) if walls else None,
                 "ratio_to_rsync": statistics.median(ratios) if ratios else None,
+                "median_cpu_s": statistics.median(cpus) if cpus else None,
                 "peak_rss_kib": max(rss) if rss else None,
                 "peak_pss_total_kib": max(pss) if pss and max(pss) > 0 else None,
                 "syscalls": calls[0] if calls else None,
@@ -112,7 +114,7 @@ def markdown(summary):
                      f"median wall time of {meta.get('runs', '?')} runs ({meta.get('synth_runs', '?')} for the "
                      f"build tree, {meta.get('mem_runs', '?')} for the 200k-file tree, "
                      f"{meta.get('tmpfs_runs', '?')} on tmpfs, {meta.get('fuse_runs', '?')} on FUSE); "
-                     f"hot page cache; load average "
+                     f"hot page cache; measured programs at nice {meta.get('nice', 0)}; load average "
                      f"{meta.get('loadavg_start', '?')} at the start, {meta.get('loadavg_end', '?')} at the end.")
         if meta.get("versions"):
             lines.append("Peers: " + "; ".join(meta["versions"]) + ".")
@@ -178,6 +180,19 @@ def markdown(summary):
                     pss.append(f"{r['peak_pss_total_kib'] / 1024:.1f}" if r and r["peak_pss_total_kib"] else "-")
                 cells.append(" / ".join(pss) + " MiB")
             lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+        lines.append("<details><summary>CPU time (user + sys, all processes, median)</summary>")
+        lines.append("")
+        lines.append("| program | " + " | ".join(TITLES[s] for s in scs) + " |")
+        lines.append("|" + "---|" * (len(scs) + 1))
+        for t in tools:
+            cells = [(f"`{t}`" if not t.startswith("stat walk") else t).replace("|", "\\|")]
+            for s in scs:
+                r = by.get((t, s))
+                cells.append(fmt_s(r["median_cpu_s"]) if r and r["median_cpu_s"] is not None else "")
+            lines.append("| " + " | ".join(cells) + " |")
+        lines.append("")
+        lines.append("</details>")
         lines.append("")
     return "\n".join(lines) + "\n"
 

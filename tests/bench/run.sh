@@ -96,6 +96,10 @@ if [[ $(id -u) != 0 ]]; then
   echo "run.sh: needs root (loop mounts, tmpfs, FUSE)" >&2
   exit 1
 fi
+# Everything started from here on (the measured programs, the FUSE daemon) runs at nice -20, so
+# that other work on the machine (a shared CI or build box) disturbs the figures less. Every peer
+# gets the same treatment.
+renice -n -20 -p $$ >/dev/null
 
 # ---- what it needs ------------------------------------------------------------------------------
 need=()
@@ -217,6 +221,7 @@ cat > "$out/meta.json" <<EOF
   "runs": $runs, "tmpfs_runs": $tmpfs_runs, "synth_runs": $synth_runs, "fuse_runs": $fuse_runs, "mem_runs": $mem_runs, "jobs": $jobs,
   "fuse": "slowfs.c, libfuse3 high-level passthrough of a directory on the ext4 image, ${delay_us} us per request, attr/entry/negative timeouts 0, 64 worker threads",
   "versions": $versions,
+  "nice": $(nice),
   "elapsed_s": $(( $(date +%s) - started )),
   "loadavg_start": "$load_start", "loadavg_end": "$(load)"
 }
