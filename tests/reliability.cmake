@@ -1,0 +1,34 @@
+# tests/reliability.cmake - issue 6's real-filesystem crash test and the fuzzers, registered with
+# ctest (included from tests/CMakeLists.txt).  The doctest parts of issue 6 (test_faults.cpp,
+# test_midrun.cpp, test_property.cpp, test_hostile.cpp) are listed in tests/test_sources.txt.
+#
+#   treesync.crash      tests/crash/crash_test.sh on the CLI: SIGKILL at random moments, cold and
+#                       churn, then no partial file at a final name and exact convergence (~15 s)
+#   treesync.fuzz       tests/fuzz/run.sh: each libFuzzer target for TREESYNC_FUZZ_SECONDS (30);
+#                       only with clang++ and without TREESYNC_SANITIZE (one CI configuration);
+#                       skipped when libFuzzer is missing
+
+option(TREESYNC_TEST_CRASH "Register the SIGKILL crash-consistency test of the CLI (needs bash, the examples)" ON)
+set(TREESYNC_FUZZ_SECONDS 30 CACHE STRING "Seconds each fuzz target runs under ctest (0: do not register)")
+
+find_program(TREESYNC_BASH bash)
+
+if(TREESYNC_TEST_CRASH AND TREESYNC_BUILD_EXAMPLES AND TREESYNC_BASH AND UNIX)
+  # the CLI target is examples/' treesync_cli (output name `treesync`), defined after tests/
+  add_test(NAME treesync.crash
+           COMMAND "${TREESYNC_BASH}" "${CMAKE_CURRENT_SOURCE_DIR}/crash/crash_test.sh"
+                   "$<TARGET_FILE:treesync_cli>" 6)
+  set_tests_properties(treesync.crash PROPERTIES LABELS reliability TIMEOUT 300)
+endif()
+
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND NOT TREESYNC_SANITIZE AND TREESYNC_BASH
+   AND TREESYNC_FUZZ_SECONDS GREATER 0)
+  add_test(NAME treesync.fuzz
+           COMMAND "${TREESYNC_BASH}" "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run.sh" "${TREESYNC_FUZZ_SECONDS}"
+                   "${CMAKE_CURRENT_BINARY_DIR}/fuzz")
+  set_tests_properties(treesync.fuzz PROPERTIES
+    LABELS "reliability;fuzz"
+    TIMEOUT 600
+    ENVIRONMENT "TREESYNC_FUZZ_CXX=${CMAKE_CXX_COMPILER}"
+    SKIP_RETURN_CODE 77)
+endif()
