@@ -2,10 +2,13 @@
 """Tests of the treesync command-line tool (examples/treesync.cpp) on real temporary trees.
 
     python3 cli_test.py --cli PATH/TO/treesync --work SCRATCH_DIR [GROUP ...]
+    python3 cli_test.py --example PATH/TO/PROGRAM --work SCRATCH_DIR --expect REGEX... [--reject REGEX...]
 
 Runs every group, or the named ones; prints what it checks and exits non-zero if a check failed.
-CMake (examples/CMakeLists.txt) and Meson (examples/meson.build) register one test per group.
-Needs Python 3.6+ and nothing else.
+The second form runs another example program (custom_policy, copy_back) with SCRATCH_DIR as its
+argument and checks its exit status and that its output matches every --expect and no --reject.
+CMake (examples/CMakeLists.txt) and Meson (examples/meson.build) register one test per group and
+per example.  Needs Python 3.6+ and nothing else.
 """
 
 import argparse
@@ -146,7 +149,7 @@ def test_help_version():
                 "--no-links", "--checksum", "--size-only", "--update", "--modify-window=SECS", "--inplace",
                 "--jobs=N", "--itemize-changes", "--verbose", "--quiet", "--stats", "--progress", "--json",
                 "--help", "--version", "--hard-links", "--owner", "--group", "--one-file-system", "--specials",
-                "--backup-dir=DIR", "--fsync", "-n,", "-L,", "-l,", "-c,", "-u,", "-j,", "-i,", "-v,", "-q,"]:
+                "--devices", "--backup-dir=DIR", "--fsync", "--acls", "-H,", "-o,", "-g,", "-x,", "-n,", "-L,", "-l,", "-c,", "-u,", "-j,", "-i,", "-v,", "-q,"]:
         check(re.search(r"^\s+(-\w, )?" + re.escape(opt.rstrip(",")) + r"\b", out, re.M) is not None
               or ("  " + opt) in out, "--help documents " + opt)
     check("Examples:" in out and "Exit status:" in out, "--help has examples and the exit codes")
@@ -179,9 +182,9 @@ def test_usage_errors():
         (["-a", src, dst], "not needed"),
         (["--exclude-from=" + os.path.join(w, "missing"), src, dst], "No such file"),
     ]
-    for opt in ["-H", "--hard-links", "-o", "--owner", "-g", "--group", "-x", "--one-file-system", "--specials",
-                "-D", "--devices", "--backup-dir=" + os.path.join(w, "bak"), "--fsync"]:
+    for opt in ["-A", "--acls"]:
         cases.append(([opt, src, dst], "not supported yet"))
+    cases.append((["--backup-dir=", src, dst], "--backup-dir"))
     for args, message in cases:
         rc, out, err = run(*args)
         check(rc == 1 and message in err and out == "",
@@ -564,6 +567,95 @@ def test_dry_run():
           "the dry run's JSON counts what would be done (%r)" % doc["counts"])
 
 
+def test_archive_options():
+    """-H, -o, -g, -x, --specials, --backup-dir, --fsync: the library's newer policies."""
+    w = fresh("archive")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    write(os.path.join(src, "a"), "hard-linked data\n")
+    os.link(os.path.join(src, "a"), os.path.join(src, "b"))
+    write(os.path.join(src, "keep.txt"), "v1\n")
+    write(os.path.join(src, "gone.txt"), "deleted later\n")
+    os.mkfifo(os.path.join(src, "fifo"))
+    age(src)
+
+    rc, out, err = run("-i", "-q", src, dst)
+    check(rc == 0 and os.stat(os.path.join(dst, "a")).st_ino != os.stat(os.path.join(dst, "b")).st_ino,
+          "without -H, hard links become separate files")
+    check(not os.path.lexists(os.path.join(dst, "fifo")), "without --specials, a FIFO is skipped")
+    rc, out, err = run("--json", src, dst)
+    doc = json.loads(out)
+    check(rc == 0 and [e["path"] for e in doc["skipped"]] == ["fifo"], "...and reported in the JSON's skipped list")
+
+    rc, out, err = run("-i", "-q", "-H", "--specials", src, dst + "-H")
+    show(["-i", "-q", "-H", "--specials", "SRC", "DST-H"], rc, out, err)
+    sa, sb = os.stat(os.path.join(dst + "-H", "a")), os.stat(os.path.join(dst + "-H", "b"))
+    check(rc == 0 and sa.st_ino == sb.st_ino and sa.st_nlink == 2, "-H keeps a and b hard-linked")
+    check(stat.S_ISFIFO(os.lstat(os.path.join(dst + "-H", "fifo")).st_mode), "--specials recreates the FIFO")
+    check("cS+++++++++ fifo" in lines(out), "the FIFO is itemized as cS+++++++++")
+    rc, out, err = run("-i", "-q", "-D", src, dst + "-D")
+    check(rc == 0 and stat.S_ISFIFO(os.lstat(os.path.join(dst + "-D", "fifo")).st_mode), "-D does the same")
+
+    # --backup-dir (relative: inside DST) keeps what a run replaces or deletes
+    write(os.path.join(src, "keep.txt"), "v2, longer\n")
+    os.unlink(os.path.join(src, "gone.txt"))
+    rc, out, err = run("-i", "-q", "--backup-dir=.backup", src, dst)
+    show(["-i", "-q", "--backup-dir=.backup", "SRC", "DST"], rc, out, err)
+    bak = os.path.join(dst, ".backup")
+    check(rc == 0 and open(os.path.join(dst, "keep.txt")).read() == "v2, longer\n", "--backup-dir: the update is done")
+    check(os.path.exists(os.path.join(bak, "keep.txt")) and open(os.path.join(bak, "keep.txt")).read() == "v1\n",
+          "--backup-dir: the replaced version is kept in DST/.backup")
+    check(os.path.exists(os.path.join(bak, "gone.txt")), "--backup-dir: the deleted file is kept too")
+    rc, out, err = run("-i", "-q", "--backup-dir=.backup", src, dst)
+    check(rc == 0 and os.path.isdir(bak) and not any(".backup" in l for l in data_changes(out)),
+          "the backup directory inside DST is not deleted as extraneous")
+    absolute = os.path.join(w, "outside-backups")
+    write(os.path.join(src, "keep.txt"), "v3, longer still\n")
+    rc, out, err = run("-q", "--backup-dir", absolute, src, dst)
+    check(rc == 0 and open(os.path.join(absolute, "keep.txt")).read() == "v2, longer\n",
+          "--backup-dir with an absolute path")
+
+    rc, out, err = run("-q", "--fsync", src, dst + "-fsync")
+    check(rc == 0 and open(os.path.join(dst + "-fsync", "keep.txt")).read() == "v3, longer still\n",
+          "--fsync syncs (the flushes themselves are not observable here)")
+
+    # -o / -g: as root, give a file another owner and group
+    owned = os.path.join(src, "owned")
+    write(owned, "x")
+    if os.geteuid() == 0:
+        os.chown(owned, 4321, 4322)
+        rc, out, err = run("-q", "-o", "-g", src, dst + "-og")
+        st = os.stat(os.path.join(dst + "-og", "owned"))
+        check(rc == 0 and (st.st_uid, st.st_gid) == (4321, 4322), "-o -g copy the owner and the group")
+        rc, out, err = run("-q", "-g", src, dst + "-g")
+        st = os.stat(os.path.join(dst + "-g", "owned"))
+        check(rc == 0 and (st.st_uid, st.st_gid) == (0, 4322), "-g alone copies the group only")
+        rc, out, err = run("-q", src, dst + "-none")
+        st = os.stat(os.path.join(dst + "-none", "owned"))
+        check(rc == 0 and (st.st_uid, st.st_gid) == (0, 0), "without -o/-g the copy belongs to the caller")
+    else:
+        rc, out, err = run("-q", "-g", src, dst + "-g")
+        check(rc == 0, "-g as an unprivileged user (the file's group is one of ours)")
+
+    # -x: a directory reached through a link onto another filesystem (/dev/shm is a tmpfs)
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.stat(shm).st_dev != os.stat(src).st_dev:
+        other = os.path.join(shm, "treesync-cli-test-%d" % os.getpid())
+        os.makedirs(other, exist_ok=True)
+        try:
+            write(os.path.join(other, "elsewhere"), "x")
+            os.symlink(other, os.path.join(src, "mnt"))
+            rc, out, err = run("-q", src, dst + "-all")
+            check(rc == 0 and os.path.exists(os.path.join(dst + "-all", "mnt", "elsewhere")), "-L enters it")
+            rc, out, err = run("--json", "-x", src, dst + "-x")
+            doc = json.loads(out)
+            check(rc == 0 and not os.path.exists(os.path.join(dst + "-x", "mnt"))
+                  and "mnt" in [e["path"] for e in doc["skipped"]], "-x does not, and reports it as skipped")
+        finally:
+            shutil.rmtree(other)
+    else:
+        print("  (no other filesystem at /dev/shm: -x not exercised)")
+
+
 def big_tree(root, dirs=50, files=100, big_files=3):
     """About dirs x files small files and a few 32 MiB ones: long enough to interrupt."""
     for d in range(dirs):
@@ -668,6 +760,7 @@ GROUPS = {
     "forged_lines": test_forged_lines,
     "exclude_from": test_exclude_from,
     "options": test_options,
+    "archive_options": test_archive_options,
     "progress": test_progress,
     "dry_run": test_dry_run,
     "interrupt": test_interrupt,
@@ -677,13 +770,36 @@ GROUPS = {
 }
 
 
+def run_example(args):
+    work = os.path.abspath(args.work)
+    p = subprocess.run([os.path.abspath(args.example), work], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=300)
+    out = p.stdout.decode("utf-8", "replace")
+    print(out + p.stderr.decode("utf-8", "replace"))
+    name = os.path.basename(args.example)
+    check(p.returncode == 0, "%s exits 0 (got %d)" % (name, p.returncode))
+    for rx in args.expect:
+        check(re.search(rx, out, re.M) is not None, "the output matches %r" % rx)
+    for rx in args.reject:
+        check(re.search(rx, out, re.M) is None, "the output does not match %r" % rx)
+    check(not os.path.exists(work), "%s removed its scratch directory" % name)
+    return 1 if FAILURES else 0
+
+
 def main():
     global CLI, WORK
     ap = argparse.ArgumentParser()
-    ap.add_argument("--cli", required=True)
+    ap.add_argument("--cli")
     ap.add_argument("--work", required=True)
+    ap.add_argument("--example")
+    ap.add_argument("--expect", action="append", default=[])
+    ap.add_argument("--reject", action="append", default=[])
     ap.add_argument("groups", nargs="*")
     args = ap.parse_args()
+    if args.example:
+        return run_example(args)
+    if not args.cli:
+        ap.error("--cli or --example is required")
     CLI = os.path.abspath(args.cli)
     names = args.groups or list(GROUPS)
     unknown = [n for n in names if n not in GROUPS]

@@ -4,7 +4,8 @@
 //
 // Options are spelled as rsync's where the meaning is the same; the content of SRC is mirrored into
 // DST like `rsync -a --delete SRC/ DST/`.  Helpers live in examples/cli/: options.hpp (parsing and
-// the help text), output.hpp (itemize, -v, --progress, --stats, --json), text.hpp (escaping).
+// the help text), output.hpp (itemize, -v, --progress, --stats, --json), text.hpp (escaping),
+// run.hpp and run_*.cpp (the options as policies, and the sync() call).
 //
 // Exit status: 0 done; 1 usage error; 2 refused before anything was touched (missing source, same or
 // nested directories, empty source, --max-delete exceeded); 23 some entries failed; 24 some source
@@ -45,7 +46,8 @@
 //     "bytes_per_second": 0,
 //     "errors":   [ENTRY...],             // per-entry failures (exit 23)
 //     "vanished": [ENTRY...],             // source entries that vanished or changed (exit 24)
-//     "skipped":  [ENTRY...],             // special files, skipped links
+//     "skipped":  [ENTRY...],             // special files, skipped links, other filesystems (-x)
+//     "notices":  [ENTRY...],             // things worth knowing that are not failures
 //     "actions":  [ACTION...]             // only with -i or -v: every action, in the order done
 //   }
 //   ENTRY  = {"path": "sub/f", "operation": "copy", "code": 13, "category": "generic",
@@ -57,6 +59,9 @@
 //             "itemize": ">f+++++++++",   // the -i code, or null (skip, error, vanished)
 //             "changes": ["size", "mtime", "mode"],  // attributes that differed
 //             "src_size": 10, "dst_size": 0,
+//             "method": "copy_file_range",  // how the data was copied: reflink | copy_file_range |
+//                                         // sendfile | read_write | memory, or null (nothing copied)
+//             "sparse": false,            // the copy kept the source's holes
 //             "message": null}            // the reason for skip / error / vanished
 //   "code" / "category": std::error_code's value and category name ("generic" and "system": errno
 //   values; "treesync": treesync::errc).
@@ -69,6 +74,7 @@
 // "destination_hex": the exact bytes, two lowercase hex digits each.
 #include "cli/options.hpp"
 #include "cli/output.hpp"
+#include "cli/run.hpp"
 #include "cli/text.hpp"
 
 #include <treesync/treesync.hpp>
@@ -79,12 +85,14 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <vector>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
@@ -118,70 +126,6 @@ void install_signal_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-// ---- the policies the options select, decided at run time -------------------------------------------
-// (One engine instantiation per links x write combination instead of one per option combination.)
-
-struct cli_compare {
-  compare_mode mode;
-  std::chrono::nanoseconds window;
-  bool up_to_date(const treesync::file_pair& f) const {
-    switch (mode) {
-      case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
-      case compare_mode::size_only: return treesync::compare::size_only.up_to_date(f);
-      case compare_mode::update:  // compare::newer, with the window
-        if (f.dst.mtime_ns > f.src.mtime_ns + window.count()) return true;
-        return treesync::compare::size_mtime{window}.up_to_date(f);
-      case compare_mode::size_mtime: break;
-    }
-    return treesync::compare::size_mtime{window}.up_to_date(f);
-  }
-};
-
-struct cli_deletion {
-  deletion_mode mode;
-  std::size_t max;
-  bool removes(std::string_view rel, treesync::file_type t, bool excluded) const {
-    switch (mode) {
-      case deletion_mode::keep: return treesync::deletion::keep.removes(rel, t, excluded);
-      case deletion_mode::excluded: return treesync::deletion::delete_excluded.removes(rel, t, excluded);
-      case deletion_mode::extraneous: break;
-    }
-    return treesync::deletion::extraneous.removes(rel, t, excluded);
-  }
-  std::size_t limit() const { return max; }
-};
-
-struct cli_links {  // everything but the default (links::dereference, which needs no readlink)
-  links_mode mode;
-  treesync::link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const {
-    switch (mode) {
-      case links_mode::preserve: return treesync::links::preserve.on_symlink(rel, target, inside);
-      case links_mode::unsafe: return treesync::links::dereference_unsafe.on_symlink(rel, target, inside);
-      case links_mode::skip: return treesync::links::skip.on_symlink(rel, target, inside);
-      case links_mode::dereference: break;
-    }
-    return treesync::links::dereference.on_symlink(rel, target, inside);
-  }
-};
-
-template <class K>
-treesync::report with_links(const options& o, K&& k) {
-  if (o.links == links_mode::dereference) return k(treesync::links::dereference);
-  return k(cli_links{o.links});
-}
-
-template <class K>
-treesync::report with_write(const options& o, K&& k) {
-  if (o.inplace) return k(treesync::write::in_place);
-  return k(treesync::write::atomic);
-}
-
-template <class Flag, class K>
-treesync::report with_flag(bool on, const Flag& flag, K&& k) {
-  if (on) return k(flag);
-  return k();
-}
-
 // ---- exclude files ---------------------------------------------------------------------------------
 
 bool read_file(const std::string& name, std::string& text, std::error_code& ec) {
@@ -197,6 +141,28 @@ bool read_file(const std::string& name, std::string& text, std::error_code& ec) 
   if (failed) ec.assign(errno ? errno : EIO, std::generic_category());
   if (f != stdin) std::fclose(f);
   return !failed;
+}
+
+/// A refusal, naming the path at fault where the error code alone does not say which one it is.
+void print_refusal(const std::string& src, const std::string& dst, const std::error_code& ec) {
+  struct stat st;
+  if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
+    if (::stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+      std::fprintf(stderr, "treesync: refused: source %s: %s\n", display(src).c_str(), ec.message().c_str());
+      return;
+    }
+    if (::stat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+      std::fprintf(stderr, "treesync: refused: destination %s: %s\n", display(dst).c_str(), ec.message().c_str());
+      return;
+    }
+    if (ec == std::errc::no_such_file_or_directory) {
+      std::fprintf(stderr, "treesync: refused: destination %s: its parent directory does not exist\n",
+                   display(dst).c_str());
+      return;
+    }
+  }
+  std::fprintf(stderr, "treesync: refused %s -> %s: %s\n", display(src).c_str(), display(dst).c_str(),
+               ec.message().c_str());
 }
 
 }  // namespace
@@ -229,22 +195,18 @@ int main(int argc, char** argv) {
   install_signal_handlers();
 
   printer observer(opt, opt.progress && ::isatty(STDOUT_FILENO) == 1);
-  const cli_compare compare{opt.compare, std::chrono::nanoseconds(opt.modify_window_ns)};
-  const cli_deletion deletion{opt.deletion, opt.max_delete ? *opt.max_delete : treesync::unlimited};
-  const treesync::jobs workers{opt.jobs};
-  const treesync::cancel_on cancel(cancel_flag);
-
+  run_context context{opt,
+                      cli_compare{opt.compare, std::chrono::nanoseconds(opt.modify_window_ns)},
+                      cli_deletion{opt.deletion, opt.max_delete ? *opt.max_delete : treesync::unlimited},
+                      cli_links{opt.links},
+                      patterns,
+                      treesync::jobs{opt.jobs},
+                      treesync::cancel_on(cancel_flag),
+                      observer,
+                      treesync::backup_dir{opt.backup_dir ? std::filesystem::path(*opt.backup_dir)
+                                                          : std::filesystem::path()}};
   std::error_code ec;
-  const treesync::report r = with_links(opt, [&](const auto& links) {
-    return with_write(opt, [&](const auto& write) {
-      return with_flag(opt.dry_run, treesync::dry_run, [&](const auto&... dry) {
-        return with_flag(opt.allow_empty_source, treesync::allow_empty_source, [&](const auto&... allow) {
-          return treesync::sync(src, dst, compare, deletion, links, patterns, write, workers, cancel, observer,
-                                dry..., allow..., ec);
-        });
-      });
-    });
-  });
+  const treesync::report r = run(context, ec);
   observer.finish();
 
   outcome out;
@@ -265,9 +227,7 @@ int main(int argc, char** argv) {
     out.status = "vanished";
   }
 
-  if (out.refusal)
-    std::fprintf(stderr, "treesync: refused %s -> %s: %s\n", display(src).c_str(), display(dst).c_str(),
-                 ec.message().c_str());
+  if (out.refusal) print_refusal(src, dst, ec);
   print_errors(r);
   if (out.signal)
     std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "

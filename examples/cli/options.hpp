@@ -42,6 +42,13 @@ struct options {
   std::int64_t modify_window_ns = 0;
   bool inplace = false;
   unsigned jobs = default_jobs;
+  bool hard_links = false;       // -H
+  bool owner = false;            // -o
+  bool group = false;            // -g
+  bool one_file_system = false;  // -x
+  bool specials = false;         // --specials, --devices, -D
+  bool fsync = false;            // --fsync
+  std::optional<std::string> backup_dir;
   // what is printed
   bool itemize = false;
   bool verbose = false;
@@ -89,6 +96,15 @@ inline const char* help_text() {
       "      --inplace             write into existing DST files instead of a temporary renamed into place\n"
       "  -j, --jobs=N              N parallel workers (default 4, for latency-bound network filesystems;\n"
       "                            1 = serial; 0 = one per hardware thread)\n"
+      "  -H, --hard-links          keep hard-linked files hard-linked (linked at the end of the run)\n"
+      "  -o, --owner               give copies the source's owner (needs root)\n"
+      "  -g, --group               give copies the source's group\n"
+      "  -x, --one-file-system     do not enter directories on another filesystem than SRC (reported)\n"
+      "      --specials            recreate FIFOs, sockets and, as root, devices (else skipped and reported)\n"
+      "      --devices, -D         the same as --specials (one library policy covers both)\n"
+      "      --backup-dir=DIR      move replaced and deleted DST files into DIR (relative: to DST), same paths\n"
+      "      --fsync               fsync every written file and changed directory (survives a power cut)\n"
+      "  -A, --acls                not supported yet (a usage error, never silently ignored)\n"
       "  -r, --recursive           always on (accepted for rsync habits)\n"
       "  -t, --times               always on: modification times are kept (accepted for rsync habits)\n"
       "  -p, --perms               always on: permission bits are kept (accepted for rsync habits)\n"
@@ -104,16 +120,7 @@ inline const char* help_text() {
       "  -h, --help                this help\n"
       "      --version             print the version\n"
       "\n"
-      "Not supported yet (a usage error, never silently ignored):\n"
-      "  -H, --hard-links          preserve hard links\n"
-      "  -o, --owner               preserve owners\n"
-      "  -g, --group               preserve groups\n"
-      "  -x, --one-file-system     do not cross filesystem boundaries\n"
-      "      --specials            recreate FIFOs and sockets (they are skipped and reported)\n"
-      "  -D                        --devices --specials\n"
-      "      --backup-dir=DIR      move replaced and deleted files into DIR\n"
-      "      --fsync               fsync every written file\n"
-      "\n"
+
       "Patterns (rsync/gitignore): without '/' a pattern matches a name at any depth; with '/' it is\n"
       "anchored at SRC; '*' and '?' stop at '/', '**' spans directories; a trailing '/' matches directories.\n"
       "\n"
@@ -229,18 +236,19 @@ inline parse_result parse(int argc, char** argv) {
     } else if (name == "version") {
       r.exit_now = true;
       r.message = std::string("treesync ") + TREESYNC_VERSION_STRING + "\n";
-    } else if (name == "hard-links" || name == "H") unsupported.push_back("-H/--hard-links");
-    else if (name == "owner" || name == "o") unsupported.push_back("-o/--owner");
-    else if (name == "group" || name == "g") unsupported.push_back("-g/--group");
-    else if (name == "one-file-system" || name == "x") unsupported.push_back("-x/--one-file-system");
-    else if (name == "specials") unsupported.push_back("--specials");
-    else if (name == "devices") unsupported.push_back("--devices");
-    else if (name == "D") unsupported.push_back("-D");
-    else if (name == "backup-dir") unsupported.push_back("--backup-dir");
-    else if (name == "fsync") unsupported.push_back("--fsync");
+    } else if (name == "hard-links" || name == "H") o.hard_links = true;
+    else if (name == "owner" || name == "o") o.owner = true;
+    else if (name == "group" || name == "g") o.group = true;
+    else if (name == "one-file-system" || name == "x") o.one_file_system = true;
+    else if (name == "specials" || name == "devices" || name == "D") o.specials = true;
+    else if (name == "backup-dir") {
+      if (value->empty()) return usage_error("--backup-dir: an empty directory name"), false;
+      o.backup_dir = *value;
+    } else if (name == "fsync") o.fsync = true;
+    else if (name == "acls" || name == "A") unsupported.push_back("-A/--acls");
     else if (name == "a" || name == "archive")
       return usage_error("-a/--archive is not needed: treesync always recurses and keeps permissions and times; "
-                         "add -l to keep symlinks as links (owners, groups and devices are not supported yet)"),
+                         "for the rest of rsync -a add -l (links), -o -g (owner, group), -D (devices, specials)"),
              false;
     else {
       const std::string shown = name.size() == 1 ? "-" + name : "--" + name;

@@ -181,6 +181,9 @@ class printer {
       }
     }
     s += "],\"src_size\":" + std::to_string(a.src_size) + ",\"dst_size\":" + std::to_string(a.dst_size);
+    s += ",\"method\":";
+    s += a.method == treesync::copy_method::none ? std::string("null") : json_string(treesync::to_string(a.method));
+    s += ",\"sparse\":" + std::string(a.sparse ? "true" : "false");
     s += ",\"message\":";
     s += a.code ? json_string(a.code.message()) : std::string("null");
     s += '}';
@@ -295,6 +298,7 @@ inline std::string json_report(const options& opt, const treesync::report& r, co
   s += ",\"errors\":" + json_entries(r.errors);
   s += ",\"vanished\":" + json_entries(r.vanished);
   s += ",\"skipped\":" + json_entries(r.skipped_entries);
+  s += ",\"notices\":" + json_entries(r.notices);
   if (actions) {
     s += ",\"actions\":[";
     for (std::size_t k = 0; k < actions->size(); ++k) {
