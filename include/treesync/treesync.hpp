@@ -341,7 +341,11 @@ inline std::string escape(std::string_view name) {
 //
 // A comparison policy answers one question: is the destination file's DATA up to date?
 // Requirement: `bool up_to_date(const treesync::file_pair&) const`.
-// Permission bits are handled by the engine whatever the comparison says.
+// Permission bits are handled by the engine whatever the comparison says.  A policy that finds
+// data current whatever the mtimes (checksum, size_only) declares `static constexpr bool restamp
+// = true`: a current file whose mtime differs then gets the source's mtime (rsync -c -t).  Without
+// it the destination's mtime is left alone (newer keeps a newer destination; a size_mtime window
+// tolerates coarse timestamps, and re-stamping would write on every run).
 
 /// The two files being compared.  `racy` is set by the engine when the destination was written
 /// within the racy window of the source's mtime (DESIGN.md 5.13): the source may have been
@@ -381,6 +385,7 @@ struct size_mtime {
 
 /// Equal size is enough (rsync --size-only).
 struct size_only_t {
+  static constexpr bool restamp = true;
   bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size; }
 };
 inline constexpr size_only_t size_only{};
@@ -396,6 +401,7 @@ inline constexpr newer_t newer{};
 
 /// Equal size and equal bytes (rsync -c); reads every file whose size matches.
 struct checksum_t {
+  static constexpr bool restamp = true;
   bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size && f.same_content(); }
 };
 inline constexpr checksum_t checksum{};
@@ -828,6 +834,11 @@ template <class P>
 struct observer_like<P, std::void_t<decltype(std::declval<P&>()(std::declval<const action&>()))>> : std::true_type {};
 
 template <class P, class = void>
+struct compare_restamps : std::false_type {};
+template <class P>
+struct compare_restamps<P, std::void_t<decltype(P::restamp)>> : std::bool_constant<P::restamp> {};
+
+template <class P, class = void>
 struct links_needs_target : std::true_type {};
 template <class P>
 struct links_needs_target<P, std::void_t<decltype(P::needs_target)>> : std::bool_constant<P::needs_target> {};
@@ -996,8 +1007,24 @@ inline bool match_bracket(std::string_view p, std::size_t& i, unsigned char c, b
   return matched != negate;
 }
 
-inline bool glob_match_at(std::string_view p, std::size_t pi, std::string_view s, std::size_t si, int depth) {
-  if (depth > 64) return false;  // pathological patterns: refuse rather than recurse forever
+inline bool glob_step(std::string_view p, std::size_t pi, std::string_view s, std::size_t si, int depth,
+                      std::vector<bool>& failed);
+
+// `failed` remembers the (pattern, text) positions already known not to match, so a pattern with
+// many stars costs O(pattern x text x text) instead of exponential backtracking; `depth` bounds
+// the recursion (one level per star group) for absurd patterns.
+inline bool glob_match_at(std::string_view p, std::size_t pi, std::string_view s, std::size_t si, int depth,
+                          std::vector<bool>& failed) {
+  const std::size_t key = pi * (s.size() + 1) + si;
+  if (failed[key]) return false;
+  if (depth > 512) return false;
+  const bool matched = glob_step(p, pi, s, si, depth, failed);
+  if (!matched) failed[key] = true;
+  return matched;
+}
+
+inline bool glob_step(std::string_view p, std::size_t pi, std::string_view s, std::size_t si, int depth,
+                      std::vector<bool>& failed) {
   while (pi < p.size()) {
     const char c = p[pi];
     if (c == '*') {
@@ -1007,19 +1034,19 @@ inline bool glob_match_at(std::string_view p, std::size_t pi, std::string_view s
         const bool starts_component = pi == 0 || p[pi - 1] == '/';
         if (starts_component && k < p.size() && p[k] == '/') {
           // "**/": zero or more whole directories
-          if (glob_match_at(p, k + 1, s, si, depth + 1)) return true;
+          if (glob_match_at(p, k + 1, s, si, depth + 1, failed)) return true;
           for (std::size_t j = si; j < s.size(); ++j)
-            if (s[j] == '/' && glob_match_at(p, k + 1, s, j + 1, depth + 1)) return true;
+            if (s[j] == '/' && glob_match_at(p, k + 1, s, j + 1, depth + 1, failed)) return true;
           return false;
         }
         for (std::size_t j = si; j <= s.size(); ++j)
-          if (glob_match_at(p, k, s, j, depth + 1)) return true;
+          if (glob_match_at(p, k, s, j, depth + 1, failed)) return true;
         return false;
       }
       // "*": any sequence within one component
       if (k == p.size()) return s.find('/', si) == std::string_view::npos;
       for (std::size_t j = si;; ++j) {
-        if (glob_match_at(p, k, s, j, depth + 1)) return true;
+        if (glob_match_at(p, k, s, j, depth + 1, failed)) return true;
         if (j == s.size() || s[j] == '/') return false;
       }
     }
@@ -1052,7 +1079,10 @@ inline bool glob_match_at(std::string_view p, std::size_t pi, std::string_view s
   return si == s.size();
 }
 
-inline bool glob_match(std::string_view pattern, std::string_view text) { return glob_match_at(pattern, 0, text, 0, 0); }
+inline bool glob_match(std::string_view pattern, std::string_view text) {
+  std::vector<bool> failed((pattern.size() + 1) * (text.size() + 1), false);
+  return glob_match_at(pattern, 0, text, 0, 0, failed);
+}
 
 /// Does a relative link target, resolved from the link's directory, stay inside the tree?
 inline bool link_stays_inside(std::string_view rel_link, std::string_view target) {
@@ -1323,6 +1353,9 @@ class engine {
       root->dst = fs_.open_root(dst, ec);
       if (ec) return ec;
       root->have_dst = true;
+      dst_known_ = true;
+      dst_dev_ = ds.dev;
+      dst_ino_ = ds.ino;
     } else {
       if (!dry_) {
         fs_.make_root(dst, 0700, ec);
@@ -1330,6 +1363,11 @@ class engine {
         root->dst = fs_.open_root(dst, ec);
         if (ec) return ec;
         root->have_dst = true;
+        const stat_info created = fs_.stat(root->dst, ".", false, ec);
+        if (ec) return ec;
+        dst_known_ = true;
+        dst_dev_ = created.dev;
+        dst_ino_ = created.ino;
       }
       ++first.rep_.created;
       first.note(action_kind::create, file_type::directory, 0, 0, {}, changed::all);
@@ -1917,7 +1955,7 @@ class engine {
       }
       if (e_.opt_.frontier_depth != 0 && n.ancestors.size() > e_.opt_.frontier_depth) {
         std::lock_guard<std::mutex> lock(e_.observer_mu_);
-        if (*e_.opt_.on_subtree) (*e_.opt_.on_subtree)(std::string_view(n.rel));
+        if (e_.opt_.on_subtree && *e_.opt_.on_subtree) (*e_.opt_.on_subtree)(std::string_view(n.rel));
         return false;  // not entered, not finished: the subtree's own sync does both
       }
       return list_and_merge(n, false);
@@ -2091,6 +2129,13 @@ class engine {
             if (ec) return fail("chmod", ec), false;
             ++rep_.meta_updated;
             note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, differences(st, &dst_st));
+          } else if (compare_restamps<std::decay_t<Cmp>>::value && dst_st.mtime_ns != st.mtime_ns) {
+            if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
+            if (!ec && !dry_ && dst_st.mode != st.mode) fs_.set_mode(*d, name, st.mode, ec);
+            if (ec) return fail("utime", ec), false;
+            ++rep_.meta_updated;
+            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {},
+                 differences(st, &dst_st) & ~changed::size);
           } else if (dst_st.mode != st.mode) {
             if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // the file's own mode: the directory is not written
             if (ec) return fail("chmod", ec), false;
@@ -2163,6 +2208,12 @@ class engine {
     // A source directory: becomes a node of its own, entered by whichever worker takes it.
     bool enter_dir(node& n, const std::string& name, const stat_info& st, bool follow, const dir_entry* de,
                    std::vector<node*>& children) {
+      if (e_.dst_known_ && st.dev == e_.dst_dev_ && st.ino == e_.dst_ino_) {
+        // a followed link into a directory that holds the destination: entering it would copy
+        // the destination into itself, level after level
+        fail("opendir", errc::nested_directory);
+        return false;
+      }
       if (e_.opt_.one_file_system && st.dev != e_.root_dev_) {
         ++rep_.skipped;
         rep_.skipped_entries.push_back({rel_, "opendir", errc::other_filesystem});
@@ -2505,6 +2556,8 @@ class engine {
   report& out_;
   std::int64_t racy_window_;
   std::uint64_t root_dev_ = 0;
+  bool dst_known_ = false;  // the destination root's identity, once it exists
+  std::uint64_t dst_dev_ = 0, dst_ino_ = 0;
   std::filesystem::path dst_root_;
   std::string backup_rel_;  // the backup directory's path inside the destination, if it is inside
   std::mutex backup_mu_;
@@ -3353,6 +3406,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
     no_observer_t quiet;
     run_options plan_opt = opt;
     plan_opt.dry = true;
+    plan_opt.on_subtree = nullptr;  // the plan stops at the frontier too, but hands nothing out
     engine<FS, Cmp, Del, Lnk, Exc, Wr, errors::collect_t, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, plan_opt,
                                                                                   plan);
     ec = planner.run(src, dst);
