@@ -196,7 +196,6 @@ int main(int argc, char** argv) {
 
   printer observer(opt, opt.progress && ::isatty(STDOUT_FILENO) == 1);
   run_context context{opt,
-                      cli_compare{opt.compare, std::chrono::nanoseconds(opt.modify_window_ns)},
                       cli_deletion{opt.deletion, opt.max_delete ? *opt.max_delete : treesync::unlimited},
                       cli_links{opt.links},
                       patterns,

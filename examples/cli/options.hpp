@@ -17,12 +17,13 @@
 
 namespace treesync_cli {
 
-/// The default of -j/--jobs.  Four workers overlap the round trips of a network or FUSE
-/// filesystem (where a sync is latency bound and gains ~3-4x) and cost nothing measurable on a
-/// local disk; the library's own default is 1.  Choosing by filesystem type would need statfs()
-/// magic numbers that are neither portable nor conclusive (a local FUSE mount, a fast NFS on
-/// localhost), so the tool does not guess: -j1 for strictly serial behaviour, -j0 for one worker
-/// per hardware thread.
+/// The default of -j/--jobs: 4, where the library's own default is 1.  Four workers overlap the
+/// round trips of a network or FUSE filesystem, where a sync is latency bound, and they help on a
+/// local disk too (a cold mirror of /usr/include on a 2-core VM: 2.3 s with -j1, 0.85 s with -j4;
+/// the warm no-op run 0.17 s and 0.10 s).  Choosing by filesystem type would need statfs() magic
+/// numbers that are neither portable nor conclusive (a local FUSE mount, a fast NFS on localhost),
+/// so the tool does not guess: -j1 for strictly serial behaviour, -j0 for one worker per hardware
+/// thread.
 inline constexpr unsigned default_jobs = 4;
 
 enum class compare_mode { size_mtime, checksum, size_only, update };

@@ -2,13 +2,18 @@
 // Part of the treesync example CLI (examples/treesync.cpp).
 //
 // The compare, deletion and links options are run-time policies of the CLI's own (each delegates
-// to the built-ins), so the engine is instantiated once per write policy.  The flag policies
-// (treesync::dry_run, durable, hard_links, ...) are tag types: choosing N of them at run time takes
-// 2^N instantiations of sync().  Each instantiation is small (the engine is shared), but 320 of
-// them in one translation unit need ~3 GB to compile under clang + ASan, so they are spread over
-// three: run_dry.cpp (dry runs), run_atomic.cpp and run_in_place.cpp (the two write policies).
-// Under dry_run nothing is written, so the write policy and durable cannot change the outcome and
-// the dry runs leave both out: 64 + 128 + 128 instantiations.
+// to the built-ins), so the engine is instantiated once per write policy and per value of the
+// compare policy's compile-time `restamp` trait (-c and --size-only re-stamp a current file's
+// mtime like compare::checksum and compare::size_only; -u and --modify-window must not).  The
+// flag policies (treesync::dry_run, durable, hard_links, ...) are tag types: choosing N of them at
+// run time takes 2^N instantiations of sync().  Under dry_run nothing is written, so the write
+// policy and durable cannot change the outcome and dry runs leave both out:
+//   dry runs        2 compare types x 2^6 flag sets = 128   run_dry.cpp
+//   write::atomic   2 x 2^7 = 256                            run_atomic.cpp, run_atomic_restamp.cpp
+//   write::in_place 2 x 2^7 = 256                            run_in_place.cpp, run_in_place_restamp.cpp
+// Each instantiation is small (the engine is shared), but hundreds in one translation unit need
+// gigabytes to compile under clang + ASan, hence five files of at most 128.  A run-time form of
+// the flags in the library would make all of this one instantiation.
 #ifndef TREESYNC_CLI_RUN_HPP
 #define TREESYNC_CLI_RUN_HPP
 
@@ -25,8 +30,12 @@
 
 namespace treesync_cli {
 
-/// --checksum, --size-only, --update, --modify-window
+/// --checksum, --size-only, --update, --modify-window.  Restamp: whether a current file whose
+/// mtime differs gets the source's (the library's `restamp` trait: true for checksum and
+/// size_only, whose verdict ignores mtimes; false for size_mtime and newer).
+template <bool Restamp>
 struct cli_compare {
+  static constexpr bool restamp = Restamp;
   compare_mode mode;
   std::chrono::nanoseconds window;
   bool up_to_date(const treesync::file_pair& f) const {
@@ -75,7 +84,6 @@ struct cli_links {
 /// Everything one run needs, decided from the options.
 struct run_context {
   const options& opt;
-  cli_compare compare;
   cli_deletion deletion;
   cli_links links;
   const treesync::exclude& patterns;
@@ -96,27 +104,46 @@ treesync::report with_tags(const bool* on, K& k, const Acc&... acc) {
   return with_tags<Tags...>(on + 1, k, acc...);
 }
 
+/// -c and --size-only decide without mtimes, so a current file gets the source's mtime.
+inline bool restamps(const options& o) {
+  return o.compare == compare_mode::checksum || o.compare == compare_mode::size_only;
+}
+
 /// The run, with the flags the options ask for after `lead` (treesync::dry_run or a write policy).
 /// The varying flags go first: the library's per-pack recursion then shares the packs' common tail.
-template <class Lead, class... Tags>
+template <bool Restamp, class Lead, class... Tags>
 treesync::report run_with(run_context& c, std::error_code& ec, const Lead& lead, const bool* on) {
   const std::string& src = c.opt.operands[0];
   const std::string& dst = c.opt.operands[1];
+  const cli_compare<Restamp> compare{c.opt.compare, std::chrono::nanoseconds(c.opt.modify_window_ns)};
   auto call = [&](const auto&... flags) {
-    return treesync::sync(src, dst, flags..., lead, c.compare, c.deletion, c.links, c.patterns, c.workers, c.cancel,
+    return treesync::sync(src, dst, flags..., lead, compare, c.deletion, c.links, c.patterns, c.workers, c.cancel,
                           c.observer, c.backups, ec);
   };
   return with_tags<Tags...>(on, call);
 }
 
-treesync::report run_dry(run_context& c, std::error_code& ec);       // run_dry.cpp
-treesync::report run_atomic(run_context& c, std::error_code& ec);    // run_atomic.cpp
-treesync::report run_in_place(run_context& c, std::error_code& ec);  // run_in_place.cpp
+/// A run that writes with `Write`: every flag policy but dry_run.
+template <bool Restamp, class Write>
+treesync::report run_writing(run_context& c, std::error_code& ec) {
+  const options& o = c.opt;
+  const bool on[] = {o.allow_empty_source, o.hard_links, o.owner, o.group, o.one_file_system, o.specials, o.fsync};
+  return run_with<Restamp, Write, treesync::allow_empty_source_t, treesync::hard_links_t, treesync::preserve_owner_t,
+                  treesync::preserve_group_t, treesync::one_file_system_t, treesync::specials_t, treesync::durable_t>(
+      c, ec, Write{}, on);
+}
+
+treesync::report run_dry(run_context& c, std::error_code& ec);               // run_dry.cpp
+treesync::report run_atomic(run_context& c, std::error_code& ec);            // run_atomic.cpp
+treesync::report run_atomic_restamp(run_context& c, std::error_code& ec);    // run_atomic_restamp.cpp
+treesync::report run_in_place(run_context& c, std::error_code& ec);          // run_in_place.cpp
+treesync::report run_in_place_restamp(run_context& c, std::error_code& ec);  // run_in_place_restamp.cpp
 
 /// The one sync() call of the tool.
 inline treesync::report run(run_context& c, std::error_code& ec) {
   if (c.opt.dry_run) return run_dry(c, ec);
-  return c.opt.inplace ? run_in_place(c, ec) : run_atomic(c, ec);
+  if (c.opt.inplace) return restamps(c.opt) ? run_in_place_restamp(c, ec) : run_in_place(c, ec);
+  return restamps(c.opt) ? run_atomic_restamp(c, ec) : run_atomic(c, ec);
 }
 
 }  // namespace treesync_cli

@@ -1,15 +1,12 @@
-// examples/cli/run_in_place.cpp - the runs of the treesync tool that write with
-// treesync::write::in_place (run.hpp says why the runs are spread over three files).
+// examples/cli/run_in_place.cpp - the treesync tool's runs with treesync::write::in_place and
+// a compare policy that does not re-stamp (size+mtime, -u).
+// run.hpp says why the runs are spread over five files.
 #include "run.hpp"
 
 namespace treesync_cli {
 
 treesync::report run_in_place(run_context& c, std::error_code& ec) {
-  const options& o = c.opt;
-  const bool on[] = {o.allow_empty_source, o.hard_links, o.owner, o.group, o.one_file_system, o.specials, o.fsync};
-  return run_with<treesync::write::in_place_t, treesync::allow_empty_source_t, treesync::hard_links_t,
-                  treesync::preserve_owner_t, treesync::preserve_group_t, treesync::one_file_system_t,
-                  treesync::specials_t, treesync::durable_t>(c, ec, treesync::write::in_place, on);
+  return run_writing<false, treesync::write::in_place_t>(c, ec);
 }
 
 }  // namespace treesync_cli
