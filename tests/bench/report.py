@@ -242,7 +242,8 @@ def svg(summary):
     add('<text x="10" y="18" font-size="14" font-weight="bold">treesync vs rsync, cp, tar and a '
         'std::filesystem loop: median wall time (shorter is better)</text>')
     add('<text x="10" y="34" fill="#444">each panel is scaled to its slowest program; the label is the median '
-        'time and, in parentheses, the ratio to rsync -a --delete in the same runs</text>')
+        'time and, in parentheses, the ratio to rsync -a --delete in the same runs; treesync = serial, '
+        'stat walk = the floor</text>')
     # legend
     x = 10
     for t in tools:
@@ -264,6 +265,8 @@ def svg(summary):
             add(f'<text x="{cx + 4}" y="{y + 12}" font-weight="bold">{TITLES[sc]}</text>')
             vals = [r["median_s"] for r in cell.values() if r["median_s"] is not None]
             if not vals:
+                add(f'<text x="{cx + cell_w / 2}" y="{y + cell_h / 2}" text-anchor="middle" fill="#999999">'
+                    f'not run</text>')
                 continue
             vmax = max(vals)
             for i, t in enumerate(tools):
