@@ -190,15 +190,25 @@ struct model {
       file_type t = n.type;
       if (t == file_type::symlink) {
         if (c.lnk == lnk_kind::skip) {
-          keep_subtree(before, r, out);
+          // an excluded skipped link's destination counterpart is judged as extraneous, like any
+          // other excluded entry; a skipped link that is not excluded leaves it alone
+          if (model_excluded(c.exclude, r, file_type::symlink)) {
+            if (before.count(r)) extraneous(r);
+          } else {
+            keep_subtree(before, r, out);
+          }
           continue;
         }
         if (c.lnk == lnk_kind::dereference) {
           std::error_code ec;
           const treesync::stat_info st = fs.stat_path(abs, true, ec);
-          if (ec) {  // dangling, or a loop of links
-            expect_errors = true;
-            keep_subtree(before, r, out);
+          if (ec) {  // dangling, or a loop of links: an error unless excluded (rsync checks first)
+            if (model_excluded(c.exclude, r, file_type::symlink)) {
+              if (before.count(r)) extraneous(r);
+            } else {
+              expect_errors = true;
+              keep_subtree(before, r, out);
+            }
             continue;
           }
           t = st.type;

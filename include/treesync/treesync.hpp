@@ -2018,7 +2018,7 @@ class engine {
         if (a == link_action::skip) {
           if (excluded(file_type::symlink)) {
             ++rep_.excluded;
-            return false;
+            return de && n.have_dst ? consider_removal(n, *de) : false;
           }
           ++rep_.skipped;
           note(action_kind::skip, file_type::symlink);
@@ -2038,6 +2038,10 @@ class engine {
         if (a == link_action::follow) {
           const stat_info ft = fs_.stat(s, e.name, true, ec);
           if (ec) {
+            if (excluded(file_type::symlink)) {  // excluded: its failure is nobody's business (rsync)
+              ++rep_.excluded;
+              return de && n.have_dst ? consider_removal(n, *de) : false;
+            }
             if (is_enoent(ec)) {
               std::error_code probe;
               fs_.stat(s, e.name, false, probe);
