@@ -182,7 +182,7 @@ def test_usage_errors():
         (["-a", src, dst], "not needed"),
         (["--exclude-from=" + os.path.join(w, "missing"), src, dst], "No such file"),
     ]
-    for opt in ["-A", "--acls"]:
+    for opt in ["-A", "--acls", "-X", "--xattrs"]:
         cases.append(([opt, src, dst], "not supported yet"))
     cases.append((["--backup-dir=", src, dst], "--backup-dir"))
     for args, message in cases:
