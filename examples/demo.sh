@@ -12,7 +12,7 @@ gen=()
 command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
 cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
       -DTREESYNC_BUILD_TESTS=OFF -DTREESYNC_BUILD_EXAMPLES=ON >/dev/null
-cmake --build "$build" --target treesync -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
+cmake --build "$build" --target treesync_cli -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
 cli="$build/examples/treesync"
 
 dst=$(mktemp -d "${TMPDIR:-/tmp}/treesync-demo.XXXXXX")
@@ -20,12 +20,12 @@ trap 'rm -rf "$dst"' EXIT
 
 echo "== cold run: $src -> $dst/mirror (first 10 actions)"
 status=0
-"$cli" "$src" "$dst/mirror" > "$dst/cold.log" || status=$?
+"$cli" -i --stats "$src" "$dst/mirror" > "$dst/cold.log" || status=$?
 head -n 10 "$dst/cold.log"
 echo "   ..."
-tail -n 1 "$dst/cold.log"
+grep -v '^[.>ch*]' "$dst/cold.log" | tail -n 12
 echo
 echo "== warm run: nothing changed, so nothing is written"
-"$cli" "$src" "$dst/mirror" || status=$?
+"$cli" -i --stats "$src" "$dst/mirror" || status=$?
 echo
 echo "== exit status: $status (23 = some entries could not be copied, e.g. dangling links; see stderr)"
