@@ -76,6 +76,6 @@ TEST_CASE("posix: the observer is told how each file's data was copied") {
   });
   CHECK(method != treesync::copy_method::none);
   CHECK(method != treesync::copy_method::memory);
-  MESSAGE("copied by ", treesync::to_string(method));
+  MESSAGE("copied by ", std::string(treesync::to_string(method)));
   CHECK(read_all(s.path + "/dst/data.bin") == data);
 }

@@ -1515,8 +1515,9 @@ class engine {
     return walk_create(out, rel.substr(0, slash), ec);
   }
 
-  // Descends `cur` along a relative path, never following links; false when a step fails.
-  bool walk_open(handle& cur, const std::string& rel, std::error_code& ec) {
+  // Descends `cur` along a relative path, never following links, making missing directories when
+  // `create`; false when a step fails.
+  bool walk(handle& cur, const std::string& rel, bool create, std::error_code& ec) {
     std::size_t pos = 0;
     while (pos <= rel.size()) {
       std::size_t end = rel.find('/', pos);
@@ -1525,23 +1526,7 @@ class engine {
       pos = end + 1;
       if (comp.empty() || comp == ".") continue;
       handle next = fs_.open_dir(cur, comp, false, ec);
-      if (ec) return false;
-      cur = std::move(next);
-    }
-    return true;
-  }
-
-  // Descends `cur` along a relative path, making missing directories, never following links.
-  bool walk_create(handle& cur, const std::string& rel, std::error_code& ec) {
-    std::size_t pos = 0;
-    while (pos <= rel.size()) {
-      std::size_t end = rel.find('/', pos);
-      if (end == std::string::npos) end = rel.size();
-      const std::string comp = rel.substr(pos, end - pos);
-      pos = end + 1;
-      if (comp.empty() || comp == ".") continue;
-      handle next = fs_.open_dir(cur, comp, false, ec);
-      if (is_enoent(ec)) {
+      if (create && is_enoent(ec)) {
         fs_.make_dir(cur, comp, 0700, ec);
         if (ec && ec != std::errc::file_exists) return false;
         next = fs_.open_dir(cur, comp, false, ec);
@@ -1551,6 +1536,8 @@ class engine {
     }
     return true;
   }
+  bool walk_open(handle& cur, const std::string& rel, std::error_code& ec) { return walk(cur, rel, false, ec); }
+  bool walk_create(handle& cur, const std::string& rel, std::error_code& ec) { return walk(cur, rel, true, ec); }
 
   // ---- guards ----------------------------------------------------------------------------------
 
@@ -3078,31 +3065,32 @@ class posix_fs {
   }
 
   void copy_stream(int in, int out, copy_result& res, std::error_code& ec) const {
-#if defined(__linux__) && defined(SYS_copy_file_range)
-    for (res.method = copy_method::copy_file_range;;) {
-      const long n = ::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, std::size_t(1) << 30, 0u);
-      if (n > 0) {
-        res.bytes += static_cast<std::uint64_t>(n);
-        continue;
+    // Repeats one in-kernel copy call to the end of the file.  True when done (or failed for real,
+    // ec set); false when this call is not supported here and nothing was copied yet.
+    const auto pump = [&](copy_method method, auto&& call) {
+      res.method = method;
+      for (;;) {
+        const long long n = call();
+        if (n > 0) {
+          res.bytes += static_cast<std::uint64_t>(n);
+          continue;
+        }
+        if (n == 0) return true;
+        if (errno == EINTR) continue;
+        if (res.bytes != 0 || !unsupported(errno)) return set_errno(ec), true;
+        return false;
       }
-      if (n == 0) return;
-      if (errno == EINTR) continue;
-      if (res.bytes != 0 || !unsupported(errno)) return set_errno(ec);
-      break;
-    }
+    };
+#if defined(__linux__) && defined(SYS_copy_file_range)
+    if (pump(copy_method::copy_file_range, [&] {
+          return static_cast<long long>(::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, std::size_t(1) << 30, 0u));
+        }))
+      return;
 #endif
 #if defined(__linux__)
-    for (res.method = copy_method::sendfile;;) {
-      const ::ssize_t n = ::sendfile(out, in, nullptr, std::size_t(1) << 30);
-      if (n > 0) {
-        res.bytes += static_cast<std::uint64_t>(n);
-        continue;
-      }
-      if (n == 0) return;
-      if (errno == EINTR) continue;
-      if (res.bytes != 0 || !unsupported(errno)) return set_errno(ec);
-      break;
-    }
+    if (pump(copy_method::sendfile,
+             [&] { return static_cast<long long>(::sendfile(out, in, nullptr, std::size_t(1) << 30)); }))
+      return;
 #endif
     res.method = copy_method::read_write;
     std::vector<char> buf(1 << 17);
