@@ -114,6 +114,15 @@ class mock_fs {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     racy_window_ = w.count();
   }
+  /// Makes the subtree at `path` behave like SFTPv3 as sshfs shows it: mtimes read back floored
+  /// to whole seconds, a ctime that always equals the mtime, and timestamps() says so.  A test of
+  /// "local -> sshfs" marks the destination; "sshfs -> sshfs" marks both trees.
+  void sftp_semantics(const std::string& path) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::string p = path;
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    sftp_.push_back(p);
+  }
   /// Listings carry entry types (d_type) unless told otherwise.
   void report_entry_types(bool on) noexcept {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -244,7 +253,7 @@ class mock_fs {
   /// lstat of a path.
   stat_info lstat(const std::string& path) const {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
-    return info(must(path, false));
+    return observe(path, info(must(path, false)));
   }
   std::string read(const std::string& path) const {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -258,6 +267,9 @@ class mock_fs {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     std::map<std::string, node> out;
     collect(must(root, true), "", out);
+    if (!sftp_.empty()) {  // what a stat would show under sftp_semantics()
+      for (auto& kv : out) kv.second.mtime_ns = observe(root + "/" + kv.first, stat_info{file_type::regular, 0, kv.second.mtime_ns}).mtime_ns;
+    }
     return out;
   }
 
@@ -309,7 +321,7 @@ class mock_fs {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::stat, p.string(), ec)) return {};
     const std::uint64_t ino = resolve(p.string(), follow, ec);
-    return ec ? stat_info{} : info(ino);
+    return ec ? stat_info{} : observe(p.string(), info(ino));
   }
 
   std::filesystem::path canonical(const std::filesystem::path& p, std::error_code& ec) {
@@ -355,7 +367,7 @@ class mock_fs {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::stat, join(d.path, name), ec)) return {};
     const std::uint64_t ino = child(d, name, follow, ec);
-    return ec ? stat_info{} : info(ino);
+    return ec ? stat_info{} : observe(join(d.path, name), info(ino));
   }
 
   dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) {
@@ -409,7 +421,7 @@ class mock_fs {
     out.mtime = out.ctime = stamp();
     counters_.bytes_written += data.size();
     res.bytes = data.size();
-    const stat_info after = info(src);
+    const stat_info after = observe(join(sd.path, name), info(src));
     if (after.size != expected.size || after.mtime_ns != expected.mtime_ns || data.size() != expected.size) {
       ec = errc::changed_during_copy;
       return res;
@@ -610,6 +622,18 @@ class mock_fs {
   std::int64_t racy_window() const noexcept {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     return racy_window_ >= 0 ? racy_window_ : granularity_;
+  }
+  /// Nanosecond mtimes and a ctime of its own, or whole seconds without ctime under
+  /// sftp_semantics().
+  time_model timestamps(dir_handle& d, std::error_code& ec) const {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    ec.clear();
+    time_model m;
+    if (sftp_at(d.path)) {
+      m.resolution_ns = 1000000000;
+      m.ctime = false;
+    }
+    return m;
   }
 
  private:
@@ -828,6 +852,23 @@ class mock_fs {
     return cur;
   }
 
+  bool sftp_at(const std::string& path) const {
+    for (const std::string& p : sftp_) {
+      if (p == "/" || path == p || (path.size() > p.size() && path.compare(0, p.size(), p) == 0 && path[p.size()] == '/'))
+        return true;
+    }
+    return false;
+  }
+  // What a stat through `path` shows of an inode: under sftp_semantics(), whole-second mtimes and
+  // ctime == mtime.
+  stat_info observe(const std::string& path, stat_info s) const {
+    if (sftp_.empty() || !sftp_at(path)) return s;
+    constexpr std::int64_t second = 1000000000;
+    s.mtime_ns -= ((s.mtime_ns % second) + second) % second;
+    s.ctime_ns = s.mtime_ns;
+    return s;
+  }
+
   stat_info info(std::uint64_t ino) const {
     const inode& n = nodes_.at(ino);
     stat_info s;
@@ -869,6 +910,7 @@ class mock_fs {
   std::int64_t now_ = std::int64_t(1700000000) * 1000000000;
   std::int64_t granularity_ = 1000000;  // 1 ms
   std::int64_t racy_window_ = -1;        // -1: use the granularity
+  std::vector<std::string> sftp_;         // subtrees with SFTPv3 timestamps
   bool dtype_ = true;
   counters counters_;
   std::vector<fault> faults_;

@@ -80,6 +80,7 @@
 #include <sys/sendfile.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <sys/vfs.h>
 #include <sys/xattr.h>
 #endif
 #endif
@@ -125,6 +126,17 @@ struct stat_info {
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;
   std::uint64_t rdev = 0;  ///< device number of a block or character device
+};
+
+/// What a filesystem keeps of a file's timestamps, seen through one of its directories.  Local
+/// filesystems (ext4, XFS, btrfs, tmpfs) keep nanosecond mtimes and a ctime of their own; SFTPv3
+/// (sshfs) keeps whole seconds and reports ctime == mtime; SMB keeps 100 ns units.  The engine
+/// asks once per run for the destination (see `timestamps` in [treesync.traits]) and compares
+/// mtimes at `resolution_ns`; where `ctime` is false it cannot tell from the destination when a
+/// copy was made, so it marks racy copies itself (see file_pair).
+struct time_model {
+  std::int64_t resolution_ns = 1;  ///< mtimes are stored to this unit (1 ns ... 1 s)
+  bool ctime = true;               ///< the ctime changes by itself when the file is written or stamped
 };
 
 /// How a file's data was copied.
@@ -347,19 +359,39 @@ inline std::string escape(std::string_view name) {
 // it the destination's mtime is left alone (newer keeps a newer destination; a size_mtime window
 // tolerates coarse timestamps, and re-stamping would write on every run).
 
-/// The two files being compared.  `racy` is set by the engine when the destination was written
-/// within the racy window of the source's mtime (DESIGN.md 5.13): the source may have been
-/// modified again in the same timestamp tick, so equal size+mtime proves nothing.  Policies that
-/// trust mtimes must settle a racy pair by content.
+/// The two files being compared.
+///
+/// `racy` is set by the engine when the destination copy may have been taken while the source
+/// could still change without its size or mtime showing it ("racily clean", as git calls it): a
+/// source rewritten within its timestamp granularity after the copy keeps its size and mtime, so
+/// equal size+mtime proves nothing.  Where the destination keeps a ctime, a copy whose ctime is
+/// within the racy window of the source's mtime is racy.  Where it does not (sshfs: ctime ==
+/// mtime), the engine marks a racy copy when it makes it, the way git smudges racy index
+/// entries: the copy gets `smudged_mtime(source mtime)`, a whole second or two early, so the next
+/// run sees it differ (or, under a compare window, sees it racy) and settles it by content or a
+/// fresh copy, then stamps the exact mtime.  Policies that trust mtimes must settle a racy pair by
+/// content.
+///
+/// `resolution_ns` is the destination's timestamp unit (time_model): mtimes closer than one unit
+/// are equal, because the destination could not have stored the difference.
 class file_pair {
  public:
   using content_fn = bool (*)(void*);
-  file_pair(const stat_info& s, const stat_info& d, bool is_racy, content_fn fn, void* ctx) noexcept
-      : src(s), dst(d), racy(is_racy), fn_(fn), ctx_(ctx) {}
+  file_pair(const stat_info& s, const stat_info& d, bool is_racy, content_fn fn, void* ctx,
+            std::int64_t resolution = 1) noexcept
+      : src(s), dst(d), racy(is_racy), resolution_ns(resolution < 1 ? 1 : resolution), fn_(fn), ctx_(ctx) {}
 
   const stat_info& src;
   const stat_info& dst;
   bool racy;
+  std::int64_t resolution_ns;
+
+  /// The mtimes are equal within `window` or within the destination's timestamp resolution.
+  bool same_mtime(std::chrono::nanoseconds window = std::chrono::nanoseconds(0)) const noexcept {
+    const std::int64_t d = src.mtime_ns - dst.mtime_ns;
+    const std::int64_t a = d < 0 ? -d : d;
+    return a <= window.count() || a < resolution_ns;
+  }
 
   /// Reads both files and compares their bytes (expensive; call only when needed).
   bool same_content() const { return fn_(ctx_); }
@@ -369,6 +401,15 @@ class file_pair {
   void* ctx_;
 };
 
+/// The mtime a racy copy is given on a destination without a ctime of its own: the source's
+/// mtime floored to the second, minus one second.  Whole seconds survive every timestamp
+/// resolution, and an earlier time never makes a consumer (make, or compare::newer) take the copy
+/// for newer than its source.
+inline constexpr std::int64_t smudged_mtime(std::int64_t mtime_ns) noexcept {
+  constexpr std::int64_t second = 1000000000;
+  return mtime_ns - ((mtime_ns % second) + second) % second - second;
+}
+
 namespace compare {
 
 /// Equal size and mtime within `window` (default: exact to the nanosecond).  A racy pair is
@@ -377,8 +418,7 @@ struct size_mtime {
   std::chrono::nanoseconds window{0};
   bool up_to_date(const file_pair& f) const {
     if (f.src.size != f.dst.size) return false;
-    const std::int64_t d = f.src.mtime_ns - f.dst.mtime_ns;
-    if ((d < 0 ? -d : d) > window.count()) return false;
+    if (!f.same_mtime(window)) return false;
     return !f.racy || f.same_content();
   }
 };
@@ -393,7 +433,7 @@ inline constexpr size_only_t size_only{};
 /// A destination newer than the source is kept (rsync -u); otherwise like size_mtime.
 struct newer_t {
   bool up_to_date(const file_pair& f) const {
-    if (f.dst.mtime_ns > f.src.mtime_ns) return true;
+    if (f.dst.mtime_ns > f.src.mtime_ns && !f.same_mtime()) return true;
     return size_mtime{}.up_to_date(f);
   }
 };
@@ -938,7 +978,17 @@ concept policy = is_policy_v<P>;
 ///   std::string read_link(dir_handle&, const std::string&, error_code&);
 ///   std::int64_t now();              // the clock the filesystem stamps ctimes with (ns)
 ///   std::int64_t racy_window();      // timestamp granularity + clock slack (ns)
+/// Optional:
+///   time_model timestamps(dir_handle&, error_code&);  // what the filesystem under a directory
+///                                                      // keeps; absent: ns mtimes and a ctime
 namespace detail {
+template <class FS, class = void>
+struct has_timestamps : std::false_type {};
+template <class FS>
+struct has_timestamps<FS, std::void_t<decltype(std::declval<FS&>().timestamps(
+                              std::declval<typename FS::dir_handle&>(), std::declval<std::error_code&>()))>>
+    : std::true_type {};
+
 template <class FS, class = void>
 struct filesystem_like : std::false_type {};
 template <class FS>
@@ -1369,9 +1419,19 @@ class engine {
         dst_dev_ = created.dev;
         dst_ino_ = created.ino;
       }
+      root->cold = true;
+    }
+    if (root->have_dst) {  // once per run: what the destination's filesystem keeps of timestamps
+      if constexpr (has_timestamps<FS>::value) {
+        std::error_code tec;
+        const time_model m = fs_.timestamps(root->dst, tec);
+        if (!tec) time_ = m;
+      }
+      if (time_.resolution_ns < 1) time_.resolution_ns = 1;
+    }
+    if (!dst_exists) {
       ++first.rep_.created;
       first.note(action_kind::create, file_type::directory, 0, 0, {}, changed::all);
-      root->cold = true;
     }
     // The root's listings are taken, and the empty-source guard decided, before any work starts.
     node* r = root.release();
@@ -1389,6 +1449,26 @@ class engine {
       return std::make_error_code(std::errc::operation_canceled);
     }
     return {};
+  }
+
+  /// Equal mtimes at the destination's timestamp resolution.
+  bool same_mtime(const stat_info& a, const stat_info& b) const noexcept {
+    const std::int64_t d = a.mtime_ns - b.mtime_ns;
+    return (d < 0 ? -d : d) < time_.resolution_ns;
+  }
+  /// The destination copy `d` of source file `s` may predate a change the source's size and mtime
+  /// do not show (file_pair::racy).  With a ctime: it was written within the racy window of the
+  /// source's mtime.  Without one: it carries the smudge mark its writer gave it.  A file whose
+  /// ctime differs from its mtime has a ctime of its own, whatever the filesystem was taken for.
+  bool racily_clean(const stat_info& s, const stat_info& d) const noexcept {
+    if (time_.ctime || d.ctime_ns != d.mtime_ns) return d.ctime_ns <= s.mtime_ns + racy_window_;
+    const std::int64_t m = smudged_mtime(s.mtime_ns) - d.mtime_ns;
+    return (m < 0 ? -m : m) < time_.resolution_ns;
+  }
+  /// A copy made now of a source last modified at `mtime_ns` is racy: the source may still change
+  /// within its timestamp tick.  On a destination without ctime it must be smudged.
+  bool smudge_copy(std::int64_t mtime_ns) const {
+    return !time_.ctime && fs_.now() <= mtime_ns + racy_window_;
   }
 
   /// Stopped by errors::stop, an exception, or cancel_on.
@@ -2102,9 +2182,9 @@ class engine {
       if (failed) return false;
 
       if (dt == file_type::regular) {
-        const bool racy = dst_st.ctime_ns <= st.mtime_ns + e_.racy_window_;
+        const bool racy = e_.racily_clean(st, dst_st);
         content_ctx ctx{this, &s, d, &name, follow, false, {}};
-        const file_pair pair(st, dst_st, racy, &content_thunk, &ctx);
+        const file_pair pair(st, dst_st, racy, &content_thunk, &ctx, e_.time_.resolution_ns);
         const bool current = cmp_.up_to_date(pair);
         if (ctx.ec) {
           fail("compare", ctx.ec);
@@ -2120,7 +2200,7 @@ class engine {
             if (ec) return fail("chmod", ec), false;
             ++rep_.meta_updated;
             note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, differences(st, &dst_st));
-          } else if (compare_restamps<std::decay_t<Cmp>>::value && dst_st.mtime_ns != st.mtime_ns) {
+          } else if (compare_restamps<std::decay_t<Cmp>>::value && !e_.same_mtime(dst_st, st)) {
             if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
             if (!ec && !dry_ && dst_st.mode != st.mode) fs_.set_mode(*d, name, st.mode, ec);
             if (ec) return fail("utime", ec), false;
@@ -2172,6 +2252,14 @@ class engine {
         else
           source_failure(s, name, "copy", ec);
         return !via_temp;
+      }
+      if (e_.smudge_copy(st.mtime_ns)) {  // no ctime will tell the next run this copy was racy
+        fs_.set_mtime(*d, out_name, smudged_mtime(st.mtime_ns), ec);
+        if (ec) {
+          if (via_temp) discard(*d, out_name);
+          fail("utime", ec);
+          return !via_temp;
+        }
       }
       if (dt == file_type::directory && !replace_dir(*d, name)) {
         discard(*d, out_name);
@@ -2242,7 +2330,7 @@ class engine {
       const bool owner = e_.opt_.owner && (!old || old->uid != st.uid);
       const bool group = e_.opt_.group && (!old || old->gid != st.gid);
       if (dry_ || !n.have_dst) {
-        if (old && (old->mode != st.mode || old->mtime_ns != st.mtime_ns || owner || group)) {
+        if (old && (old->mode != st.mode || !e_.same_mtime(*old, st) || owner || group)) {
           ++rep_.meta_updated;
           note(action_kind::update_meta, file_type::directory, 0, 0, {}, differences(st, old) & ~changed::size);
         }
@@ -2262,10 +2350,10 @@ class engine {
         meta = meta || (old && old->mode != st.mode);
       }
       const bool content_changed = n.modified.load();
-      if (!old || content_changed || old->mtime_ns != st.mtime_ns) {
+      if (!old || content_changed || !e_.same_mtime(*old, st)) {
         fs_.set_mtime(d, ".", st.mtime_ns, ec);
         if (ec) return fail("utime", ec);
-        meta = meta || (old && old->mtime_ns != st.mtime_ns);
+        meta = meta || (old && !e_.same_mtime(*old, st));
       }
       if (e_.opt_.durable && (!old || content_changed)) {
         fs_.sync_dir(d, ec);
@@ -2333,7 +2421,7 @@ class engine {
       if (failed) return false;
       std::error_code ec;
       if (dt == st.type && dst_st.rdev == st.rdev) {  // the same kind of node: metadata only
-        if (dst_st.mode == st.mode && dst_st.mtime_ns == st.mtime_ns) return false;
+        if (dst_st.mode == st.mode && e_.same_mtime(dst_st, st)) return false;
         if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
         if (!ec && !dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
         if (ec) return fail("chmod", ec), false;
@@ -2546,6 +2634,7 @@ class engine {
   const std::atomic<bool>* cancel_;
   report& out_;
   std::int64_t racy_window_;
+  time_model time_;  // the destination's, asked once at the start of the run
   std::uint64_t root_dev_ = 0;
   bool dst_known_ = false;  // the destination root's identity, once it exists
   std::uint64_t dst_dev_ = 0, dst_ino_ = 0;
@@ -2842,6 +2931,28 @@ class posix_fs {
   }
   std::int64_t racy_window() const noexcept { return racy_; }
 
+  /// What the filesystem under `d` keeps of timestamps, judged from the directory's own stat.  The
+  /// resolution is the coarsest decimal unit, up to 1 s, that both its mtime and its ctime are
+  /// whole multiples of: the ctime comes from the filesystem's clock, so on a fine-grained
+  /// filesystem its digits are not round (a false "1 s" has odds of 1 in 10^18).  A ctime equal
+  /// to the mtime at whole seconds is no ctime at all (SFTPv3, as sshfs shows it), unless the
+  /// filesystem is a local one known to keep a ctime (ext2/3/4, XFS, btrfs, tmpfs, F2FS, ZFS,
+  /// bcachefs; recognized by its magic number).  A filesystem of whole seconds that does keep a
+  /// ctime may be taken for one without: the engine then marks racy copies itself, which is
+  /// correct on any filesystem, only less quiet.
+  time_model timestamps(dir_handle& d, std::error_code& ec) const {
+    time_model m;
+    struct ::stat st;
+    if (::fstat(d.fd(), &st) != 0) return set_errno(ec), m;
+    ec.clear();
+    const stat_info i = convert(st);
+    std::int64_t unit = 1;
+    while (unit < 1000000000 && i.mtime_ns % (unit * 10) == 0 && i.ctime_ns % (unit * 10) == 0) unit *= 10;
+    m.resolution_ns = unit;
+    m.ctime = !(unit == 1000000000 && i.ctime_ns == i.mtime_ns) || local_with_ctime(d.fd());
+    return m;
+  }
+
  private:
   struct fd_guard {
     explicit fd_guard(int f) noexcept : fd(f) {}
@@ -3108,6 +3219,27 @@ class posix_fs {
 
   mutable std::atomic<bool> reflink_{true};  // cleared once a filesystem says it cannot clone
   std::int64_t racy_;
+
+  static bool local_with_ctime(int fd) noexcept {
+#if defined(__linux__)
+    struct ::statfs sf;
+    if (::fstatfs(fd, &sf) != 0) return false;
+    switch (static_cast<unsigned long>(sf.f_type) & 0xFFFFFFFFUL) {
+      case 0xEF53UL:      // ext2/3/4
+      case 0x58465342UL:  // XFS
+      case 0x9123683EUL:  // btrfs
+      case 0x01021994UL:  // tmpfs
+      case 0xF2F52010UL:  // F2FS
+      case 0x2FC12FC1UL:  // ZFS
+      case 0xCA451A4EUL:  // bcachefs
+        return true;
+      default: return false;
+    }
+#else
+    (void)fd;
+    return false;
+#endif
+  }
 };
 #endif  // TREESYNC_HAS_POSIX
 
