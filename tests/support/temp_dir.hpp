@@ -2,10 +2,15 @@
 // the few filesystem helpers those tests need (files with given bytes, mode and nanosecond mtime;
 // directories, symlinks and FIFOs; reading a file back).
 //
-// A temp_dir is created under std::filesystem::temp_directory_path() with a unique name (mkdtemp)
+// A temp_dir is created under test_tmpdir() (the directory named by $TREESYNC_TEST_TMPDIR when it
+// is set and not empty, else std::filesystem::temp_directory_path()) with a unique name (mkdtemp)
 // and removed recursively when it goes out of scope, whatever the tests did to it: directories
 // made unreadable or read-only (chmod 000 / 0555) are made accessible again first, and symlinks
 // are removed, never followed.
+//
+// $TREESYNC_TEST_TMPDIR puts the tests' trees on another filesystem: the sshfs suite
+// (tests/sshfs/) points it at an sshfs mount. $TREESYNC_TEST_SRC_TMPDIR, when set too, names where
+// tests that keep a source apart (tests/test_posix.cpp's fixture) create it: the local->sshfs run.
 #ifndef TREESYNC_TESTS_SUPPORT_TEMP_DIR_HPP
 #define TREESYNC_TESTS_SUPPORT_TEMP_DIR_HPP
 
@@ -14,6 +19,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -174,12 +180,30 @@ inline std::string read_link(const fs::path& p) {
   return buf;
 }
 
-/// A uniquely named directory under temp_directory_path(), removed with everything in it on
-/// destruction.
+/// The directory named by the environment variable `var`, when it is set and not empty.
+inline std::optional<fs::path> tmpdir_from_env(const char* var) {
+  const char* v = std::getenv(var);
+  if (v == nullptr || *v == '\0') return std::nullopt;
+  return fs::path(v);
+}
+
+/// Where temp_dirs are created: $TREESYNC_TEST_TMPDIR, else temp_directory_path().
+inline fs::path test_tmpdir() {
+  if (auto p = tmpdir_from_env("TREESYNC_TEST_TMPDIR")) return *p;
+  return fs::temp_directory_path();
+}
+
+/// Where a test that keeps its source tree apart creates it: $TREESYNC_TEST_SRC_TMPDIR, or nothing
+/// (the source then lives in the test's one temp_dir, next to the destination).
+inline std::optional<fs::path> source_tmpdir() { return tmpdir_from_env("TREESYNC_TEST_SRC_TMPDIR"); }
+
+/// A uniquely named directory under test_tmpdir() (or under `parent`), removed with everything in
+/// it on destruction.
 class temp_dir {
  public:
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "treesync-test-XXXXXX").string();
+  temp_dir() : temp_dir(test_tmpdir()) {}
+  explicit temp_dir(const fs::path& parent) {
+    std::string pattern = (parent / "treesync-test-XXXXXX").string();
     if (!::mkdtemp(pattern.data())) throw_errno("mkdtemp", pattern);
     path_ = pattern;
   }
