@@ -9,9 +9,9 @@
 #
 # Supported: TEST_PREFIX, TEST_SUFFIX, TEST_SPEC, TEST_EXTRA_ARGS, TEST_PROPERTIES (name/value
 # pairs), TEST_LIST, TEST_JUNIT_OUTPUT_DIR, TEST_WORKING_DIR, TEST_EXECUTOR. Not: ADD_LABELS.
-# Two more, not set by doctest.cmake (tests/sshfs/sshfs.cmake sets them): TEST_EXCLUDE, a doctest
-# filter (',' separates, '\,' is a comma of a name) passed as --test-case-exclude= to the listing
-# and to every test; TEST_LAUNCHER, a command each test is run through (not the listing).
+# Two more, not set by doctest.cmake (tests/sshfs/sshfs.cmake sets them): TEST_FILTERS, doctest
+# filter options (--source-file=..., --test-case-exclude=...) given to the listing and to every
+# test; TEST_LAUNCHER, a command each test is run through (not the listing).
 
 cmake_minimum_required(VERSION 3.14)
 
@@ -26,12 +26,8 @@ set(_spec "")
 if(NOT "${TEST_SPEC}" STREQUAL "")
   set(_spec "--test-case=${TEST_SPEC}")
 endif()
-set(_exclude "")
-if(NOT "${TEST_EXCLUDE}" STREQUAL "")
-  set(_exclude "--test-case-exclude=${TEST_EXCLUDE}")
-endif()
 execute_process(
-  COMMAND ${TEST_EXECUTOR} "${TEST_EXECUTABLE}" ${_spec} ${_exclude} --list-test-cases
+  COMMAND ${TEST_EXECUTOR} "${TEST_EXECUTABLE}" ${_spec} ${TEST_FILTERS} --list-test-cases
   WORKING_DIRECTORY "${TEST_WORKING_DIR}"
   OUTPUT_VARIABLE _listing
   ERROR_VARIABLE _errors
@@ -55,11 +51,7 @@ endfunction()
 
 # the fixed arguments, already quoted
 set(_fixed "")
-if(NOT "${_exclude}" STREQUAL "")
-  bracket(_q "${_exclude}")
-  string(APPEND _fixed " ${_q}")
-endif()
-foreach(_arg IN LISTS TEST_EXTRA_ARGS)
+foreach(_arg IN LISTS TEST_FILTERS TEST_EXTRA_ARGS)
   bracket(_q "${_arg}")
   string(APPEND _fixed " ${_q}")
 endforeach()

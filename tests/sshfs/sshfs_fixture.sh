@@ -37,6 +37,9 @@ case $2 in
   /*) state=$2 ;;
   *) state=$PWD/$2 ;;
 esac
+[ "$cmd" = start ] && mkdir -p "$state"
+# one spelling of the path, the one /proc/mounts shows (no '..', no symlinks)
+if [ -d "$state" ]; then state=$(cd "$state" && pwd -P); fi
 
 mnt=$state/mnt
 remote=$state/remote
@@ -55,9 +58,13 @@ skip() {
 }
 
 is_mounted() {  # the mount point is an sshfs mount (any state, even a dead connection)
-  local dev mp fstype rest
+  local dev mp fstype rest want
+  want=${mnt//\\/\\134}  # /proc/mounts escapes '\', space, tab and newline in octal
+  want=${want// /\\040}
+  want=${want//$'\t'/\\011}
+  want=${want//$'\n'/\\012}
   while read -r dev mp fstype rest; do
-    [ "$mp" = "$mnt" ] && [ "$fstype" = fuse.sshfs ] && return 0
+    [ "$mp" = "$want" ] && [ "$fstype" = fuse.sshfs ] && return 0
   done </proc/self/mounts
   return 1
 }
@@ -135,6 +142,10 @@ start() {
 
   # ---- keys, config -----------------------------------------------------------------------------
   mkdir -p "$remote" "$mnt" || exit 1
+  local d
+  for d in "$remote/tests" "$state/local-src"; do  # what tests killed midway left behind
+    [ -d "$d" ] && { chmod -R u+rwx "$d" 2>/dev/null; rm -rf "$d"; }
+  done
   chmod 0700 "$state"
   for key in host_key client_key; do
     if [ ! -f "$state/$key" ]; then
