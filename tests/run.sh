@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # tests/run.sh — build and test treesync in every configuration CI checks (run from anywhere).
 #
-#   gcc         g++:     doctest suite C++17 + C++20, compile-fail, examples, consumers, Meson build, MPI
+#   gcc         g++:     doctest suite C++17 + C++20, compile-fail, examples, consumers, Meson build, MPI,
+#                        sshfs suite
 #   clang       clang++: doctest suite C++17, compile-fail, examples
-#   clang-asan  clang++ C++20 with TREESYNC_SANITIZE=ON (ASan + UBSan): suite, compile-fail, examples
+#   clang-asan  clang++ C++20 with TREESYNC_SANITIZE=ON (ASan + UBSan): suite, compile-fail, examples,
+#                        sshfs suite
 # (every compiler x standard pair once, to keep CI within its time on 2 cores)
 #
 # Each configuration is configured, built and tested (ctest) in build/<name> with Ninja. The run
@@ -16,7 +18,9 @@
 #   TREESYNC_CLEAN=1  delete each build directory first
 #
 # Missing tools (doctest, meson, ninja, clang, pkg-config) are installed with apt-get when running
-# as root; otherwise the script says what to install.
+# as root; otherwise the script says what to install. So are the sshfs suite's (sshfs, fuse3,
+# openssh-server, openssh-client: tests/sshfs/); without them, or without /dev/fuse, its tests are
+# reported as skipped, and the summary says why.
 
 set -uo pipefail
 
@@ -68,6 +72,28 @@ if [ -n "$missing" ]; then
   done
 fi
 
+# the sshfs suite's tools: optional (its tests skip, saying why, without them)
+sshfs_packages=(sshfs fuse3 openssh-server openssh-client)
+missing_sshfs_tools() {
+  local absent=() tool
+  for tool in sshfs fusermount3 ssh ssh-keygen; do
+    command -v "$tool" >/dev/null 2>&1 || absent+=("$tool")
+  done
+  PATH=$PATH:/usr/sbin:/sbin command -v sshd >/dev/null 2>&1 || absent+=(sshd)
+  echo "${absent[*]:-}"
+}
+missing=$(missing_sshfs_tools)
+if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  say "missing for the sshfs tests: $missing; installing ${sshfs_packages[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get update && apt-get install -y --no-install-recommends "${sshfs_packages[@]}"; } ||
+    echo "tests/run.sh: could not install ${sshfs_packages[*]}: the sshfs tests will be skipped" >&2
+  missing=$(missing_sshfs_tools)
+fi
+if [ -n "$missing" ]; then
+  echo "tests/run.sh: missing $missing: the sshfs tests will be skipped (apt-get install ${sshfs_packages[*]})" >&2
+fi
+
 say "toolchain"
 cmake --version | head -n 1
 echo "ninja $(ninja --version)"
@@ -78,10 +104,11 @@ if command -v meson >/dev/null 2>&1; then echo "meson $(meson --version)"; fi
 # ---- configurations ----------------------------------------------------------------------------
 config_args() {  # the compiler and cache options of one configuration
   case $1 in
-    gcc) echo "-DCMAKE_CXX_COMPILER=g++" ;;
-    # C++20 with clang++ is the sanitizer configuration's; consumers, Meson and MPI run with g++ only
-    clang) echo "-DCMAKE_CXX_COMPILER=clang++ -DTREESYNC_TEST_CXX_STANDARDS=17 -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON" ;;
-    clang-asan) echo "-DCMAKE_CXX_COMPILER=clang++ -DTREESYNC_SANITIZE=ON -DTREESYNC_TEST_CXX_STANDARDS=20 -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON" ;;
+    gcc) echo "-DCMAKE_CXX_COMPILER=g++ -DTREESYNC_TEST_SSHFS=ON" ;;
+    # C++20 with clang++ is the sanitizer configuration's; consumers, Meson and MPI run with g++ only;
+    # the sshfs suite with g++ and under the sanitizers
+    clang) echo "-DCMAKE_CXX_COMPILER=clang++ -DTREESYNC_TEST_CXX_STANDARDS=17 -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DTREESYNC_TEST_SSHFS=OFF" ;;
+    clang-asan) echo "-DCMAKE_CXX_COMPILER=clang++ -DTREESYNC_SANITIZE=ON -DTREESYNC_TEST_CXX_STANDARDS=20 -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DTREESYNC_TEST_SSHFS=ON" ;;
     *) return 1 ;;
   esac
 }
@@ -134,7 +161,11 @@ for name in $configs; do
   total=$(sed -E 's/.*out of ([0-9]+).*/\1/' <<<"$line")
   sum_total=$((sum_total + total)); sum_failed=$((sum_failed + failed))
   skipped=$(grep -cE '^[[:space:]]+[0-9]+ - .* \(Skipped\)$' "$log")
-  results+=("$name: $line, $skipped skipped ($((SECONDS - start)) s)")
+  sshfs_note=""
+  if [ -f "$dir/tests/sshfs-state/skip" ] && grep -qE '^[[:space:]]+[0-9]+ - sshfs\.fixture\.start \(Skipped\)$' "$log"; then
+    sshfs_note=" (sshfs suite skipped: $(head -n 1 "$dir/tests/sshfs-state/skip"))"
+  fi
+  results+=("$name: $line, $skipped skipped$sshfs_note ($((SECONDS - start)) s)")
   if [ "$rc" != 0 ] || [ "$failed" != 0 ]; then
     [ "$failed" = 0 ] && { sum_failed=$((sum_failed + 1)); sum_total=$((sum_total + 1)); }
     status=1
