@@ -18,7 +18,8 @@ if(TREESYNC_TEST_CRASH AND TREESYNC_BUILD_EXAMPLES AND TREESYNC_BASH AND UNIX)
   add_test(NAME treesync.crash
            COMMAND "${TREESYNC_BASH}" "${CMAKE_CURRENT_SOURCE_DIR}/crash/crash_test.sh"
                    "$<TARGET_FILE:treesync_cli>" 6)
-  set_tests_properties(treesync.crash PROPERTIES LABELS reliability TIMEOUT 300)
+  # stress: SIGKILL at random moments, ~15 s a run (`ctest -L stress --repeat until-fail:20`)
+  set_tests_properties(treesync.crash PROPERTIES LABELS "reliability;stress" TIMEOUT 300)
 endif()
 
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND NOT TREESYNC_SANITIZE AND TREESYNC_BASH

@@ -16,6 +16,14 @@
 #   TREESYNC_CONFIGS  configurations to run, in order (default: "gcc clang clang-asan")
 #   TREESYNC_JOBS     build and ctest parallelism (default: 2)
 #   TREESYNC_CLEAN=1  delete each build directory first
+#   TREESYNC_REPEAT=N same as --repeat N
+#
+# tests/run.sh --repeat N   the flake check (issue 16): build each configuration as usual, then run
+#   only the tests labelled `timing` (threads racing over one tree, signals, a pty: the tests whose
+#   outcome could depend on scheduling), each up to N times until it fails (ctest --repeat
+#   until-fail:N, CMake >= 3.17); ctest's summary counts a test as failed if any of its runs failed.
+#   TREESYNC_REPEAT_LABEL picks another label (a ctest -L regex), e.g. `stress` for the SIGKILL crash
+#   test and the MPI tests (about 15 s a run: use a small N).
 #
 # Missing tools (doctest, meson, ninja, clang, pkg-config) are installed with apt-get when running
 # as root; otherwise the script says what to install. So are the sshfs suite's (sshfs, fuse3,
@@ -29,6 +37,23 @@ cd "$root" || exit 1
 
 configs=${TREESYNC_CONFIGS:-"gcc clang clang-asan"}
 jobs=${TREESYNC_JOBS:-2}
+repeat=${TREESYNC_REPEAT:-0}
+repeat_label=${TREESYNC_REPEAT_LABEL:-timing}
+while [ $# -gt 0 ]; do
+  case $1 in
+    --repeat) repeat=${2:-}; shift 2 || shift ;;
+    --repeat=*) repeat=${1#--repeat=}; shift ;;
+    *) echo "tests/run.sh: unknown argument '$1' (usage: tests/run.sh [--repeat N])" >&2; exit 1 ;;
+  esac
+done
+if ! [[ $repeat =~ ^[0-9]+$ ]]; then
+  echo "tests/run.sh: --repeat needs a number of runs (got '$repeat')" >&2
+  exit 1
+fi
+ctest_args=(-j "$jobs" --output-on-failure --timeout 900)
+if [ "$repeat" -gt 0 ]; then
+  ctest_args+=(-L "$repeat_label" --repeat "until-fail:$repeat")
+fi
 
 say() { printf '\n==== %s\n' "$*"; }
 
@@ -148,7 +173,7 @@ for name in $configs; do
 
   say "$name: test"
   log="$dir/ctest.log"
-  (cd "$dir" && ctest -j "$jobs" --output-on-failure --timeout 900) 2>&1 | tee "$log"
+  (cd "$dir" && ctest "${ctest_args[@]}") 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
   line=$(grep -E '^[0-9]+% tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -n 1)
   if [ -z "$line" ]; then
@@ -165,7 +190,9 @@ for name in $configs; do
   if [ -f "$dir/tests/sshfs-state/skip" ] && grep -qE '^[[:space:]]+[0-9]+ - sshfs\.fixture\.start \(Skipped\)$' "$log"; then
     sshfs_note=" (sshfs suite skipped: $(head -n 1 "$dir/tests/sshfs-state/skip"))"
   fi
-  results+=("$name: $line, $skipped skipped$sshfs_note ($((SECONDS - start)) s)")
+  repeat_note=""
+  [ "$repeat" -gt 0 ] && repeat_note=" (label $repeat_label, each test up to $repeat runs until it fails)"
+  results+=("$name: $line, $skipped skipped$sshfs_note$repeat_note ($((SECONDS - start)) s)")
   if [ "$rc" != 0 ] || [ "$failed" != 0 ]; then
     [ "$failed" = 0 ] && { sum_failed=$((sum_failed + 1)); sum_total=$((sum_total + 1)); }
     status=1
