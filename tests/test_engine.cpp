@@ -278,21 +278,120 @@ TEST_CASE("a file with a different size or mtime is rewritten") {
 
 // ---- 5.4 temporary name + rename ------------------------------------------------------------
 
-TEST_CASE("files are written under a temporary name and renamed into place") {
+TEST_CASE("files joining an existing directory are written under a temporary name and renamed into place") {
   mock_fs fs;
   small_tree(fs);
+  sync(fs);
+  fs.write("/src/new.txt", "new");
+  fs.write("/src/include/x/w.h", "int w;");
+  fs.write("/src/a.txt", "alpha, rewritten");
+  fs.advance(10s);
   std::vector<std::string> opened_for_write;
   fs.on_operation([&](op k, const std::string& path) {
     if (k == op::open_write) opened_for_write.push_back(path);
   });
+  fs.reset_counters();
   const auto r = sync(fs);
-  CHECK(opened_for_write.size() == 5);
+  CHECK(opened_for_write.size() == 3);
   for (const auto& p : opened_for_write) {
     const auto name = p.substr(p.rfind('/') + 1);
     CHECK(name.rfind(".treesync-tmp-", 0) == 0);
   }
-  CHECK(fs.ops()[op::rename] == 5);
+  CHECK(fs.ops()[op::rename] == 3);
   CHECK(r.ok());
+}
+
+TEST_CASE("a directory the run creates is populated under a temporary name and renamed into place complete") {
+  mock_fs fs;
+  small_tree(fs);
+  std::vector<std::string> written;
+  std::size_t renamed_dirs = 0;
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k == op::open_write || k == op::symlink) written.push_back(path);
+    if (k == op::rename && fs.lstat(path).type == file_type::directory) {
+      ++renamed_dirs;
+      // complete when it moves into place: its files are all there, with their final mtimes
+      const std::string name = path.substr(path.rfind('/') + 1);
+      CHECK(name.rfind(".treesync-tmp-", 0) == 0);
+    }
+  });
+  const auto r = sync(fs);
+  CHECK(r.ok());
+  for (const auto& p : written) {
+    INFO("written: ", p);
+    // a new file inside a new directory is written at its final name, inside the staged directory
+    if (p.rfind("/dst/bin/", 0) == 0 || p.rfind("/dst/include/", 0) == 0) FAIL("written at a final path");
+  }
+  CHECK(renamed_dirs == 3);                          // bin, emptydir, include (include/x inside include)
+  CHECK(fs.ops()[op::rename] == renamed_dirs + 2);  // + a.txt and empty at the existing root
+  check_mirror(fs);
+}
+
+TEST_CASE("a cancelled cold run leaves no partially populated directory at a final path") {
+  for (std::size_t stop_at = 1; stop_at < 40; stop_at += 3) {
+    INFO("cancelled at write ", stop_at);
+    mock_fs fs;
+    for (int i = 0; i < 30; ++i) fs.write("/src/d" + std::to_string(i % 3) + "/e" + std::to_string(i % 2) + "/f" + std::to_string(i), "data");
+    fs.advance(10s);
+    std::atomic<bool> cancel{false};
+    std::size_t writes = 0;
+    fs.on_operation([&](op k, const std::string&) {
+      if (k == op::open_write && ++writes == stop_at) cancel = true;
+    });
+    std::error_code ec;
+    treesync::sync(fs, "/src", "/dst", treesync::cancel_on(cancel), ec);
+    fs.on_operation(nullptr);
+    const auto src = fs.tree("/src");
+    for (const auto& kv : fs.tree("/dst")) {
+      if (kv.first.find(".treesync-tmp-") != std::string::npos) continue;
+      if (kv.second.type != file_type::directory) continue;
+      // a directory at its final path holds everything the source directory holds
+      for (const auto& s : src) {
+        if (s.first.rfind(kv.first + "/", 0) != 0) continue;
+        INFO("missing: ", s.first);
+        CHECK(fs.exists("/dst/" + s.first));
+      }
+    }
+    cancel = false;
+    CHECK(sync(fs).ok());
+    check_mirror(fs);
+  }
+}
+
+TEST_CASE("a staged directory left by an interrupted run is removed whatever the deletion policy") {
+  mock_fs fs;
+  small_tree(fs);
+  sync(fs);
+  fs.write("/dst/.treesync-tmp-4242-9/sub/f", "partial");
+  fs.write("/dst/.treesync-tmp-4242-9/g", "partial");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::deletion::keep);
+  CHECK(r.ok());
+  CHECK(r.cleaned == 1);
+  CHECK(r.deleted == 0);
+  check_mirror(fs);
+}
+
+TEST_CASE("a failed copy inside a new directory leaves no partial file there") {
+  mock_fs fs;
+  small_tree(fs);
+  bool armed = false;
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k == op::open_write && !armed && path.size() > 5 && path.compare(path.size() - 5, 5, "/tool") == 0) {
+      armed = true;
+      fs.fail(op::utime, 1, std::errc::io_error);  // its own mtime, after its data is written
+    }
+  });
+  const auto r = sync(fs);
+  fs.on_operation(nullptr);
+  CHECK(armed);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].path == "bin/tool");
+  CHECK(fs.lstat("/dst/bin").type == file_type::directory);
+  CHECK_FALSE(fs.exists("/dst/bin/tool"));
+  fs.clear_faults();
+  CHECK(sync(fs).ok());
+  check_mirror(fs);
 }
 
 TEST_CASE("a failed copy leaves no partial file at the final name and no temporary") {

@@ -131,9 +131,14 @@ TEST_CASE("mid-run: a source file that shrinks while it is copied is not install
 TEST_CASE("mid-run: a source file that grows while a cold sync copies it is not installed and the next run copies it") {
   mock_fs fs;
   tree(fs);
-  const auto r = changing_run(fs, once_temp(op::open_write, "/dst/include", [&] {
-                                fs.write("/src/include/x.h", "int x; int more_than_before;");
-                              }));
+  // include/ is new: it is populated under a temporary name, x.h written at its own name in it
+  auto done = std::make_shared<bool>(false);
+  const auto r = changing_run(fs, [&, done](op k, const std::string& p) {
+    if (*done || k != op::open_write || p.size() < 4 || p.compare(p.size() - 4, 4, "/x.h") != 0) return;
+    *done = true;
+    fs.write("/src/include/x.h", "int x; int more_than_before;");
+  });
+  CHECK(*done);
   REQUIRE(r.vanished.size() == 1);
   CHECK(r.vanished[0].path == "include/x.h");
   CHECK(r.vanished[0].code == treesync::errc::changed_during_copy);
@@ -240,7 +245,8 @@ TEST_CASE("mid-run: a destination file that appears where a file is being create
 TEST_CASE("mid-run: a destination file that appears where a directory is being created is reported, then replaced") {
   mock_fs fs;
   tree(fs);
-  const auto r = changing_run(fs, once(op::mkdir, "/dst/include", [&] { fs.write("/dst/include", "intruder"); }));
+  // include/ is new: created under a temporary name, renamed into place once complete
+  const auto r = changing_run(fs, once_temp(op::mkdir, "/dst", [&] { fs.write("/dst/include", "intruder"); }));
   CHECK(has(r.errors, "include"));
   next_run_converges(fs);
 }

@@ -126,6 +126,7 @@ struct stat_info {
   std::uint32_t uid = 0;
   std::uint32_t gid = 0;
   std::uint64_t rdev = 0;  ///< device number of a block or character device
+  std::uint64_t blocks = std::uint64_t(-1);  ///< 512-byte blocks allocated (fewer than the size needs: holes); unknown: max
 };
 
 /// What a filesystem keeps of a file's timestamps, seen through one of its directories.  Local
@@ -1324,6 +1325,11 @@ struct dir_node {
   Handle dst;
   bool have_dst = false;
   bool cold = false;             // the destination directory is known to be empty: never read it
+  // A directory this run creates is populated under a temporary name (`staged`, in the parent)
+  // and renamed into place once complete: nothing below it is visible at its final path until
+  // then, so its files are written straight to their final names (no temporary, no rename each).
+  std::string staged;
+  bool unseen = false;  // this directory, or one above it, is staged
   bool finish = false;           // set once the listing succeeded: the directory's metadata is due
   std::vector<dir_entry> sl, dl;  // sorted listings
   std::vector<std::pair<std::size_t, std::size_t>> merged;  // indices into sl / dl, npos when absent
@@ -1705,6 +1711,21 @@ class engine {
       n.closed = true;
     }
 
+    // Where a node's destination directory is now, relative to the destination root: its path,
+    // with the temporary name of every ancestor still being populated (staged).  Stable while the
+    // node is unfinished: an ancestor renames itself into place only after all its descendants.
+    static std::string on_disk_rel(const node& n) {
+      std::vector<const node*> chain;
+      const node* p = &n;
+      for (; p->parent; p = p->parent) chain.push_back(p);
+      std::string rel = p->rel;
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        if (!rel.empty()) rel += '/';
+        rel += (*it)->staged.empty() ? (*it)->name : (*it)->staged;
+      }
+      return rel;
+    }
+
     // Reopens a closed node's destination directory: through ".." from the child that just
     // finished, or from the root; either way it must be the same directory (dev+ino).
     bool reopen(node& n, node* child) {
@@ -1713,7 +1734,7 @@ class engine {
       if (child && child->have_dst && !child->closed) h = fs_.open_dir(child->dst, "..", false, ec);
       if (ec) {
         h = fs_.open_root(e_.dst_root_, ec);
-        if (!ec) e_.walk_open(h, n.rel, ec);
+        if (!ec) e_.walk_open(h, on_disk_rel(n), ec);
       }
       if (!ec) {
         const stat_info id = fs_.stat(h, ".", false, ec);
@@ -1962,7 +1983,7 @@ class engine {
     bool excluded(file_type t) const { return call_excluded(exc_, std::string_view(rel_), t); }
 
     std::string temp_name() {
-      return std::string(temp_prefix) + std::to_string(process_token()) + "-" + std::to_string(++e_.temp_counter_);
+      return e_.temp_stem_ + std::to_string(++e_.temp_counter_);
     }
 
     void count(action_kind k) { k == action_kind::create ? ++rep_.created : ++rep_.updated; }
@@ -1997,13 +2018,21 @@ class engine {
           p.modified.store(true);
         }
         if (!dry_) {
-          fs_.make_dir(p.dst, n.name, 0700, ec);  // final mode once the content is in (a 0555 source dir)
+          // Staged under a temporary name when the parent keeps its handle to the end (the rename
+          // needs it) and no other run finishes the subtree (frontier); inside a staged directory
+          // the name is final already.
+          const bool stage = !p.unseen && n.dst_type == file_type::none && e_.opt_.frontier_depth == 0 &&
+                             p.ancestors.size() <= open_levels;
+          const std::string made = stage ? temp_name() : n.name;
+          fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
           if (ec) {
             fail("mkdir", ec);
             return false;
           }
           p.modified.store(true);
-          n.dst = fs_.open_dir(p.dst, n.name, false, ec);
+          if (stage) n.staged = made;
+          n.unseen = stage || p.unseen;
+          n.dst = fs_.open_dir(p.dst, made, false, ec);
           if (ec) {
             fail("opendir", ec);
             return false;
@@ -2225,7 +2254,8 @@ class engine {
       }
 
       const bool in_place = !Wr::atomic && dt == file_type::regular && e_.opt_.backup_dir.empty();
-      const bool via_temp = !in_place && (Wr::atomic || dt != file_type::none);
+      const bool unseen = n.unseen && dt == file_type::none;  // a new name in a staged directory
+      const bool via_temp = !in_place && !unseen && (Wr::atomic || dt != file_type::none);
       const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
       if (dry_) {
         if (dt == file_type::directory && !replace_dir(*d, name)) return false;
@@ -2246,19 +2276,19 @@ class engine {
       opts.xattrs = e_.opt_.xattrs;
       const copy_result copied = fs_.copy_file(s, name, *d, out_name, st, opts, ec);
       if (ec) {
-        if (via_temp) discard(*d, out_name);
+        if (via_temp || unseen) discard(*d, out_name);  // a partial file never reaches a final path
         if (ec == errc::changed_during_copy)
           vanish("copy", ec);
         else
           source_failure(s, name, "copy", ec);
-        return !via_temp;
+        return !via_temp && !unseen;
       }
       if (e_.smudge_copy(st.mtime_ns)) {  // no ctime will tell the next run this copy was racy
         fs_.set_mtime(*d, out_name, smudged_mtime(st.mtime_ns), ec);
         if (ec) {
-          if (via_temp) discard(*d, out_name);
+          if (via_temp || unseen) discard(*d, out_name);
           fail("utime", ec);
-          return !via_temp;
+          return !via_temp && !unseen;
         }
       }
       if (dt == file_type::directory && !replace_dir(*d, name)) {
@@ -2359,6 +2389,11 @@ class engine {
         fs_.sync_dir(d, ec);
         if (ec) return fail("fsync", ec);
       }
+      if (!n.staged.empty()) {  // complete: into place (the parent's handle is open: see start_dir)
+        fs_.rename(n.parent->dst, n.staged, n.name, ec);
+        if (ec) return fail("rename", ec);  // left under its temporary name: the next run removes it
+        n.staged.clear();
+      }
       if (meta) {
         ++rep_.meta_updated;
         note(action_kind::update_meta, file_type::directory, 0, 0, {}, differences(st, old) & ~changed::size);
@@ -2390,7 +2425,8 @@ class engine {
         return true;
       }
       prepare_write(n);
-      const std::string tmp = temp_name();
+      const bool unseen = n.unseen && dt == file_type::none;  // a new name in a staged directory
+      const std::string tmp = unseen ? name : temp_name();
       fs_.make_symlink(*d, tmp, target, ec);
       if (ec) return fail("symlink", ec), false;
       if (dt == file_type::directory && !replace_dir(*d, name)) {
@@ -2401,7 +2437,7 @@ class engine {
         discard(*d, tmp);
         return true;
       }
-      fs_.rename(*d, tmp, name, ec);
+      if (!unseen) fs_.rename(*d, tmp, name, ec);
       if (ec) {
         discard(*d, tmp);
         fail("rename", ec);
@@ -2465,6 +2501,18 @@ class engine {
       if (is_temp_name(de.name)) {  // left by an interrupted run: always removed
         std::error_code ec;
         prepare_write(n);
+        if (de.type == file_type::directory || de.type == file_type::unknown) {  // a staged directory
+          if (dry_) {
+            ++rep_.cleaned;
+            note(action_kind::remove, de.type);
+            return true;
+          }
+          const removal r = remove_entry(d, de.name, de.type, false, true);
+          if (r != removal::done) return r != removal::failed;
+          ++rep_.cleaned;
+          note(action_kind::remove, file_type::directory);
+          return true;
+        }
         if (!dry_) fs_.remove(d, de.name, ec);
         if (ec && !is_enoent(ec)) return fail("unlink", ec), false;
         ++rep_.cleaned;
@@ -2517,7 +2565,9 @@ class engine {
     // links, so a symlink inside the destination is removed, never walked through.  Entries inside
     // it that the deletion policy protects (excluded ones, under deletion::extraneous) are kept,
     // and then so is the directory.  A read-only directory is made writable to be emptied.
-    removal remove_entry(handle& d, const std::string& name, file_type t, bool count_top) {
+    // `leftover`: a staged directory an interrupted run left: everything in it goes, whatever
+    // the deletion policy (none of it was ever at a final path).
+    removal remove_entry(handle& d, const std::string& name, file_type t, bool count_top, bool leftover = false) {
       std::error_code ec;
       if (t == file_type::unknown) {
         const stat_info st = fs_.stat(d, name, false, ec);
@@ -2528,7 +2578,7 @@ class engine {
         handle sub = fs_.open_dir(d, name, false, ec);
         if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) {
           // swapped for a link or a file since it was listed: remove that instead, never walk it
-          return remove_entry(d, name, file_type::symlink, count_top);
+          return remove_entry(d, name, file_type::symlink, count_top, leftover);
         }
         if (ec) {
           if (is_enoent(ec)) return removal::done;
@@ -2555,11 +2605,11 @@ class engine {
             }
             ct = cs.type;
           }
-          if (is_backup_dir()) {
+          if (!leftover && is_backup_dir()) {
             kept = true;
             continue;
           }
-          if (!is_temp_name(c.name)) {
+          if (!leftover && !is_temp_name(c.name)) {
             const bool ex = excluded(ct);
             if (!del_.removes(std::string_view(rel_), ct, ex)) {
               if (ex) ++rep_.excluded;
@@ -2567,7 +2617,7 @@ class engine {
               continue;
             }
           }
-          const removal r = remove_entry(sub, c.name, ct, true);
+          const removal r = remove_entry(sub, c.name, ct, !leftover, leftover);
           if (r == removal::failed) ok = false;
           if (r == removal::kept) kept = true;
           if (e_.halted()) return removal::failed;
@@ -2575,7 +2625,7 @@ class engine {
         if (!ok) return removal::failed;  // never remove a directory that still has content
         if (kept) return removal::kept;
         if (!dry_) fs_.remove_dir(d, name, ec);
-      } else if (!e_.opt_.backup_dir.empty() && !is_temp_name(name)) {
+      } else if (!leftover && !e_.opt_.backup_dir.empty() && !is_temp_name(name)) {
         if (!backup_entry(d, name)) return removal::failed;
       } else {
         if (!dry_) fs_.remove(d, name, ec);
@@ -2657,6 +2707,7 @@ class engine {
   std::mutex observer_mu_;  // observers need not be thread-safe
   std::atomic<bool> stopped_{false};
   std::atomic<std::uint64_t> temp_counter_{0};
+  const std::string temp_stem_ = std::string(temp_prefix) + std::to_string(process_token()) + "-";  // once a run
   std::error_code stop_error_;
   std::error_code refusal_;
   std::exception_ptr exception_;
@@ -2795,18 +2846,26 @@ class posix_fs {
     const fd_guard in(::openat(sd.fd(), name.c_str(),
                                O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (opt.follow ? 0 : O_NOFOLLOW)));
     if (in.fd < 0) return set_errno(ec), res;
-    struct ::stat before;
-    if (::fstat(in.fd, &before) != 0) return set_errno(ec), res;
-    if (!S_ISREG(before.st_mode)) return ec = errc::special_file, res;
+    // No fstat before the copy: `expected` is the stat the engine just took, and no byte is read
+    // before the descriptor is known to be a regular file (copy_data: the in-kernel calls refuse
+    // anything else; a user-space fallback checks first).  The one fstat after the copy proves
+    // it was the same file all along (device, inode, size, mtime).
+    // A new file is created with its final permission bits where the umask keeps them, so that
+    // no fchmod is needed; never with set-ID or sticky bits, nor when its owner is still to change.
+    const std::uint32_t want = expected.mode & 07777;
+    const bool direct_mode = !opt.replace && !opt.owner && !opt.group && (want & ~0777u) == 0 &&
+                             (want & ~process_umask()) == want;
     const int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | (opt.replace ? O_TRUNC : (O_CREAT | O_EXCL));
-    const fd_guard out(::openat(dd.fd(), dst_name.c_str(), flags, 0600));
+    const fd_guard out(::openat(dd.fd(), dst_name.c_str(), flags, direct_mode ? static_cast<mode_t>(want) : 0600));
     if (out.fd < 0) return set_errno(ec), res;
-    copy_data(in.fd, out.fd, before, res, ec);
+    copy_data(in.fd, out.fd, expected, res, ec);
     if (ec) return res;
     struct ::stat after;
     if (::fstat(in.fd, &after) != 0) return set_errno(ec), res;
+    if (!S_ISREG(after.st_mode)) return ec = errc::special_file, res;
     const stat_info a = convert(after);
-    if (a.size != expected.size || a.mtime_ns != expected.mtime_ns || res.bytes != expected.size) {
+    if (a.size != expected.size || a.mtime_ns != expected.mtime_ns || res.bytes != expected.size ||
+        (expected.ino != 0 && (a.ino != expected.ino || a.dev != expected.dev))) {
       ec = errc::changed_during_copy;
       return res;
     }
@@ -2819,7 +2878,7 @@ class posix_fs {
       copy_fd_xattrs(in.fd, out.fd, ec);
       if (ec) return res;
     }
-    if (::fchmod(out.fd, static_cast<mode_t>(expected.mode)) != 0) return set_errno(ec), res;
+    if (!direct_mode && ::fchmod(out.fd, static_cast<mode_t>(expected.mode)) != 0) return set_errno(ec), res;
     const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(expected.mtime_ns)};
     if (::futimens(out.fd, ts) != 0) return set_errno(ec), res;
     if (opt.sync && ::fsync(out.fd) != 0) return set_errno(ec), res;
@@ -3029,6 +3088,7 @@ class posix_fs {
     i.uid = static_cast<std::uint32_t>(st.st_uid);
     i.gid = static_cast<std::uint32_t>(st.st_gid);
     i.rdev = static_cast<std::uint64_t>(st.st_rdev);
+    i.blocks = static_cast<std::uint64_t>(st.st_blocks);
     return i;
   }
 
@@ -3106,10 +3166,13 @@ class posix_fs {
   // The copy ladder: reflink (shared extents), then a sparse-aware copy for files with holes,
   // then copy_file_range (in kernel), then sendfile, then read/write with one buffer.  Each rung
   // is left only on "not supported here"; a real I/O error ends the copy.
-  void copy_data(int in, int out, const struct ::stat& st, copy_result& res, std::error_code& ec) const {
-    const auto size = static_cast<std::uint64_t>(st.st_size);
+  // Copies at most `st.size` bytes (what the stat said: a file that grows, or a /proc file whose
+  // stat says 0, is not read on and on; the size check after the copy reports the change).
+  void copy_data(int in, int out, const stat_info& st, copy_result& res, std::error_code& ec) const {
+    const std::uint64_t size = st.size;
+    if (size == 0) return;
 #if defined(__linux__) && defined(FICLONE)
-    if (size > 0 && reflink_.load(std::memory_order_relaxed)) {
+    if (reflink_.load(std::memory_order_relaxed)) {
       if (::ioctl(out, FICLONE, in) == 0) {
         res.bytes = size;
         res.method = copy_method::reflink;
@@ -3121,12 +3184,43 @@ class posix_fs {
 #endif
 #if defined(SEEK_DATA) && defined(SEEK_HOLE)
     // fewer 512-byte blocks than the size needs: the file has holes worth keeping
-    if (size > 0 && static_cast<std::uint64_t>(st.st_blocks) * 512 < size) {
+    if (st.blocks < (size + 511) / 512) {
+      if (!regular(in, ec)) return;
       if (copy_sparse(in, out, size, res, ec)) return;
       if (ec) return;
     }
 #endif
-    copy_stream(in, out, res, ec);
+    copy_stream(in, out, size, res, ec);
+  }
+
+  // The user-space paths read before the kernel could refuse a device or a FIFO: check first.
+  static bool regular(int fd, std::error_code& ec) {
+    struct ::stat st;
+    if (::fstat(fd, &st) != 0) return set_errno(ec), false;
+    if (!S_ISREG(st.st_mode)) return ec = errc::special_file, false;
+    return true;
+  }
+
+  // The process's umask, read once without changing it (/proc/self/status, Linux >= 4.7); where
+  // it cannot be read, 0777: every new file then gets an explicit fchmod.
+  static std::uint32_t process_umask() {
+    static const std::uint32_t mask = [] {
+      std::uint32_t m = 0777;
+#if defined(__linux__)
+      const int fd = ::open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        char buf[4096];
+        const ::ssize_t n = ::read(fd, buf, sizeof buf - 1);
+        ::close(fd);
+        if (n > 0) {
+          buf[n] = '\0';
+          if (const char* p = std::strstr(buf, "\nUmask:")) m = static_cast<std::uint32_t>(std::strtoul(p + 7, nullptr, 8)) & 0777;
+        }
+      }
+#endif
+      return m;
+    }();
+    return mask;
   }
 
   // Copies only the data extents (SEEK_DATA / SEEK_HOLE) and sizes the file, so holes stay holes.
@@ -3175,38 +3269,41 @@ class posix_fs {
     return true;
   }
 
-  void copy_stream(int in, int out, copy_result& res, std::error_code& ec) const {
-    // Repeats one in-kernel copy call to the end of the file.  True when done (or failed for real,
-    // ec set); false when this call is not supported here and nothing was copied yet.
+  void copy_stream(int in, int out, std::uint64_t size, copy_result& res, std::error_code& ec) const {
+    const auto chunk = [&] { return static_cast<std::size_t>(std::min<std::uint64_t>(size - res.bytes, 1u << 30)); };
+    // Repeats one in-kernel copy call up to `size` bytes.  True when done (or failed for real, ec
+    // set); false when this call is not supported here and nothing was copied yet.
     const auto pump = [&](copy_method method, auto&& call) {
       res.method = method;
-      for (;;) {
+      while (res.bytes < size) {
         const long long n = call();
         if (n > 0) {
           res.bytes += static_cast<std::uint64_t>(n);
           continue;
         }
-        if (n == 0) return true;
+        if (n == 0) return true;  // shorter than the stat said: the check after the copy reports it
         if (errno == EINTR) continue;
         if (res.bytes != 0 || !unsupported(errno)) return set_errno(ec), true;
         return false;
       }
+      return true;
     };
 #if defined(__linux__) && defined(SYS_copy_file_range)
+    // refuses (EINVAL) anything but regular files before reading a byte
     if (pump(copy_method::copy_file_range, [&] {
-          return static_cast<long long>(::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, std::size_t(1) << 30, 0u));
+          return static_cast<long long>(::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, chunk(), 0u));
         }))
       return;
 #endif
+    if (!regular(in, ec)) return;
 #if defined(__linux__)
-    if (pump(copy_method::sendfile,
-             [&] { return static_cast<long long>(::sendfile(out, in, nullptr, std::size_t(1) << 30)); }))
+    if (pump(copy_method::sendfile, [&] { return static_cast<long long>(::sendfile(out, in, nullptr, chunk())); }))
       return;
 #endif
     res.method = copy_method::read_write;
     std::vector<char> buf(1 << 17);
-    for (;;) {
-      const ::ssize_t n = ::read(in, buf.data(), buf.size());
+    while (res.bytes < size) {
+      const ::ssize_t n = ::read(in, buf.data(), std::min<std::size_t>(buf.size(), chunk()));
       if (n < 0) {
         if (errno == EINTR) continue;
         return set_errno(ec);
