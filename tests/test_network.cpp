@@ -218,4 +218,51 @@ TEST_CASE("without ctime, random churn converges and every settled no-op is quie
   }
 }
 
+// ---- posix_fs: what a destination keeps, judged from a directory's own stat -----------------------
+
+treesync::stat_info dir_times(std::int64_t mtime, std::int64_t ctime) {
+  treesync::stat_info s;
+  s.type = file_type::directory;
+  s.mtime_ns = mtime;
+  s.ctime_ns = ctime;
+  return s;
+}
+
+TEST_CASE("posix_fs takes whole-second timestamps with ctime equal to mtime for SFTP: 1 s, no ctime") {
+  const auto m = treesync::posix_fs::judge_timestamps(dir_times(1700000000 * sec, 1700000000 * sec), false);
+  CHECK(m.resolution_ns == sec);
+  CHECK_FALSE(m.ctime);
+}
+
+TEST_CASE("posix_fs takes nanosecond digits in a directory's ctime for nanosecond timestamps with a ctime") {
+  const auto m = treesync::posix_fs::judge_timestamps(dir_times(1700000000 * sec + 123456789, 1700000001 * sec + 987654321), false);
+  CHECK(m.resolution_ns == 1);
+  CHECK(m.ctime);
+}
+
+TEST_CASE("posix_fs takes timestamps in 100 ns units for a 100 ns resolution (SMB)") {
+  const auto m = treesync::posix_fs::judge_timestamps(dir_times(1700000000 * sec + 123456700, 1700000000 * sec + 987654300), false);
+  CHECK(m.resolution_ns == 100);
+  CHECK(m.ctime);
+}
+
+TEST_CASE("posix_fs keeps the ctime rule on a local filesystem known to keep one, whole seconds or not") {
+  const auto m = treesync::posix_fs::judge_timestamps(dir_times(1700000000 * sec, 1700000000 * sec), true);
+  CHECK(m.resolution_ns == sec);
+  CHECK(m.ctime);
+}
+
+TEST_CASE("posix_fs: a local temporary directory keeps nanoseconds and a ctime") {
+  std::error_code ec;
+  const auto base = std::filesystem::temp_directory_path(ec);
+  REQUIRE_FALSE(ec);
+  treesync::posix_fs fs;
+  auto d = fs.open_root(base, ec);
+  REQUIRE_FALSE(ec);
+  const auto m = fs.timestamps(d, ec);
+  CHECK_FALSE(ec);
+  CHECK(m.ctime);
+  CHECK(m.resolution_ns < sec);
+}
+
 }  // namespace

@@ -3000,15 +3000,20 @@ class posix_fs {
   /// ctime may be taken for one without: the engine then marks racy copies itself, which is
   /// correct on any filesystem, only less quiet.
   time_model timestamps(dir_handle& d, std::error_code& ec) const {
-    time_model m;
     struct ::stat st;
-    if (::fstat(d.fd(), &st) != 0) return set_errno(ec), m;
+    if (::fstat(d.fd(), &st) != 0) return set_errno(ec), time_model{};
     ec.clear();
-    const stat_info i = convert(st);
+    return judge_timestamps(convert(st), local_with_ctime(d.fd()));
+  }
+
+  /// The judgement of timestamps() from a directory's stat (`known_ctime`: a local filesystem
+  /// known to keep a ctime).
+  static time_model judge_timestamps(const stat_info& dir, bool known_ctime) noexcept {
+    time_model m;
     std::int64_t unit = 1;
-    while (unit < 1000000000 && i.mtime_ns % (unit * 10) == 0 && i.ctime_ns % (unit * 10) == 0) unit *= 10;
+    while (unit < 1000000000 && dir.mtime_ns % (unit * 10) == 0 && dir.ctime_ns % (unit * 10) == 0) unit *= 10;
     m.resolution_ns = unit;
-    m.ctime = !(unit == 1000000000 && i.ctime_ns == i.mtime_ns) || local_with_ctime(d.fd());
+    m.ctime = known_ctime || !(unit == 1000000000 && dir.ctime_ns == dir.mtime_ns);
     return m;
   }
 
