@@ -1,4 +1,4 @@
-// The semantics contract (DESIGN.md section 5), one behaviour per test case, over mock_fs.
+// The semantics contract (README: Guarantees), one behaviour per test case, over mock_fs.
 #include <treesync/mock_fs.hpp>
 
 #include <doctest/doctest.h>

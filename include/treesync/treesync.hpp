@@ -949,7 +949,7 @@ template <class P>
 concept policy = is_policy_v<P>;
 #endif
 
-/// The filesystem requirements (DESIGN.md 4).  Every operation reports failure through its last
+/// The filesystem requirements.  Every operation reports failure through its last
 /// `std::error_code&` argument; names are single path components; `"."` names the handle itself.
 ///
 ///   using dir_handle = ...;                                           // movable
