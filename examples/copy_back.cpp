@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The times files are written at: far from "now", so no copy is racily clean (see DESIGN.md 5.13).
+// The times files are written at: far from "now", so no copy is racily clean.
 const fs::file_time_type first_build = fs::file_time_type::clock::now() - std::chrono::hours(2);
 const fs::file_time_type rebuild = first_build + std::chrono::hours(1);
 

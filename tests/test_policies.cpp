@@ -2,7 +2,7 @@
 // the compile-time category detection ([treesync.traits]).
 //
 // The mock's clock is advanced between building a tree and syncing it: a destination written within
-// the racy window of its source's mtime is "racily clean" and settled by content (DESIGN.md 5.13),
+// the racy window of its source's mtime is "racily clean" and settled by content (README, Guarantees 13),
 // which would hide what a comparison policy decides on its own.
 #include <doctest/doctest.h>
 
@@ -1070,7 +1070,7 @@ TEST_CASE("jobs{n}: several workers give the serial run's destination and counts
 // ---- user-defined policies ---------------------------------------------------------------------
 
 namespace {
-// Equal when the sizes match and the destination is not older than the source (DESIGN.md 3).
+// Equal when the sizes match and the destination is not older than the source (a custom compare policy).
 struct same_size_not_older {
   bool up_to_date(const treesync::file_pair& f) const {
     return f.src.size == f.dst.size && f.dst.mtime_ns >= f.src.mtime_ns;

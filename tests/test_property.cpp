@@ -551,7 +551,7 @@ TEST_CASE("property: random trees, mutations and policy combinations always sync
 
 // Regression (was a bug): compare::checksum (like any policy that ignores mtimes) finds a destination file with the
 // source's bytes up to date, and the engine then fixes its mode but never its mtime: the result is
-// not a mirror (DESIGN.md 5.1: same mtime to the nanosecond), and the next run with the default
+// not a mirror (Guarantees 1: same mtime to the nanosecond), and the next run with the default
 // size_mtime comparison rewrites the file it could have kept.  rsync -c -t sets the mtime of a
 // file whose checksum matches.  Repro: src/f and dst/f with equal bytes and different mtimes;
 // sync(fs, "/src", "/dst", compare::checksum) -> dst/f keeps its old mtime.
