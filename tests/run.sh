@@ -158,7 +158,7 @@ for name in $configs; do
 
   say "$name: configure ($args)"
   # shellcheck disable=SC2086  # $args is a list of options
-  if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug $args; then
+  if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTREESYNC_WERROR=ON $args; then
     results+=("$name: configure FAILED (counted as 1 failed test)")
     sum_total=$((sum_total + 1)); sum_failed=$((sum_failed + 1)); status=1
     break
