@@ -5,12 +5,20 @@ Called by tests/bench/run.sh once per filesystem (run.sh builds the programs and
 filesystems); writes raw figures into OUT/ (runs.csv, syscalls.csv, datasets.csv, verify.log).
 report.py turns them into results.json, results.md and results.svg.
 
-    bench.py --root DIR [--view DIR] --fs NAME --bin DIR --out OUT
+    bench.py --root DIR [--view DIR] [--src-root DIR] --fs NAME --bin DIR --out OUT
              [--datasets usr_include,synth,mem] [--scenarios cold,noop,touch,modify,churn]
              [--runs 5] [--jobs 16] [--strace] [--verify first|all|none]
+             [--settle] [--sftp-log FILE] [--mtime-resolution-ns N]
 
 --root is where the trees live (written directly for preparation, untimed); --view is the same
-directory as the measured programs see it (a FUSE mount of --root), by default --root itself.
+directory as the measured programs see it (a FUSE or sshfs mount of --root), by default --root
+itself. --src-root puts the sources elsewhere, seen directly (local -> sshfs: the source on a
+local disk, the destinations on the mount); by default they live beside the destinations.
+--settle: a warm no-op is timed after one untimed run of the same program on the same state
+(the "settling run" a filesystem without ctime may need). --sftp-log: the sshfs fixture's
+sftp-server log; the warm no-op's SFTP requests are counted there (syscalls.csv).
+--mtime-resolution-ns: what the destination keeps of an mtime (sshfs: 1000000000), for the check
+of each destination against its source.
 
 Only the Python standard library is used.
 """
@@ -128,20 +136,111 @@ def timed(argv, errlog, bindir, sample_ms=0):
         return float("nan"), float("nan"), float("nan"), 0, os.waitstatus_to_exitcode(status) or 125, 0
 
 
+# System calls that change a filesystem (or write a pipe: rsync's processes talk through pipes,
+# so its figures include that traffic), and those that read file data (or a pipe).
+WRITE_CALLS = {
+    "write", "pwrite64", "writev", "pwritev", "pwritev2", "utimensat", "futimesat", "utimes", "utime",
+    "fchmod", "fchmodat", "fchmodat2", "chmod", "fchown", "fchownat", "lchown", "chown", "rename",
+    "renameat", "renameat2", "unlink", "unlinkat", "rmdir", "mkdir", "mkdirat", "symlink", "symlinkat",
+    "link", "linkat", "mknod", "mknodat", "copy_file_range", "sendfile", "splice", "ftruncate",
+    "truncate", "fallocate", "fsync", "fdatasync", "sync_file_range", "setxattr", "lsetxattr",
+    "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+}
+READ_CALLS = {"read", "pread64", "readv", "preadv", "preadv2"}
+
+
 def strace_count(argv, outfile):
-    """Total system calls (and failed ones) of argv and its children: `strace -f -c`."""
+    """System calls of argv and its children (`strace -f -c`): (total, failed, write-type, read)."""
     subprocess.run(["strace", "-f", "-c", "-o", outfile] + argv, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, check=False)
     calls = errors = None
+    writes = reads = 0
     with open(outfile) as f:
         for line in f:
             parts = line.split()
-            if parts and parts[-1] == "total":
-                nums = [p for p in parts[:-1]]
-                # % time, seconds, usecs/call, calls, [errors], total
-                calls = int(nums[3])
-                errors = int(nums[4]) if len(nums) > 4 else 0
-    return calls, errors
+            # % time, seconds, usecs/call, calls, [errors], syscall
+            if len(parts) < 5 or not parts[3].isdigit():
+                continue
+            if parts[-1] == "total":
+                calls = int(parts[3])
+                errors = int(parts[4]) if len(parts) > 5 else 0
+            elif parts[-1] in WRITE_CALLS:
+                writes += int(parts[3])
+            elif parts[-1] in READ_CALLS:
+                reads += int(parts[3])
+    return calls, errors, writes, reads
+
+
+# ---- SFTP requests, as the sshfs fixture's sftp-server logs them (-l DEBUG1) -------------------
+SFTP_WRITES = ("write \"", "set \"", "rename old ", "posix-rename old ", "remove name ", "mkdir name ",
+               "rmdir name ", "symlink old ", "hardlink old ", "fsync \"")
+
+
+def count_sftp(lines):
+    """Requests in sftp-server log lines, by kind: requests (one per reply: "sent status ..." or
+    "request N: sent ..."), write-type (open for writing, write, set, rename, remove, mkdir, rmdir,
+    symlink, hardlink, fsync: what tests/test_sshfs.cpp counts), read (file data), open for
+    read, stat (lstat, stat, fstat) and readdir (opendir, readdir) requests."""
+    c = {"requests": 0, "writes": 0, "reads": 0, "read_opens": 0, "stats": 0, "readdirs": 0}
+    for line in lines:
+        msg = line
+        if msg.startswith("debug1: request "):
+            msg = msg[msg.find(": ", 16) + 2:]
+        if msg.startswith("sent "):
+            c["requests"] += 1
+        elif msg.startswith("open \""):
+            flags = msg[msg.find(" flags "):] if " flags " in msg else ""
+            if any(f in flags for f in ("WRITE", "CREATE", "TRUNCATE", "APPEND")):
+                c["writes"] += 1
+            else:
+                c["read_opens"] += 1
+        elif msg.startswith(SFTP_WRITES):
+            c["writes"] += 1
+        elif msg.startswith("read \""):
+            c["reads"] += 1
+        elif msg.startswith(("lstat name ", "stat name ", "fstat \"")):
+            c["stats"] += 1
+        elif msg.startswith(("opendir \"", "readdir \"")):
+            c["readdirs"] += 1
+    return c
+
+
+class SftpLog:
+    """The sftp-server's request log (append-only, one connection: requests logged in order)."""
+
+    def __init__(self, path, view_root):
+        self.path = path
+        self.view_root = view_root
+        self.serial = 0
+
+    def clear(self):
+        os.truncate(self.path, 0)  # the server appends (O_APPEND): it goes on at the new end
+
+    def settle(self, timeout=60):
+        """Lines logged since clear(), up to a lookup made now: the server logs a request before
+        it answers, in order, so everything the measured program sent is in by then."""
+        self.serial += 1
+        marker = f".bench-marker-{os.getpid()}-{self.serial}"
+        try:
+            os.lstat(os.path.join(self.view_root, marker))
+        except FileNotFoundError:
+            pass
+        deadline = time.monotonic() + timeout
+        while True:
+            with open(self.path, errors="replace") as f:
+                lines = f.read().splitlines()
+            for i, line in enumerate(lines):
+                if marker in line:
+                    return lines[:i]
+            if time.monotonic() > deadline:
+                log(f"  !! the sftp-server log never showed the lookup of {marker}")
+                return lines
+            time.sleep(0.05)
+
+
+def loadavg():
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
 
 
 def run(cmd, **kw):
@@ -415,10 +514,14 @@ def same_bytes(a, b):
                 return True
 
 
-def verify(src, dst, links, dir_mtime, limit=20):
+def verify(src, dst, links, dir_mtime, limit=20, resolution_ns=1):
     """Differences between the mirror dst and the source src (with source symlinks followed or
-    kept, per `links`): names, types, bytes, sizes, permission bits, mtimes (ns)."""
+    kept, per `links`): names, types, bytes, sizes, permission bits, mtimes (ns, or at the
+    destination's resolution: sshfs keeps whole seconds)."""
     problems = []
+
+    def same_time(a, b):
+        return a == b if resolution_ns <= 1 else a // resolution_ns == b // resolution_ns
 
     def note(rel, what):
         if len(problems) < limit:
@@ -461,14 +564,14 @@ def verify(src, dst, links, dir_mtime, limit=20):
                 note(r, f"mode {stat.S_IMODE(ss.st_mode):o} vs {stat.S_IMODE(ds.st_mode):o}")
             if stat.S_ISDIR(ss.st_mode):
                 walk(r, sp, dp, depth + 1)
-                if dir_mtime and ss.st_mtime_ns != ds.st_mtime_ns:
+                if dir_mtime and not same_time(ss.st_mtime_ns, ds.st_mtime_ns):
                     note(r + "/", f"directory mtime {ss.st_mtime_ns} vs {ds.st_mtime_ns}")
             elif stat.S_ISREG(ss.st_mode):
                 if ss.st_size != ds.st_size:
                     note(r, f"size {ss.st_size} vs {ds.st_size}")
                 elif not same_bytes(sp, dp):
                     note(r, "content differs")
-                if ss.st_mtime_ns != ds.st_mtime_ns:
+                if not same_time(ss.st_mtime_ns, ds.st_mtime_ns):
                     note(r, f"mtime {ss.st_mtime_ns} vs {ds.st_mtime_ns}")
 
     walk("", src, dst, 0)
@@ -481,6 +584,8 @@ class Bench:
         self.args = args
         self.root = os.path.abspath(args.root)
         self.view_root = os.path.abspath(args.view or args.root)
+        self.src_root = os.path.abspath(args.src_root) if args.src_root else None
+        self.sftp = SftpLog(args.sftp_log, self.view_root) if args.sftp_log else None
         os.makedirs(args.out, exist_ok=True)
         self.out = os.path.abspath(args.out)
         help_text = subprocess.run([os.path.join(args.bin, "treesync"), "--help"],
@@ -497,10 +602,15 @@ class Bench:
         self.errlog = os.path.join(self.out, "stderr.log")
         self.runs_csv = self._csv("runs.csv", ["fs", "dataset", "scenario", "tool", "run", "wall_s",
                                                 "user_s", "sys_s", "maxrss_kib", "exit", "peak_pss_kib"])
-        self.sys_csv = self._csv("syscalls.csv", ["fs", "dataset", "scenario", "tool", "calls", "errors"])
+        self.sys_csv = self._csv("syscalls.csv", ["fs", "dataset", "scenario", "tool", "calls", "errors",
+                                                   "write_calls", "read_calls", "sftp_requests", "sftp_writes",
+                                                   "sftp_reads", "sftp_read_opens", "sftp_stats",
+                                                   "sftp_readdirs"])
         self.ds_csv = self._csv("datasets.csv", ["fs", "dataset", "files", "dirs", "symlinks", "bytes",
-                                                  "variants"])
-        log(f"fs={args.fs} root={self.root} view={self.view_root} treesync --jobs: "
+                                                  "variants", "runs", "loadavg_start", "loadavg_end",
+                                                  "started", "elapsed_s"])
+        log(f"fs={args.fs} root={self.root} view={self.view_root} "
+            f"{'src=' + self.src_root + ' ' if self.src_root else ''}treesync --jobs: "
             f"{'yes' if self.has_jobs else 'no (serial only)'}")
 
     def _csv(self, name, header):
@@ -520,7 +630,11 @@ class Bench:
         f.flush()
 
     def view(self, path):
-        return self.view_root + path[len(self.root):]
+        """The path the measured programs use: trees under --root through --view; sources under
+        --src-root as they are."""
+        if path == self.root or path.startswith(self.root + "/"):
+            return self.view_root + path[len(self.root):]
+        return path
 
     def restore(self, tool, base, dst):
         """Brings dst to the state `tool` leaves after mirroring base (untimed): rsync with the
@@ -530,7 +644,7 @@ class Bench:
 
     def check(self, label, tool, src, dst):
         try:
-            problems = verify(src, dst, tool.links, tool.dir_mtime)
+            problems = verify(src, dst, tool.links, tool.dir_mtime, resolution_ns=self.args.mtime_resolution_ns)
         except OSError as e:
             problems = [f"cannot compare: {e}"]
         with open(os.path.join(self.out, "verify.log"), "a") as f:
@@ -549,6 +663,8 @@ class Bench:
         sample_ms = 10 if ds == "mem" else 0
         wall, user, sys_, rss, code, pss = timed(tool.argv(self.view(src), self.view(dst)), self.errlog,
                                                  self.args.bin, sample_ms)
+        if self.sftp:
+            self.sftp.clear()  # the log of every timed run would grow by gigabytes
         self._row(self.runs_csv, [self.args.fs, ds, scenario, tool.name, r, f"{wall:.4f}", f"{user:.4f}",
                                   f"{sys_:.4f}", rss, code, pss])
         if code != 0:
@@ -558,11 +674,53 @@ class Bench:
             self.check(label, tool, src, dst)
         return wall
 
+    def settle(self, ds, tool, src, dst):
+        """The settling run before a timed warm no-op (--settle): untimed, same arguments."""
+        with open(self.errlog, "a") as f:
+            f.write(f"== {self.args.fs}/{ds}/noop/{tool.name}/settle\n")
+        _, _, _, _, code, _ = timed(tool.argv(self.view(src), self.view(dst)), self.errlog, self.args.bin)
+        if code != 0:
+            log(f"  !! {self.args.fs}/{ds}/noop/{tool.name}/settle: exit status {code} (stderr.log)")
+        if self.sftp:
+            self.sftp.clear()
+
+    def count_noop(self, ds, tool, src, dst):
+        """One more warm no-op (untimed), under `strace -f -c` (--strace) and with its SFTP requests
+        counted (--sftp-log): a row of syscalls.csv."""
+        self.restore(tool, self.base, dst)
+        if self.args.settle:
+            self.settle(ds, tool, src, dst)
+        argv = tool.argv(self.view(src), self.view(dst))
+        if self.sftp:
+            self.sftp.clear()
+        calls = errors = writes = reads = ""
+        if self.args.strace:
+            calls, errors, writes, reads = strace_count(argv, os.path.join(self.out, "strace.tmp"))
+        else:
+            subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        sftp = {}
+        if self.sftp:
+            sftp = count_sftp(self.sftp.settle())
+            self.sftp.clear()
+            log(f"  {tool.name}: warm no-op: {sftp['requests']} SFTP requests, {sftp['writes']} write-type, "
+                f"{sftp['reads']} read, {sftp['read_opens']} open-for-read"
+                + (f"; {calls} system calls, {writes} write-type, {reads} read" if self.args.strace else ""))
+        self._row(self.sys_csv, [self.args.fs, ds, "noop", tool.name, calls, errors, writes, reads] +
+                  [sftp.get(k, "") for k in ("requests", "writes", "reads", "read_opens", "stats", "readdirs")])
+
     def dataset(self, ds):
+        load_start = loadavg()
+        started = time.time()
         top = os.path.join(self.root, ds)
         rm_rf(top)
         os.makedirs(top)
-        base = os.path.join(top, "src")
+        # the sources: beside the destinations, or under --src-root (local -> sshfs)
+        src_top = os.path.join(self.src_root, ds) if self.src_root else top
+        if src_top != top:
+            rm_rf(src_top)
+            os.makedirs(src_top)
+        base = os.path.join(src_top, "src")
+        self.base = base
         t0 = time.perf_counter()
         DATASETS[ds](base)
         files, dirs, links, size = tree_stats(base)
@@ -583,7 +741,7 @@ class Bench:
             elif scenario == "noop":
                 src = base
             else:
-                src = os.path.join(top, "src-" + scenario)
+                src = os.path.join(src_top, "src-" + scenario)
                 desc = make_variant(base, src, scenario, ds)
                 variants[scenario] = desc
                 log(f"{ds}/{scenario}: {desc}")
@@ -595,14 +753,13 @@ class Bench:
                         rm_rf(dst)
                     else:
                         self.restore(tool, base, dst)
+                        if scenario == "noop" and self.args.settle:
+                            self.settle(ds, tool, src, dst)
                     self.measure(ds, scenario, tool, r, src, dst)
-            if scenario == "noop" and self.args.strace and ds != "mem":  # strace: 10x slower on 200k files
+            # strace: 10x slower on 200k files
+            if scenario == "noop" and (self.args.strace or self.sftp) and ds != "mem":
                 for tool in tools:
-                    dst = dsts[tool.name]
-                    self.restore(tool, base, dst)
-                    calls, errors = strace_count(tool.argv(self.view(src), self.view(dst)),
-                                                 os.path.join(self.out, "strace.tmp"))
-                    self._row(self.sys_csv, [self.args.fs, ds, scenario, tool.name, calls, errors])
+                    self.count_noop(ds, tool, src, dst=dsts[tool.name])
             if scenario == "cold":  # cp -a and tar have no warm runs: free their space
                 for t in tools:
                     if "noop" not in t.scenarios:
@@ -610,9 +767,15 @@ class Bench:
             if scenario not in ("cold", "noop"):
                 rm_rf(src)
         self._row(self.ds_csv, [self.args.fs, ds, files, dirs, links, size,
-                                "; ".join(f"{k}: {v}" for k, v in variants.items())])
+                                "; ".join(f"{k}: {v}" for k, v in variants.items()), runs, load_start,
+                                loadavg(), time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)),
+                                round(time.time() - started)])
+        log(f"{ds}: done in {time.time() - started:.0f} s; load average {load_start} at the start, "
+            f"{loadavg()} at the end")
         if not self.args.keep:
             rm_rf(top)
+            if src_top != top:
+                rm_rf(src_top)
 
     def main(self):
         for ds in self.args.datasets:
@@ -623,7 +786,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--root", required=True)
     p.add_argument("--view")
-    p.add_argument("--fs", required=True, help="label of the filesystem (ext4, tmpfs, fuse)")
+    p.add_argument("--src-root", help="where the sources live, seen directly (default: beside the destinations)")
+    p.add_argument("--fs", required=True, help="label of the filesystem (ext4, tmpfs, fuse, local-sshfs, "
+                   "sshfs-sshfs)")
     p.add_argument("--bin", required=True, help="directory with treesync, stat_walk, fs_mirror")
     p.add_argument("--out", required=True)
     p.add_argument("--datasets", default="usr_include,synth,mem")
@@ -635,6 +800,10 @@ def main():
     p.add_argument("--synth-runs", type=int, default=0, help="default: --runs")
     p.add_argument("--jobs", type=int, default=16)
     p.add_argument("--strace", action="store_true")
+    p.add_argument("--settle", action="store_true", help="time a warm no-op after an untimed settling run")
+    p.add_argument("--sftp-log", help="sftp-server log (sshfs fixture): count the warm no-op's requests")
+    p.add_argument("--mtime-resolution-ns", type=int, default=1,
+                   help="what the destination keeps of an mtime, for the check (sshfs: 1000000000)")
     p.add_argument("--verify", choices=["first", "all", "none"], default="first")
     p.add_argument("--keep", action="store_true", help="keep the trees afterwards")
     args = p.parse_args()

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # tests/bench/run.sh - the treesync benchmark: treesync against rsync, cp -a, tar | tar, a plain
 # std::filesystem mirror (fs_mirror.cpp) and a bare getdents+fstatat walk (stat_walk.cpp, the
-# floor), on trees it makes itself, on a fresh ext4 loop image, on tmpfs and on a FUSE filesystem
-# that waits in every request (slowfs.c, a stand-in for NFS/Lustre).
+# floor), on trees it makes itself, on a fresh ext4 loop image, on tmpfs, on a FUSE filesystem
+# that waits in every request (slowfs.c, a stand-in for NFS/Lustre) and on sshfs (a real network
+# filesystem: SFTPv3 over loopback, whole-second mtimes, no ctime).
 #
 #   sudo tests/bench/run.sh [options]
 #
-#   --fs LIST              filesystems, from ext4,tmpfs,fuse (default: all three)
+#   --fs LIST              filesystems, from ext4,tmpfs,fuse,sshfs (default: all four)
 #   --datasets LIST        on ext4: usr_include,synth,mem (default: all)
 #   --tmpfs-datasets LIST  on tmpfs (default: usr_include)
 #   --fuse-datasets LIST   on FUSE (default: usr_include)
@@ -23,23 +24,43 @@
 #   --jobs N               threads for `treesync --jobs N` (when the CLI has it) and the
 #                          threaded stat walk (default 16)
 #   --fuse-delay-us N      latency of each FUSE request (default 50)
+#   --sshfs-shapes LIST    local (source on a local disk -> destination on the sshfs mount) and/or
+#                          sshfs (both trees on the mount) (default: local,sshfs)
+#   --sshfs-local FS       where the local source and the served directory live: tmpfs or ext4
+#                          (the loop image) (default tmpfs)
+#   --sshfs-datasets LIST  on sshfs (default: usr_include)
+#   --sshfs-scenarios LIST on sshfs (default: cold,noop,churn)
+#   --sshfs-tools LIST     on sshfs (default: treesync,treesync-j,rsync,tar,walk-j)
+#   --sshfs-runs N         timed runs per figure on sshfs (default: --runs, at most 3)
 #   --out DIR              results directory (default build/bench-results)
 #   --image-size SIZE      size of the sparse ext4 image (default 16G)
 #   --publish              copy results.md and results.svg to tests/bench/ (what the README shows)
 #   --quick                a smoke test: usr_include only, 1 run, ext4 + FUSE (cold, noop)
 #   --keep                 keep the work directory (trees, image) and leave nothing mounted
 #
+# sshfs: tests/sshfs/sshfs_fixture.sh starts a private sshd on 127.0.0.1 (generated keys, its own
+# config, the stand-alone sftp-server logging every request) and mounts its directory with sshfs
+# -o attr_timeout=0,entry_timeout=0,negative_timeout=0,dir_cache=no,no_contain_symlinks; it is
+# stopped and unmounted on any exit. Where it cannot start, sshfs is skipped with its reason. A
+# warm no-op there is timed after an untimed settling run of the same program; its SFTP requests
+# (counted in the sftp-server's log: write-type, data reads, opens for reading, stats, readdirs)
+# and its system calls (strace -f -c) go to syscalls.csv.
+#
 # Needs root (mount, losetup, FUSE) and installs what it lacks with apt-get (rsync strace fuse3
-# libfuse3-dev pkg-config cmake g++). Builds the treesync CLI (CMake, Release) and the peers.
-# Writes OUT/runs.csv (every timed run), syscalls.csv, datasets.csv, verify.log (every program's
+# libfuse3-dev pkg-config cmake g++; sshfs openssh-server openssh-client openssh-sftp-server for
+# sshfs). Builds the treesync CLI (CMake, Release) and the peers.
+# Writes OUT/runs.csv (every timed run), syscalls.csv, datasets.csv (with the load average at the
+# start and the end of each filesystem's and dataset's runs), verify.log (every program's
 # destination compared with its source after its first run of each scenario), stderr.log, and
-# the report: results.json, results.md, results.svg. Never run by the unit tests.
+# the report: results.json, results.md, results.svg. --publish merges this run's figures into
+# tests/bench/results.json (figures of filesystems and datasets not measured now are kept) and
+# writes results.md and results.svg from it. Never run by the unit tests.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-fs_list=ext4,tmpfs,fuse
+fs_list=ext4,tmpfs,fuse,sshfs
 datasets=usr_include,synth,mem
 tmpfs_datasets=usr_include
 fuse_datasets=usr_include
@@ -54,6 +75,12 @@ synth_runs=3
 mem_runs=1
 jobs=16
 delay_us=50
+sshfs_shapes=local,sshfs
+sshfs_local=tmpfs
+sshfs_datasets=usr_include
+sshfs_scenarios=cold,noop,churn
+sshfs_tools=treesync,treesync-j,rsync,tar,walk-j
+sshfs_runs=
 out="$root/build/bench-results"
 image_size=16G
 publish=0
@@ -77,6 +104,12 @@ while (($#)); do
     --synth-runs) synth_runs=$2; shift ;;
     --jobs) jobs=$2; shift ;;
     --fuse-delay-us) delay_us=$2; shift ;;
+    --sshfs-shapes) sshfs_shapes=$2; shift ;;
+    --sshfs-local) sshfs_local=$2; shift ;;
+    --sshfs-datasets) sshfs_datasets=$2; shift ;;
+    --sshfs-scenarios) sshfs_scenarios=$2; shift ;;
+    --sshfs-tools) sshfs_tools=$2; shift ;;
+    --sshfs-runs) sshfs_runs=$2; shift ;;
     --out) out=$2; shift ;;
     --image-size) image_size=$2; shift ;;
     --publish) publish=1 ;;
@@ -90,6 +123,11 @@ while (($#)); do
 done
 has() { [[ ",$fs_list," == *",$1,"* ]]; }
 : "${tmpfs_runs:=$(( runs < 3 ? runs : 3 ))}"
+: "${sshfs_runs:=$(( runs < 3 ? runs : 3 ))}"
+case $sshfs_local in tmpfs|ext4) ;; *) echo "run.sh: --sshfs-local is tmpfs or ext4" >&2; exit 1 ;; esac
+for shape in ${sshfs_shapes//,/ }; do
+  case $shape in local|sshfs) ;; *) echo "run.sh: unknown sshfs shape $shape (local, sshfs)" >&2; exit 1 ;; esac
+done
 say() { printf '[run.sh %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 if [[ $(id -u) != 0 ]]; then
@@ -111,6 +149,13 @@ if has fuse; then
   command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
   command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
   [[ -e /usr/include/fuse3/fuse.h ]] || need+=(libfuse3-dev)
+fi
+if has sshfs; then
+  command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+  command -v sshfs >/dev/null 2>&1 || need+=(sshfs)
+  command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+  PATH=$PATH:/usr/sbin:/sbin command -v sshd >/dev/null 2>&1 || need+=(openssh-server)
+  [[ -x /usr/lib/openssh/sftp-server ]] || need+=(openssh-sftp-server)
 fi
 if ((${#need[@]})); then
   say "installing ${need[*]}"
@@ -150,8 +195,13 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/treesync-bench.XXXXXX")
 ext4_mnt="$work/ext4"
 tmpfs_mnt="$work/tmpfs"
 fuse_mnt="$work/fuse"
+sshfs_tmpfs="$work/sshfs-local"  # --sshfs-local tmpfs
+sshfs_state=                      # the fixture's state directory, once started
+fixture="$root/tests/sshfs/sshfs_fixture.sh"
 cleanup() {
   set +e
+  [[ -n $sshfs_state ]] && bash "$fixture" stop "$sshfs_state" >/dev/null
+  mountpoint -q "$sshfs_tmpfs" 2>/dev/null && { umount "$sshfs_tmpfs" || umount -l "$sshfs_tmpfs"; }
   mountpoint -q "$fuse_mnt" 2>/dev/null && { fusermount3 -u "$fuse_mnt" || umount -l "$fuse_mnt"; }
   if mountpoint -q "$ext4_mnt" 2>/dev/null; then
     local dev
@@ -178,7 +228,7 @@ bench() { python3 "$here/bench.py" --bin "$bin" --out "$out" --jobs "$jobs" --me
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 load_start=$(load)
 
-if has ext4 || has fuse; then
+if has ext4 || has fuse || { has sshfs && [[ $sshfs_local == ext4 ]]; }; then
   mkdir -p "$ext4_mnt"
   truncate -s "$image_size" "$work/ext4.img"
   # enough inodes for the 200k-file tree and its mirrors; inode tables initialised now, so that no
@@ -207,6 +257,46 @@ if has fuse; then
   bench --fs fuse --root "$ext4_mnt/fuse-backing" --view "$fuse_mnt" --datasets "$fuse_datasets" \
         --scenarios "$fuse_scenarios" --runs "$fuse_runs" --tools "$fuse_tools"
 fi
+sshfs_note=
+if has sshfs; then
+  # the served directory (remote/), the local sources and the fixture's keys and logs: on a tmpfs
+  # of their own or on the ext4 image
+  if [[ $sshfs_local == tmpfs ]]; then
+    mkdir -p "$sshfs_tmpfs"
+    mount -t tmpfs -o size="$image_size",nr_inodes=0 tmpfs "$sshfs_tmpfs"
+    local_dir=$sshfs_tmpfs
+  else
+    local_dir=$ext4_mnt/sshfs-local
+    mkdir -p "$local_dir"
+  fi
+  sshfs_state=$local_dir/fixture
+  set +e
+  fixture_out=$(bash "$fixture" start "$sshfs_state" 2>&1)
+  fixture_rc=$?
+  set -e
+  if ((fixture_rc == 0)); then
+    say "$fixture_out"
+    # the fixture's sftp-server logs every request; each run's share is counted, then cleared
+    sshfs_common=(--root "$sshfs_state/remote/bench" --view "$sshfs_state/mnt/bench"
+                  --datasets "$sshfs_datasets" --scenarios "$sshfs_scenarios" --runs "$sshfs_runs"
+                  --tools "$sshfs_tools" --settle --strace --sftp-log "$sshfs_state/sftp.log"
+                  --mtime-resolution-ns 1000000000)
+    for shape in ${sshfs_shapes//,/ }; do
+      if [[ $shape == local ]]; then
+        bench --fs local-sshfs "${sshfs_common[@]}" --src-root "$local_dir/src"
+      else
+        bench --fs sshfs-sshfs "${sshfs_common[@]}"
+      fi
+    done
+    sshfs_note="sshfs $(sshfs --version 2>&1 | sed -n 's/^SSHFS version //p') over loopback to a private sshd ($(ssh -V 2>&1 | cut -d, -f1)), stand-alone sftp-server logging every request (-l DEBUG1); mount options attr_timeout=0, entry_timeout=0, negative_timeout=0, dir_cache=no, no_contain_symlinks (tests/sshfs/sshfs_fixture.sh); served directory and local sources on $sshfs_local; a warm no-op is timed after an untimed settling run"
+  else
+    sshfs_note="not measured: $(printf '%s' "$fixture_out" | tr -d '"\\' | tr '\n' ' ')"
+    say "sshfs: $fixture_out"
+  fi
+  bash "$fixture" stop "$sshfs_state" >/dev/null
+  sshfs_state=
+  mountpoint -q "$sshfs_tmpfs" 2>/dev/null && umount "$sshfs_tmpfs"
+fi
 
 # ---- report ---------------------------------------------------------------------------------------
 versions=$(printf '%s\n' "$(rsync --version | head -1 | sed 's/  */ /g')" "$(tar --version | head -1)" \
@@ -218,8 +308,10 @@ cat > "$out/meta.json" <<EOF
   "date": "$(date -u +%Y-%m-%d)",
   "machine": "$(nproc) cores ($cpu), $mem, Linux $(uname -r)",
   "commit": "$(git -C "$root" describe --always --dirty 2>/dev/null || echo unknown)",
-  "runs": $runs, "tmpfs_runs": $tmpfs_runs, "synth_runs": $synth_runs, "fuse_runs": $fuse_runs, "mem_runs": $mem_runs, "jobs": $jobs,
+  "runs": $runs, "tmpfs_runs": $tmpfs_runs, "synth_runs": $synth_runs, "fuse_runs": $fuse_runs, "mem_runs": $mem_runs, "sshfs_runs": $sshfs_runs, "jobs": $jobs,
+  "fs": "$fs_list",
   "fuse": "slowfs.c, libfuse3 high-level passthrough of a directory on the ext4 image, ${delay_us} us per request, attr/entry/negative timeouts 0, 64 worker threads",
+  "sshfs": "$sshfs_note",
   "versions": $versions,
   "nice": $(nice),
   "elapsed_s": $(( $(date +%s) - started )),
@@ -228,8 +320,9 @@ cat > "$out/meta.json" <<EOF
 EOF
 python3 "$here/report.py" "$out"
 if ((publish)); then
-  cp "$out/results.md" "$out/results.svg" "$here/"
-  say "published tests/bench/results.md and tests/bench/results.svg"
+  # this run's figures replace those of the same filesystems and datasets; the others are kept
+  python3 "$here/report.py" "$out" --merge "$here/results.json" --into "$here"
+  say "published tests/bench/results.json, results.md and results.svg"
 fi
 say "done in $(( $(date +%s) - started )) s; results in $out"
 grep -q DIFFERENT "$out/verify.log" 2>/dev/null && say "WARNING: some destinations differ from their source: $out/verify.log"
