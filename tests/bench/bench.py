@@ -14,8 +14,8 @@ report.py turns them into results.json, results.md and results.svg.
 directory as the measured programs see it (a FUSE or sshfs mount of --root), by default --root
 itself. --src-root puts the sources elsewhere, seen directly (local -> sshfs: the source on a
 local disk, the destinations on the mount); by default they live beside the destinations.
---settle: a warm no-op is timed after one untimed run of the same program on the same state
-(the "settling run" a filesystem without ctime may need). --sftp-log: the sshfs fixture's
+--settle: treesync's warm no-op is timed after one untimed run of the same program on the same
+state (the "settling run" a filesystem without ctime may need). --sftp-log: the sshfs fixture's
 sftp-server log; the warm no-op's SFTP requests are counted there (syscalls.csv).
 --mtime-resolution-ns: what the destination keeps of an mtime (sshfs: 1000000000), for the check
 of each destination against its source.
@@ -67,11 +67,18 @@ class Tool:
         self.writes = writes        # stat_walk only reads
 
     @property
+    def settles(self):
+        """Needs a settling run before a warm no-op (--settle): treesync marks racy copies on a
+        destination without ctime and settles them on its next run; the peers keep no such marks
+        (rsync's own steady state is the restore, an rsync run)."""
+        return self.ident.startswith("treesync")
+
+    @property
     def slug(self):
         return "".join(c if c.isalnum() else "_" for c in self.name)
 
 
-def make_tools(bindir, jobs, has_jobs):
+def make_tools(bindir, jobs, has_jobs, rsync_extra=()):
     cli = os.path.join(bindir, "treesync")
     walk = os.path.join(bindir, "stat_walk")
     mirror = os.path.join(bindir, "fs_mirror")
@@ -84,8 +91,10 @@ def make_tools(bindir, jobs, has_jobs):
         tools.append(Tool("treesync-j", f"treesync -j{jobs}", lambda s, d: [cli, "--jobs", str(jobs), s, d],
                           "follow", everything))
     tools += [
-        Tool("rsync", "rsync -a", lambda s, d: ["rsync", "-a", "--delete", s + "/", d + "/"], "keep", everything),
-        Tool("rsyncL", "rsync -aL", lambda s, d: ["rsync", "-aL", "--delete", s + "/", d + "/"], "follow", everything),
+        Tool("rsync", "rsync -a", lambda s, d: ["rsync", "-a", "--delete", *rsync_extra, s + "/", d + "/"], "keep",
+             everything),
+        Tool("rsyncL", "rsync -aL", lambda s, d: ["rsync", "-aL", "--delete", *rsync_extra, s + "/", d + "/"],
+             "follow", everything),
         Tool("cp", "cp -a", lambda s, d: ["cp", "-a", s, d], "keep", {"cold"}),
         Tool("tar", "tar | tar", lambda s, d: [
             "sh", "-c", 'mkdir "$2" && cd "$1" && tar --format=posix -cf - . | (cd "$2" && tar -xf -)',
@@ -591,7 +600,10 @@ class Bench:
         help_text = subprocess.run([os.path.join(args.bin, "treesync"), "--help"],
                                    capture_output=True, text=True).stdout
         self.has_jobs = "--jobs" in help_text
-        self.tools = make_tools(args.bin, args.jobs, self.has_jobs)
+        # sshfs sets a symlink's times through the link (SFTPv3 has no lutimes): rsync -a fails
+        # (exit 23) on every link made before its target unless told to leave link times alone
+        self.tools = make_tools(args.bin, args.jobs, self.has_jobs,
+                                ["--omit-link-times"] if args.rsync_omit_link_times else [])
         if args.tools:
             wanted = set(args.tools.split(","))
             unknown = wanted - {t.ident for t in self.tools} - {"treesync-j"}
@@ -688,7 +700,7 @@ class Bench:
         """One more warm no-op (untimed), under `strace -f -c` (--strace) and with its SFTP requests
         counted (--sftp-log): a row of syscalls.csv."""
         self.restore(tool, self.base, dst)
-        if self.args.settle:
+        if self.args.settle and tool.settles:
             self.settle(ds, tool, src, dst)
         argv = tool.argv(self.view(src), self.view(dst))
         if self.sftp:
@@ -753,7 +765,7 @@ class Bench:
                         rm_rf(dst)
                     else:
                         self.restore(tool, base, dst)
-                        if scenario == "noop" and self.args.settle:
+                        if scenario == "noop" and self.args.settle and tool.settles:
                             self.settle(ds, tool, src, dst)
                     self.measure(ds, scenario, tool, r, src, dst)
             # strace: 10x slower on 200k files
@@ -802,6 +814,8 @@ def main():
     p.add_argument("--strace", action="store_true")
     p.add_argument("--settle", action="store_true", help="time a warm no-op after an untimed settling run")
     p.add_argument("--sftp-log", help="sftp-server log (sshfs fixture): count the warm no-op's requests")
+    p.add_argument("--rsync-omit-link-times", action="store_true",
+                   help="rsync --omit-link-times (sshfs: a link's times cannot be set)")
     p.add_argument("--mtime-resolution-ns", type=int, default=1,
                    help="what the destination keeps of an mtime, for the check (sshfs: 1000000000)")
     p.add_argument("--verify", choices=["first", "all", "none"], default="first")

@@ -30,7 +30,8 @@
 #                          (the loop image) (default tmpfs)
 #   --sshfs-datasets LIST  on sshfs (default: usr_include)
 #   --sshfs-scenarios LIST on sshfs (default: cold,noop,churn)
-#   --sshfs-tools LIST     on sshfs (default: treesync,treesync-j,rsync,tar,walk-j)
+#   --sshfs-tools LIST     on sshfs (default: treesync-j,rsync,tar,walk-j; serial treesync and
+#                          rsync take minutes a run there)
 #   --sshfs-runs N         timed runs per figure on sshfs (default: --runs, at most 3)
 #   --out DIR              results directory (default build/bench-results)
 #   --image-size SIZE      size of the sparse ext4 image (default 16G)
@@ -41,8 +42,8 @@
 # sshfs: tests/sshfs/sshfs_fixture.sh starts a private sshd on 127.0.0.1 (generated keys, its own
 # config, the stand-alone sftp-server logging every request) and mounts its directory with sshfs
 # -o attr_timeout=0,entry_timeout=0,negative_timeout=0,dir_cache=no,no_contain_symlinks; it is
-# stopped and unmounted on any exit. Where it cannot start, sshfs is skipped with its reason. A
-# warm no-op there is timed after an untimed settling run of the same program; its SFTP requests
+# stopped and unmounted on any exit. Where it cannot start, sshfs is skipped with its reason.
+# treesync's warm no-op there is timed after an untimed settling run; the warm no-op's SFTP requests
 # (counted in the sftp-server's log: write-type, data reads, opens for reading, stats, readdirs)
 # and its system calls (strace -f -c) go to syscalls.csv.
 #
@@ -79,7 +80,7 @@ sshfs_shapes=local,sshfs
 sshfs_local=tmpfs
 sshfs_datasets=usr_include
 sshfs_scenarios=cold,noop,churn
-sshfs_tools=treesync,treesync-j,rsync,tar,walk-j
+sshfs_tools=treesync-j,rsync,tar,walk-j
 sshfs_runs=
 out="$root/build/bench-results"
 image_size=16G
@@ -280,7 +281,7 @@ if has sshfs; then
     sshfs_common=(--root "$sshfs_state/remote/bench" --view "$sshfs_state/mnt/bench"
                   --datasets "$sshfs_datasets" --scenarios "$sshfs_scenarios" --runs "$sshfs_runs"
                   --tools "$sshfs_tools" --settle --strace --sftp-log "$sshfs_state/sftp.log"
-                  --mtime-resolution-ns 1000000000)
+                  --mtime-resolution-ns 1000000000 --rsync-omit-link-times)
     for shape in ${sshfs_shapes//,/ }; do
       if [[ $shape == local ]]; then
         bench --fs local-sshfs "${sshfs_common[@]}" --src-root "$local_dir/src"
@@ -288,7 +289,7 @@ if has sshfs; then
         bench --fs sshfs-sshfs "${sshfs_common[@]}"
       fi
     done
-    sshfs_note="sshfs $(sshfs --version 2>&1 | sed -n 's/^SSHFS version //p') over loopback to a private sshd ($(ssh -V 2>&1 | cut -d, -f1)), stand-alone sftp-server logging every request (-l DEBUG1); mount options attr_timeout=0, entry_timeout=0, negative_timeout=0, dir_cache=no, no_contain_symlinks (tests/sshfs/sshfs_fixture.sh); served directory and local sources on $sshfs_local; a warm no-op is timed after an untimed settling run"
+    sshfs_note="sshfs $(sshfs --version 2>&1 | sed -n 's/^SSHFS version //p') over loopback to a private sshd ($(ssh -V 2>&1 | cut -d, -f1)), stand-alone sftp-server logging every request (-l DEBUG1); mount options attr_timeout=0, entry_timeout=0, negative_timeout=0, dir_cache=no, no_contain_symlinks (tests/sshfs/sshfs_fixture.sh); served directory and local sources on $sshfs_local; treesync's warm no-op is timed after an untimed settling run; rsync with --omit-link-times (sshfs sets a symlink's times through the link, so rsync -a fails with exit 23 on a link made before its target)"
   else
     sshfs_note="not measured: $(printf '%s' "$fixture_out" | tr -d '"\\' | tr '\n' ' ')"
     say "sshfs: $fixture_out"
