@@ -109,7 +109,10 @@ def snapshot(root):
 
 
 def temporaries(root):
-    return [p for p in snapshot(root) if os.path.basename(p).startswith(b".treesync-tmp-")]
+    """Relative paths of the .treesync-tmp-* entries below root (names only: no file is read)."""
+    rootb = os.fsencode(root)
+    return [os.path.relpath(os.path.join(d, n), rootb) for d, dirs, files in os.walk(rootb) for n in dirs + files
+            if n.startswith(b".treesync-tmp-")]
 
 
 def same_tree(src, dst, what):
@@ -666,8 +669,9 @@ def test_archive_options():
         print("  (no other filesystem at /dev/shm: -x not exercised)")
 
 
-def big_tree(root, dirs=30, files=40, big_files=2):
-    """dirs x files small files and a few 8 MiB ones; the root gets an old mtime (see run_unfinished)."""
+def big_tree(root, dirs=20, files=30, big_files=2):
+    """dirs x files small files and a few 4 MiB ones; the root gets an old mtime (see run_unfinished).
+    interrupt_twice needs more entries than a 4 KiB stdio buffer of -v lines holds (about 290)."""
     for d in range(dirs):
         p = os.path.join(root, "d%03d" % d)
         os.makedirs(p)
@@ -676,7 +680,7 @@ def big_tree(root, dirs=30, files=40, big_files=2):
                 fh.write(("%d/%d " % (d, f)).encode() * 300)
     for b in range(big_files):
         with open(os.path.join(root, "d%03d" % (b * 7 % dirs), "big%d.bin" % b), "wb") as fh:
-            for k in range(8):
+            for k in range(4):
                 fh.write(bytes([k + b]) * (1 << 20))
     os.utime(root, ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
 
