@@ -352,6 +352,10 @@ TEST_CASE("a cancelled cold run leaves no partially populated directory at a fin
         CHECK(fs.exists("/dst/" + s.first));
       }
     }
+    for (const auto& kv : fs.tree("/dst")) {  // and no staged directory stays behind either
+      INFO("left: ", kv.first);
+      CHECK(kv.first.find(".treesync-tmp-") == std::string::npos);
+    }
     cancel = false;
     CHECK(sync(fs).ok());
     check_mirror(fs);

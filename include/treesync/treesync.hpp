@@ -1828,6 +1828,12 @@ class engine {
           rel_ = n->rel;
           if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
           if (!n->closed || !n->have_dst || reopen(*n, done)) finish_dir(*n);
+        } else if (!n->staged.empty()) {
+          // stopped or cancelled before it was complete: a staged directory never reaches its final
+          // name, and goes rather than stay behind as a temporary
+          rel_ = n->rel;
+          n->dst = handle{};
+          remove_entry(n->parent->dst, n->staged, file_type::directory, false, true);
         }
         delete done;
         done = n;
@@ -2620,7 +2626,7 @@ class engine {
           const removal r = remove_entry(sub, c.name, ct, !leftover, leftover);
           if (r == removal::failed) ok = false;
           if (r == removal::kept) kept = true;
-          if (e_.halted()) return removal::failed;
+          if (!leftover && e_.halted()) return removal::failed;
         }
         if (!ok) return removal::failed;  // never remove a directory that still has content
         if (kept) return removal::kept;
