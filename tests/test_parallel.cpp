@@ -170,31 +170,51 @@ TEST_CASE("jobs{n}: the observer sees each action exactly once") {
   CHECK(serial_actions == parallel_actions.load());
 }
 
-// errors::stop under jobs{n} (issue 16): the run ends with the first failure *a worker meets*, which
-// in a parallel run depends on scheduling when several entries can fail; the workers then finish
-// at most the entry each has in hand and start nothing new. What is guaranteed, and checked:
-//   - with one failing entry, that failure ends the run;
-//   - with several, the run ends with one of them, the report lists it, and no other worker got
-//     further than its entry in hand.
-// (This test failed 1 run in 200 while it expected the injected ENOSPC although scenario 13 also
-// has a dangling link and 40 links that form cycles: a worker sometimes met one of those first.)
+// errors::stop under jobs{n} (issue 16). A failing worker records its failure, tells the observer,
+// then sets the stop; the other workers check it before each entry. So, whatever the scheduling:
+//   - the run ends with the first failure recorded, and the report lists it; with one failing
+//     entry that is the one; with several, any of them (this test expected the injected ENOSPC
+//     although scenario 13 also has a dangling link and 40 links into a cycle, and failed 1 run in
+//     200 when a worker met one of those first);
+//   - each worker records at most one failure (its own stops it);
+//   - the others go on until the stop is set: a window of a few steps (the observer's mutex among
+//     them) which a preempted worker can stretch, so only the serial run has an exact count of the
+//     work done; a parallel run is checked to stop well short of the tree's end.
+namespace {
+// entries a full run creates: every source directory and regular file (the root is not listed)
+std::size_t to_create(mock_fs& fs) {
+  std::size_t n = 0;
+  for (const auto& [path, node] : fs.tree("/src"))
+    if (node.type == file_type::regular || node.type == file_type::directory) ++n;
+  return n;
+}
+}  // namespace
+
 TEST_CASE("jobs{n}: errors::stop ends a parallel run with the error") {
-  constexpr unsigned workers = 4;
   const scenario sc(13);
+  const auto build = [&](mock_fs& fs) {
+    sc.build(fs);
+    // no symlinks: the dangling one and the cycles would be failures of their own
+    for (const auto& [path, n] : fs.tree("/src"))
+      if (n.type == file_type::symlink) fs.remove("/src/" + path);
+    fs.fail(mock_fs::op::open_write, 10, std::errc::no_space_on_device);  // the only entry that can fail
+  };
   mock_fs fs;
-  sc.build(fs);
-  // no symlinks: the dangling one and the cycles would be failures of their own
-  for (const auto& [path, n] : fs.tree("/src"))
-    if (n.type == file_type::symlink) fs.remove("/src/" + path);
-  fs.fail(mock_fs::op::open_write, 10, std::errc::no_space_on_device);  // the only entry that can fail
+  build(fs);
+  const std::size_t entries = to_create(fs);
   std::error_code ec;
-  const auto r = treesync::sync(fs, "/src", "/dst", treesync::jobs{workers}, treesync::errors::stop, ec);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::jobs{4}, treesync::errors::stop, ec);
   CHECK(ec == std::errc::no_space_on_device);
   REQUIRE(r.errors.size() == 1);
   CHECK(r.errors[0].code == std::errc::no_space_on_device);
-  // stopped: after the 10th file write failed, each other worker wrote at most the file in hand
-  CHECK(fs.ops()[mock_fs::op::open_write] <= 10 + (workers - 1));
-  CHECK(r.created < 100);
+  CHECK(r.created < entries / 2);  // without the stop: every entry but the failed file
+
+  mock_fs one;  // serial: the run stops at the failing write itself
+  build(one);
+  const auto s = treesync::sync(one, "/src", "/dst", treesync::errors::stop, ec);
+  CHECK(ec == std::errc::no_space_on_device);
+  CHECK(s.errors.size() == 1);
+  CHECK(one.ops()[mock_fs::op::open_write] == 10);
 }
 
 TEST_CASE("jobs{n}: errors::stop with several failing entries ends the run with one of them, reported") {
@@ -209,6 +229,7 @@ TEST_CASE("jobs{n}: errors::stop with several failing entries ends the run with 
     CAPTURE(round);
     mock_fs fs;
     sc.build(fs);
+    const std::size_t entries = to_create(fs);
     fs.fail(mock_fs::op::open_write, 10, std::errc::no_space_on_device);
     std::error_code ec;
     const auto r = treesync::sync(fs, "/src", "/dst", treesync::jobs{workers}, treesync::errors::stop, ec);
@@ -221,10 +242,8 @@ TEST_CASE("jobs{n}: errors::stop with several failing entries ends the run with 
       listed = listed || e.code == ec;
     }
     CHECK_MESSAGE(listed, "the error that ended the run (", ec.message(), ") is in the report");
-    // stopped: one failure each at most (the first, and one per other worker's entry in hand),
-    // and no file write beyond the 10th but those of the entries in hand
-    CHECK(r.errors.size() <= workers);
-    CHECK(fs.ops()[mock_fs::op::open_write] <= 10 + (workers - 1));
+    CHECK(r.errors.size() <= workers);  // one failure per worker at most: its own stops it
+    CHECK(r.created < entries / 2);
   }
 
   // serial: the first failure in the run's order, every time (the dangling link, a root entry)
@@ -236,6 +255,7 @@ TEST_CASE("jobs{n}: errors::stop with several failing entries ends the run with 
   REQUIRE(r.errors.size() == 1);
   CHECK(r.errors[0].path == "dangling");
   CHECK(ec == treesync::errc::dangling_symlink);
+  CHECK(one.ops()[mock_fs::op::open_write] < 10);  // stopped before the injected failure
 }
 
 TEST_CASE("jobs{n}: max_delete is decided for the whole run before any deletion") {
