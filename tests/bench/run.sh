@@ -185,7 +185,7 @@ if has fuse; then
   # shellcheck disable=SC2046
   "$c" -std=c11 -O2 -Wall -Wextra "$here/slowfs.c" -o "$bin/slowfs" $(pkg-config --cflags --libs fuse3)
 fi
-if "$bin/treesync" --help | grep -q -- --jobs; then
+if "$bin/treesync" --help | grep -- --jobs >/dev/null; then  # not -q: a closed pipe fails the pipeline
   say "treesync has --jobs: measuring serial and --jobs $jobs"
 else
   say "treesync has no --jobs yet: serial only"
