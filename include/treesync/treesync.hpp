@@ -2153,6 +2153,27 @@ class engine {
       }
     }
 
+    // Whether owner or group of the destination file `d` must change to match the source's `s`.
+    bool owner_changes(const stat_info& s, const stat_info& d) const {
+      return (e_.opt_.owner && d.uid != s.uid) || (e_.opt_.group && d.gid != s.gid);
+    }
+
+    // A destination regular file whose data is current needs a fresh inode (a copy under a
+    // temporary name, renamed over it) rather than a metadata change by name when that change
+    // would otherwise act on an inode treesync did not just write (issue 12):
+    //  - its owner or group must change: never chown data treesync did not write (an attacker's
+    //    file with the quick-check size and mtime would become root's);
+    //  - a set-user/group-ID bit must be added: never to data treesync did not write;
+    //  - any metadata must change and the file has other links: the other name may be a hard
+    //    link planted from outside the destination, whose inode a chmod or utime would change.
+    bool fresh_inode_needed(const stat_info& s, const stat_info& d, bool settle) const {
+      if (owner_changes(s, d)) return true;
+      const bool mode = d.mode != s.mode;
+      if (mode && (s.mode & ~d.mode & 06000) != 0) return true;
+      const bool restamp = compare_restamps<std::decay_t<Cmp>>::value && !e_.same_mtime(d, s);
+      return d.nlink > 1 && (mode || restamp || (settle && fs_.now() > s.mtime_ns + e_.racy_window_));
+    }
+
     // Type and (when the caller needs it) stat of a destination entry.
     file_type probe_dst(handle* d, const std::string& name, const dir_entry* de, file_type wanted, stat_info& out,
                         bool& failed) {
@@ -2191,40 +2212,39 @@ class engine {
           return false;
         }
         if (current) {
-          const bool owner = e_.opt_.owner && dst_st.uid != st.uid;
-          const bool group = e_.opt_.group && dst_st.gid != st.gid;
-          if (owner || group) {
-            if (!dry_) fs_.set_owner(*d, name, owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
-            if (ec) return fail("chown", ec), false;
-            if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // a chown may clear set-ID bits
-            if (ec) return fail("chmod", ec), false;
-            ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, differences(st, &dst_st));
-          } else if (compare_restamps<std::decay_t<Cmp>>::value && !e_.same_mtime(dst_st, st)) {
-            if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
-            if (!ec && !dry_ && dst_st.mode != st.mode) fs_.set_mode(*d, name, st.mode, ec);
-            if (ec) return fail("utime", ec), false;
-            ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {},
-                 differences(st, &dst_st) & ~changed::size);
-          } else if (dst_st.mode != st.mode) {
-            if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // the file's own mode: the directory is not written
-            if (ec) return fail("chmod", ec), false;
-            ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mode);
-          } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + e_.racy_window_) {
-            // Racily clean, verified by content, and the source is now older than the window:
-            // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
-            if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
-            if (ec) return fail("utime", ec), false;
-            ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mtime);
+          // The data is current; what is left is metadata, changed by name only where that cannot
+          // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise
+          // the file is written afresh below, and the new inode gets owner, group and mode.
+          if (!fresh_inode_needed(st, dst_st, ctx.checked && racy)) {
+            if (compare_restamps<std::decay_t<Cmp>>::value && !e_.same_mtime(dst_st, st)) {
+              if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
+              if (!ec && !dry_ && dst_st.mode != st.mode) fs_.set_mode(*d, name, st.mode, ec);
+              if (ec) return fail("utime", ec), false;
+              ++rep_.meta_updated;
+              note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {},
+                   differences(st, &dst_st) & ~changed::size);
+            } else if (dst_st.mode != st.mode) {
+              if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // the file's own mode: the directory is not written
+              if (ec) return fail("chmod", ec), false;
+              ++rep_.meta_updated;
+              note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mode);
+            } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + e_.racy_window_) {
+              // Racily clean, verified by content, and the source is now older than the window:
+              // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
+              if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
+              if (ec) return fail("utime", ec), false;
+              ++rep_.meta_updated;
+              note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mtime);
+            }
+            return false;
           }
-          return false;
         }
       }
 
-      const bool in_place = !Wr::atomic && dt == file_type::regular && e_.opt_.backup_dir.empty();
+      // In place only into an inode that is this name's alone, whose owner and group stay, and
+      // that gets no set-ID bit: anything else is written afresh (temporary name + rename).
+      const bool in_place = !Wr::atomic && dt == file_type::regular && e_.opt_.backup_dir.empty() &&
+                            dst_st.nlink <= 1 && !owner_changes(st, dst_st) && (st.mode & 06000) == 0;
       const bool via_temp = !in_place && (Wr::atomic || dt != file_type::none);
       const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
       if (dry_) {
@@ -2420,7 +2440,9 @@ class engine {
       const file_type dt = probe_dst(d, name, de, st.type, dst_st, failed);
       if (failed) return false;
       std::error_code ec;
-      if (dt == st.type && dst_st.rdev == st.rdev) {  // the same kind of node: metadata only
+      // the same kind of node: metadata only, unless it has other links (a hard link planted from
+      // outside would have its mode changed): then it is recreated like a node of another kind
+      if (dt == st.type && dst_st.rdev == st.rdev && dst_st.nlink <= 1) {
         if (dst_st.mode == st.mode && e_.same_mtime(dst_st, st)) return false;
         if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
         if (!ec && !dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
@@ -2798,9 +2820,20 @@ class posix_fs {
     struct ::stat before;
     if (::fstat(in.fd, &before) != 0) return set_errno(ec), res;
     if (!S_ISREG(before.st_mode)) return ec = errc::special_file, res;
-    const int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | (opt.replace ? O_TRUNC : (O_CREAT | O_EXCL));
+    // In place (replace): the existing file is opened without truncating, never blocking (a FIFO
+    // swapped in), and written only once fstat shows a regular file with no other link (a hard
+    // link planted from outside the destination is never written through).
+    const int flags =
+        O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | (opt.replace ? O_NONBLOCK : (O_CREAT | O_EXCL));
     const fd_guard out(::openat(dd.fd(), dst_name.c_str(), flags, 0600));
     if (out.fd < 0) return set_errno(ec), res;
+    if (opt.replace) {
+      struct ::stat cur;
+      if (::fstat(out.fd, &cur) != 0) return set_errno(ec), res;
+      if (!S_ISREG(cur.st_mode)) return ec = errc::special_file, res;
+      if (cur.st_nlink != 1) return ec = std::make_error_code(std::errc::too_many_links), res;
+      if (::ftruncate(out.fd, 0) != 0) return set_errno(ec), res;
+    }
     copy_data(in.fd, out.fd, before, res, ec);
     if (ec) return res;
     struct ::stat after;
@@ -2847,8 +2880,24 @@ class posix_fs {
   // chmod never follows a link.  fchmodat(AT_SYMLINK_NOFOLLOW) refuses links without opening the
   // entry (glibc >= 2.32 emulates it with O_PATH, so a device node is not opened either); where it
   // is not available at all, the entry is opened without following and changed through its fd.
+  //
+  // Metadata changes by name (mode, mtime, owner) act on one inode the engine may change: on Linux
+  // the entry is opened with O_PATH | O_NOFOLLOW (nothing is opened for I/O, a device or FIFO
+  // neither), refused with EMLINK when it is not a directory and has other links (one of them
+  // could be a hard link planted from outside the destination), and changed through that
+  // descriptor (/proc/self/fd), so a name swapped in between the check and the change cannot
+  // redirect it.  Without /proc, the change is made by name, never following a link.
   void set_mode(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {
     if (name == ".") return check(::fchmod(d.fd(), static_cast<mode_t>(mode)), ec);
+#if defined(__linux__) && defined(O_PATH)
+    {
+      const path_fd p(d.fd(), name, ec);
+      if (ec) return;
+      if (S_ISLNK(p.st.st_mode)) return ec = std::make_error_code(std::errc::operation_not_supported), void();
+      if (::chmod(proc_fd_path(p.fd).c_str(), static_cast<mode_t>(mode)) == 0) return ec.clear();
+      if (errno != ENOENT) return set_errno(ec);
+    }
+#endif
     if (::fchmodat(d.fd(), name.c_str(), static_cast<mode_t>(mode), AT_SYMLINK_NOFOLLOW) == 0) return ec.clear();
     if (errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS) return set_errno(ec);
     const fd_guard f(::openat(d.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
@@ -2858,6 +2907,16 @@ class posix_fs {
   void set_mtime(dir_handle& d, const std::string& name, std::int64_t ns, std::error_code& ec) const {
     const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(ns)};
     if (name == ".") return check(::futimens(d.fd(), ts), ec);
+#if defined(__linux__) && defined(O_PATH)
+    {
+      const path_fd p(d.fd(), name, ec);
+      if (ec) return;
+      if (!S_ISLNK(p.st.st_mode)) {  // a link's own times: by name, below
+        if (::utimensat(AT_FDCWD, proc_fd_path(p.fd).c_str(), ts, 0) == 0) return ec.clear();
+        if (errno != ENOENT) return set_errno(ec);
+      }
+    }
+#endif
     check(::utimensat(d.fd(), name.c_str(), ts, AT_SYMLINK_NOFOLLOW), ec);
   }
   void rename(dir_handle& d, const std::string& from, const std::string& to, std::error_code& ec) const {
@@ -2895,6 +2954,13 @@ class posix_fs {
     const auto u = static_cast<uid_t>(uid < 0 ? static_cast<uid_t>(-1) : static_cast<uid_t>(uid));
     const auto g = static_cast<gid_t>(gid < 0 ? static_cast<gid_t>(-1) : static_cast<gid_t>(gid));
     if (name == ".") return check(::fchown(d.fd(), u, g), ec);
+#if defined(__linux__) && defined(O_PATH) && defined(AT_EMPTY_PATH)
+    {
+      const path_fd p(d.fd(), name, ec);
+      if (ec) return;
+      return check(::fchownat(p.fd, "", u, g, AT_EMPTY_PATH), ec);  // the link itself, for a link
+    }
+#endif
     check(::fchownat(d.fd(), name.c_str(), u, g, AT_SYMLINK_NOFOLLOW), ec);
   }
   /// A FIFO, socket or device node like `st` (mode bits set separately).
@@ -2963,6 +3029,32 @@ class posix_fs {
     }
     int fd;
   };
+
+#if defined(__linux__) && defined(O_PATH)
+  // An entry opened for a metadata change (see set_mode): O_PATH, never following a link, with its
+  // fstat; ec is set (EMLINK) when it is not a directory and has other links.
+  struct path_fd {
+    path_fd(int dir, const std::string& name, std::error_code& ec) noexcept
+        : fd(::openat(dir, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)) {
+      if (fd < 0)
+        set_errno(ec);
+      else if (::fstat(fd, &st) != 0)
+        set_errno(ec);
+      else if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
+        ec = std::make_error_code(std::errc::too_many_links);
+      else
+        ec.clear();
+    }
+    path_fd(const path_fd&) = delete;
+    path_fd& operator=(const path_fd&) = delete;
+    ~path_fd() {
+      if (fd >= 0) ::close(fd);
+    }
+    int fd;
+    struct ::stat st {};
+  };
+  static std::string proc_fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+#endif
 
   static void set_errno(std::error_code& ec) noexcept { ec.assign(errno, std::system_category()); }
   static void check(int rc, std::error_code& ec) noexcept {
