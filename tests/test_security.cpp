@@ -312,3 +312,80 @@ TEST_CASE("hostile: write::in_place never writes into a hard link planted betwee
   CHECK(a.canary_changes() == "");
   CHECK(has_error(r, "f"));
 }
+
+// ---- 4: devices and FIFOs are never read or written --------------------------------------------
+
+TEST_CASE("hostile: the content comparison never reads a device swapped in for a followed source link") {
+  if (!is_root()) return;  // mknod
+  arena a;
+  write_file(a.t / "real", "some data\n", 0644, past_ns(3000));
+  make_symlink((a.t / "real").string(), a.src / "f");
+  REQUIRE(treesync::sync(a.src, a.dst).ok());
+  make_zero_device(a.t / "zero");
+  access_watch watch(a.t / "zero");
+  REQUIRE(watch.ok());
+  a.seal();
+  std::function<void()> attack = [&] {
+    make_symlink((a.t / "zero").string(), a.t / "f.new");
+    REQUIRE(::rename((a.t / "f.new").c_str(), (a.src / "f").c_str()) == 0);
+  };
+  const treesync::report r = treesync::sync(a.src, a.dst, race_compare{&attack, false, true});
+  CHECK((watch.events() & (IN_ACCESS | IN_MODIFY)) == 0);
+  CHECK(has_error(r, "f"));
+  CHECK(read_file(a.dst / "f") == "some data\n");
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("hostile: the content comparison never reads a device swapped in for the destination file") {
+  if (!is_root()) return;  // mknod
+  arena a;
+  write_file(a.src / "f", "some data\n", 0644, past_ns(3000));
+  REQUIRE(treesync::sync(a.src, a.dst).ok());
+  make_zero_device(a.t / "zero");
+  access_watch watch(a.t / "zero");
+  REQUIRE(watch.ok());
+  a.seal();
+  std::function<void()> attack = [&] { REQUIRE(::rename((a.t / "zero").c_str(), (a.dst / "f").c_str()) == 0); };
+  const treesync::report r = treesync::sync(a.src, a.dst, race_compare{&attack, false, true});
+  CHECK((watch.events() & (IN_ACCESS | IN_MODIFY)) == 0);
+  CHECK(has_error(r, "f"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("hostile: write::in_place never writes into a FIFO swapped in for the destination file") {
+  arena a;
+  write_file(a.src / "f", "first\n", 0644, past_ns(3000));
+  REQUIRE(treesync::sync(a.src, a.dst).ok());
+  write_file(a.src / "f", "source data\n", 0644, past_ns(2000));
+  a.seal();
+  const fs::path fifo = a.dst / "f";
+  std::atomic<bool> reader_done{false};
+  std::string received;
+  std::thread reader;
+  std::function<void()> attack = [&] {
+    make_fifo(a.t / "fifo");
+    REQUIRE(::rename((a.t / "fifo").c_str(), fifo.c_str()) == 0);
+    // a reader, so that a writer that opens the FIFO (blocking or not) gets through and writes
+    reader = std::thread([&] {
+      const int fd = ::open(fifo.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        char buf[256];
+        ::ssize_t n;
+        while ((n = ::read(fd, buf, sizeof buf)) > 0) received.append(buf, static_cast<std::size_t>(n));
+        ::close(fd);
+      }
+      reader_done = true;
+    });
+  };
+  const treesync::report r = treesync::sync(a.src, a.dst, treesync::write::in_place, race_compare{&attack, false});
+  // let the reader through if the run never opened the FIFO for writing
+  while (!reader_done) {
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd >= 0) ::close(fd);
+    std::this_thread::yield();
+  }
+  reader.join();
+  CHECK(received == "");
+  CHECK(has_error(r, "f"));
+  CHECK(a.canary_changes() == "");
+}

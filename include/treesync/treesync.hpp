@@ -2862,19 +2862,27 @@ class posix_fs {
   bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,
                     std::error_code& ec) const {
     ec.clear();
-    const fd_guard fa(::openat(a.fd(), an.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW)));
-    if (fa.fd < 0) return set_errno(ec), false;
-    const fd_guard fb(::openat(b.fd(), bn.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
-    if (fb.fd < 0) return set_errno(ec), false;
+    struct ::stat sa, sb;
+    const fd_guard fa(open_data(a.fd(), an, follow, sa, ec));
+    if (fa.fd < 0) return false;
+    const fd_guard fb(open_data(b.fd(), bn, false, sb, ec));
+    if (fb.fd < 0) return false;
+    if (sa.st_size != sb.st_size) return false;
+    // No more than the size stat gave is read (a /proc file says 0 and may never end); a byte past
+    // it on either side, or a short read, means the file changed: not the same.
     std::vector<char> ba(1 << 16), bb(1 << 16);
-    for (;;) {
-      const ::ssize_t na = read_full(fa.fd, ba.data(), ba.size(), ec);
+    for (auto left = static_cast<std::uint64_t>(sa.st_size); left > 0;) {
+      const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(left, ba.size()));
+      const ::ssize_t na = read_full(fa.fd, ba.data(), want, ec);
       if (ec) return false;
-      const ::ssize_t nb = read_full(fb.fd, bb.data(), bb.size(), ec);
+      const ::ssize_t nb = read_full(fb.fd, bb.data(), want, ec);
       if (ec) return false;
-      if (na != nb || std::memcmp(ba.data(), bb.data(), static_cast<std::size_t>(na)) != 0) return false;
-      if (na == 0) return true;
+      if (na != nb || static_cast<std::size_t>(na) != want || std::memcmp(ba.data(), bb.data(), want) != 0) return false;
+      left -= want;
     }
+    char probe;
+    if (read_full(fa.fd, &probe, 1, ec) != 0 || ec) return false;
+    return read_full(fb.fd, &probe, 1, ec) == 0 && !ec;
   }
 
   // chmod never follows a link.  fchmodat(AT_SYMLINK_NOFOLLOW) refuses links without opening the
@@ -3057,6 +3065,24 @@ class posix_fs {
 #endif
 
   static void set_errno(std::error_code& ec) noexcept { ec.assign(errno, std::system_category()); }
+
+  // Opens an entry to read its data: never blocking (a FIFO swapped in), never as a controlling
+  // terminal, following a link only when asked, and checked by fstat to be a regular file before
+  // anything is read; -1 with ec set otherwise (errc::special_file for a FIFO, socket or device).
+  static int open_data(int dir, const std::string& name, bool follow, struct ::stat& st, std::error_code& ec) noexcept {
+    const int fd = ::openat(dir, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
+    if (fd < 0) return set_errno(ec), -1;
+    if (::fstat(fd, &st) != 0) {
+      set_errno(ec);
+    } else if (S_ISREG(st.st_mode)) {
+      ec.clear();
+      return fd;
+    } else {
+      ec = S_ISDIR(st.st_mode) ? std::make_error_code(std::errc::is_a_directory) : make_error_code(errc::special_file);
+    }
+    ::close(fd);
+    return -1;
+  }
   static void check(int rc, std::error_code& ec) noexcept {
     if (rc != 0)
       set_errno(ec);
@@ -3423,9 +3449,15 @@ class std_fs {
     if (!ec) set_mtime_path(to, expected.mtime_ns, ec);
     return res;
   }
-  bool same_content(dir_handle& a, const std::string& an, bool, dir_handle& b, const std::string& bn,
+  bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,
                     std::error_code& ec) const {
     ec.clear();
+    // only regular files are opened (by path: a swap after this check is not detected here)
+    const auto ta = follow ? std::filesystem::status(at(a, an), ec) : std::filesystem::symlink_status(at(a, an), ec);
+    if (ec) return false;
+    const auto tb = std::filesystem::symlink_status(at(b, bn), ec);
+    if (ec) return false;
+    if (!std::filesystem::is_regular_file(ta) || !std::filesystem::is_regular_file(tb)) return ec = errc::special_file, false;
     std::FILE* fa = std::fopen(at(a, an).string().c_str(), "rb");
     std::FILE* fb = std::fopen(at(b, bn).string().c_str(), "rb");
     bool same = fa && fb;
