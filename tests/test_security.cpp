@@ -389,3 +389,25 @@ TEST_CASE("hostile: write::in_place never writes into a FIFO swapped in for the 
   CHECK(has_error(r, "f"));
   CHECK(a.canary_changes() == "");
 }
+
+// ---- 5: sizes are bounded by stat --------------------------------------------------------------
+
+TEST_CASE("posix_fs: copy_file copies no more than the size stat gave and reports the rest as a change") {
+  // /proc files say size 0 and have content: a followed link to one must not be read to its end
+  temp_dir t;
+  treesync::posix_fs pfs;
+  std::error_code ec;
+  auto proc = pfs.open_root("/proc/self", ec);
+  REQUIRE(!ec);
+  auto out = pfs.open_root(t.path(), ec);
+  REQUIRE(!ec);
+  const treesync::stat_info st = pfs.stat(proc, "status", true, ec);
+  REQUIRE(!ec);
+  REQUIRE(st.size == 0);
+  treesync::copy_options opt;
+  opt.follow = true;
+  const treesync::copy_result res = pfs.copy_file(proc, "status", out, "copy", st, opt, ec);
+  CHECK(ec == treesync::errc::changed_during_copy);
+  CHECK(res.bytes == 0);
+  CHECK(lstat_of(t / "copy").st_size == 0);
+}

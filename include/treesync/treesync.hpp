@@ -3244,7 +3244,17 @@ class posix_fs {
       if (ec) return;
     }
 #endif
-    copy_stream(in, out, res, ec);
+    // Dense copy of no more than the size fstat gave (issue 12: a /proc file says 0 and may never
+    // end); a byte found past it means the file grew: errc::changed_during_copy, not installed.
+    copy_stream(in, out, size, res, ec);
+    if (!ec && res.bytes == size) {
+      char probe;
+      ::ssize_t n;
+      do n = ::read(in, &probe, 1);
+      while (n < 0 && errno == EINTR);
+      if (n > 0) ec = errc::changed_during_copy;
+      if (n < 0) set_errno(ec);
+    }
   }
 
   // Copies only the data extents (SEEK_DATA / SEEK_HOLE) and sizes the file, so holes stay holes.
@@ -3293,13 +3303,14 @@ class posix_fs {
     return true;
   }
 
-  void copy_stream(int in, int out, copy_result& res, std::error_code& ec) const {
-    // Repeats one in-kernel copy call to the end of the file.  True when done (or failed for real,
-    // ec set); false when this call is not supported here and nothing was copied yet.
+  void copy_stream(int in, int out, std::uint64_t size, copy_result& res, std::error_code& ec) const {
+    // Repeats one in-kernel copy call until `size` bytes are copied or the file ends.  True when
+    // done (or failed for real, ec set); false when this call is not supported here and nothing was
+    // copied yet.
     const auto pump = [&](copy_method method, auto&& call) {
       res.method = method;
-      for (;;) {
-        const long long n = call();
+      while (res.bytes < size) {
+        const long long n = call(static_cast<std::size_t>(std::min<std::uint64_t>(size - res.bytes, std::uint64_t(1) << 30)));
         if (n > 0) {
           res.bytes += static_cast<std::uint64_t>(n);
           continue;
@@ -3309,22 +3320,24 @@ class posix_fs {
         if (res.bytes != 0 || !unsupported(errno)) return set_errno(ec), true;
         return false;
       }
+      return true;
     };
 #if defined(__linux__) && defined(SYS_copy_file_range)
-    if (pump(copy_method::copy_file_range, [&] {
-          return static_cast<long long>(::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, std::size_t(1) << 30, 0u));
+    if (pump(copy_method::copy_file_range, [&](std::size_t len) {
+          return static_cast<long long>(::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, len, 0u));
         }))
       return;
 #endif
 #if defined(__linux__)
     if (pump(copy_method::sendfile,
-             [&] { return static_cast<long long>(::sendfile(out, in, nullptr, std::size_t(1) << 30)); }))
+             [&](std::size_t len) { return static_cast<long long>(::sendfile(out, in, nullptr, len)); }))
       return;
 #endif
     res.method = copy_method::read_write;
     std::vector<char> buf(1 << 17);
-    for (;;) {
-      const ::ssize_t n = ::read(in, buf.data(), buf.size());
+    while (res.bytes < size) {
+      const ::ssize_t n =
+          ::read(in, buf.data(), static_cast<std::size_t>(std::min<std::uint64_t>(size - res.bytes, buf.size())));
       if (n < 0) {
         if (errno == EINTR) continue;
         return set_errno(ec);
