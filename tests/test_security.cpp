@@ -208,6 +208,81 @@ struct scratch {
 
 }  // namespace
 
+// ---- 1: the destination root is never reopened by path -----------------------------------------
+
+TEST_CASE("hostile: the hard-link pass links inside the destination opened at the start, not at its path") {
+  arena a;
+  write_file(a.src / "a", "shared data\n", 0644, past_ns(3000));
+  REQUIRE(::link((a.src / "a").c_str(), (a.src / "b").c_str()) == 0);
+  // what the attacker prepares where the destination's path will lead: a file to link from and a
+  // file to have replaced
+  write_file(a.outside / "a", "attacker\n", 0644, past_ns(3000));
+  write_file(a.outside / "b", "victim\n", 0600, past_ns(3000));
+  a.seal();
+  std::function<void()> attack = [&] { swap_for_symlink(a.dst, a.t / "dst.moved", a.outside); };
+  const treesync::report r = treesync::sync(a.src, a.dst, treesync::hard_links, act_once{&attack});
+  INFO(errors_of(r));
+  CHECK(a.canary_changes() == "");
+  CHECK(r.ok());
+  const struct ::stat sa = lstat_of(a.t / "dst.moved" / "a"), sb = lstat_of(a.t / "dst.moved" / "b");
+  CHECK(sa.st_ino == sb.st_ino);
+}
+
+TEST_CASE("hostile: a relative backup_dir is made inside the destination opened at the start, not at its path") {
+  arena a;
+  write_file(a.src / "b", "old\n", 0644, past_ns(3000));
+  REQUIRE(treesync::sync(a.src, a.dst).ok());
+  write_file(a.src / "a_new", "new\n", 0644, past_ns(2000));  // created first: the attacker's cue
+  write_file(a.src / "b", "new version\n", 0644, past_ns(2000));
+  a.seal();
+  std::function<void()> attack = [&] { swap_for_symlink(a.dst, a.t / "dst.moved", a.outside); };
+  const treesync::report r =
+      treesync::sync(a.src, a.dst, treesync::backup_dir{"bk"}, treesync::jobs{1}, act_once{&attack});
+  INFO(errors_of(r));
+  CHECK(a.canary_changes() == "");
+  CHECK(r.ok());
+  CHECK(read_file(a.t / "dst.moved" / "bk" / "b") == "old\n");
+  CHECK(read_file(a.t / "dst.moved" / "b") == "new version\n");
+}
+
+TEST_CASE("hostile: a deep directory is reopened below a still-open ancestor, not from the destination path") {
+  // Over mock_fs: a chain deeper than the descriptor window, whose directory at the bottom has a
+  // subdirectory the source cannot open.  Its parent closes its handles while that subdirectory
+  // starts and must be reopened to be finished; at that moment the destination is renamed away and
+  // its path made a link to another tree.
+  using treesync::mock_fs;
+  mock_fs fs;
+  std::string deep = "/src";
+  for (int i = 0; i < 140; ++i) deep += "/d";
+  fs.write(deep + "/x/file", "x");
+  fs.write(deep + "/leaf", "leaf");
+  fs.write("/elsewhere/keep", "keep");
+  fs.advance(std::chrono::seconds(10));
+  fs.fail_path(deep + "/x", std::errc::permission_denied, mock_fs::op::open_dir);
+  bool attacked = false;
+  fs.on_operation([&](mock_fs::op k, const std::string& path) {
+    if (attacked || k != mock_fs::op::open_dir || path != deep + "/x") return;
+    attacked = true;
+    fs.rename("/dst", "/moved");
+    fs.symlink("/dst", "/elsewhere");
+  });
+  const auto elsewhere = fs.tree("/elsewhere");
+  const treesync::report r = treesync::sync(fs, "/src", "/dst");
+  fs.on_operation(nullptr);
+  CHECK(attacked);
+  INFO(errors_of(r));
+  REQUIRE(r.errors.size() == 1);  // the subdirectory the source could not open, and nothing else
+  CHECK(r.errors[0].path == deep.substr(5) + "/x");
+  CHECK(fs.tree("/elsewhere") == elsewhere);
+  // every directory of the chain was finished: its mtime is the source's
+  std::string s = "/src", d = "/moved";
+  for (int i = 0; i < 140; ++i) {
+    s += "/d";
+    d += "/d";
+    CHECK(fs.lstat(d).mtime_ns == fs.lstat(s).mtime_ns);
+  }
+}
+
 // ---- 3: hard links planted in the destination -------------------------------------------------
 
 TEST_CASE("hostile: preserve_owner never chowns a planted hard link that passes the quick check; it writes a fresh file") {

@@ -1377,8 +1377,6 @@ class engine {
     if (auto e = check_nesting(src, ss, dst, dst_exists ? &ds : nullptr)) return e;
 
     root_dev_ = ss.dev;
-    dst_root_ = dst;
-    src_root_ = src;
     if (!opt_.backup_dir.empty()) {
       std::filesystem::path b = opt_.backup_dir.lexically_normal();
       if (b.is_relative()) {
@@ -1434,7 +1432,12 @@ class engine {
       first.note(action_kind::create, file_type::directory, 0, 0, {}, changed::all);
     }
     // The root's listings are taken, and the empty-source guard decided, before any work starts.
-    node* r = root.release();
+    // The root node, and with it the two root handles, lives until the end of the run: whatever
+    // comes after the start (hard links, backups, reopening deep directories) goes through them,
+    // never through the roots' paths again (issue 12: the destination's parent may be writable by
+    // someone who renames the destination away and leaves a symlink in its place).
+    root_ = std::move(root);
+    node* r = root_.get();
     if (!first.list_and_merge(*r, true)) {
       first.release(r);
       merge_reports(first);
@@ -1575,7 +1578,7 @@ class engine {
     if (!backup_open_) {
       const std::filesystem::path& b = opt_.backup_dir;
       if (b.is_relative()) {
-        handle cur = fs_.open_root(dst_root_, ec);
+        handle cur = fs_.open_dir(root_->dst, ".", false, ec);  // the handle opened at the start
         if (ec) return false;
         if (!walk_create(cur, b.generic_string(), ec)) return false;
         backup_root_ = std::move(cur);
@@ -1706,23 +1709,49 @@ class engine {
     }
 
     // Reopens a closed node's destination directory: through ".." from the child that just
-    // finished, or from the root; either way it must be the same directory (dev+ino).
+    // finished, or else down from the nearest ancestor whose handle is open, by the names of the
+    // nodes between; either way every directory is checked by dev+ino.  Never from the root's path.
     bool reopen(node& n, node* child) {
       std::error_code ec = std::make_error_code(std::errc::bad_file_descriptor);
       handle h;
       if (child && child->have_dst && !child->closed) h = fs_.open_dir(child->dst, "..", false, ec);
-      if (ec) {
-        h = fs_.open_root(e_.dst_root_, ec);
-        if (!ec) e_.walk_open(h, n.rel, ec);
-      }
       if (!ec) {
         const stat_info id = fs_.stat(h, ".", false, ec);
         if (!ec && (id.dev != n.dst_dev || id.ino != n.dst_ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
       }
+      if (ec) h = reopen_from_ancestor(n, ec);
       if (ec) return fail("opendir", ec), false;
       n.dst = std::move(h);
       n.closed = false;
       return true;
+    }
+
+    handle reopen_from_ancestor(node& n, std::error_code& ec) {
+      std::vector<node*> chain;  // n and its closed ancestors, from the bottom up
+      handle h;
+      for (node* a = &n;; a = a->parent) {
+        if (!a) return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{};
+        if (a != &n) {
+          std::lock_guard<std::mutex> lock(a->mu);  // maybe_close may be closing it
+          if (!a->closed) {
+            if (!a->have_dst) return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{};
+            h = fs_.open_dir(a->dst, ".", false, ec);
+            if (ec) return handle{};
+            break;
+          }
+        }
+        chain.push_back(a);
+      }
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        handle next = fs_.open_dir(h, (*it)->name, false, ec);
+        if (ec) return handle{};
+        const stat_info id = fs_.stat(next, ".", false, ec);
+        if (ec) return handle{};
+        if (id.dev != (*it)->dst_dev || id.ino != (*it)->dst_ino)
+          return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{};
+        h = std::move(next);
+      }
+      return h;
     }
 
     // Lists both sides of a node, sorts, merges.  False when the pair cannot be processed.
@@ -1812,7 +1841,7 @@ class engine {
         done = n;
         n = parent;
       }
-      delete done;
+      if (done && done->parent) delete done;  // the root is the engine's, until the end of the run
     }
 
     // hard_links: each further name of a multiply-linked source file becomes a hard link to the
@@ -1821,9 +1850,9 @@ class engine {
       auto& requests = e_.link_requests_;
       std::sort(requests.begin(), requests.end());
       std::error_code ec;
-      handle droot = fs_.open_root(e_.dst_root_, ec);
-      handle sroot = fs_.open_root(e_.src_root_, ec);
-      if (ec) return fail("open", ec);
+      if (!e_.root_->have_dst) return fail("open", std::make_error_code(std::errc::no_such_file_or_directory));
+      handle& droot = e_.root_->dst;  // the handles opened at the start, never the paths again
+      handle& sroot = e_.root_->src;
       const auto split = [](const std::string& rel) {
         const auto slash = rel.rfind('/');
         return slash == std::string::npos ? std::make_pair(std::string(), rel)
@@ -2660,12 +2689,11 @@ class engine {
   std::uint64_t root_dev_ = 0;
   bool dst_known_ = false;  // the destination root's identity, once it exists
   std::uint64_t dst_dev_ = 0, dst_ino_ = 0;
-  std::filesystem::path dst_root_;
+  std::unique_ptr<node> root_;  // the root directory pair, whose handles stay open for the whole run
   std::string backup_rel_;  // the backup directory's path inside the destination, if it is inside
   std::mutex backup_mu_;
   handle backup_root_;
   bool backup_open_ = false;
-  std::filesystem::path src_root_;
   std::mutex links_mu_;  // hard_links: the first name seen of each multiply-linked source inode
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_name_;
   std::vector<std::pair<std::string, std::string>> link_requests_;  // (relative path, first's relative path)
