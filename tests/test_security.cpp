@@ -283,6 +283,53 @@ TEST_CASE("hostile: a deep directory is reopened below a still-open ancestor, no
   }
 }
 
+// ---- 2: an absolute backup_dir is never reached through a symlink -------------------------------
+
+TEST_CASE("hostile: an absolute backup_dir that is a planted symlink is refused before anything is touched") {
+  arena a;
+  write_file(a.src / "f", "old\n", 0644, past_ns(3000));
+  REQUIRE(treesync::sync(a.src, a.dst).ok());
+  write_file(a.src / "f", "new version\n", 0644, past_ns(2000));
+  make_symlink(a.outside.string(), a.t / "bk");
+  a.seal();
+  std::error_code ec;
+  const treesync::report r = treesync::sync(a.src, a.dst, treesync::backup_dir{a.t / "bk"}, ec);
+  CHECK(ec == treesync::errc::unsafe_backup_dir);
+  CHECK(a.canary_changes() == "");
+  CHECK(read_file(a.dst / "f") == "old\n");
+  CHECK(r.updated == 0);
+}
+
+TEST_CASE("hostile: an absolute backup_dir below a planted symlink is refused before anything is touched") {
+  arena a;
+  write_file(a.src / "f", "old\n", 0644, past_ns(3000));
+  REQUIRE(treesync::sync(a.src, a.dst).ok());
+  write_file(a.src / "f", "new version\n", 0644, past_ns(2000));
+  make_symlink(a.outside.string(), a.t / "lnk");
+  a.seal();
+  std::error_code ec;
+  treesync::sync(a.src, a.dst, treesync::backup_dir{a.t / "lnk" / "bk"}, ec);
+  CHECK(ec == treesync::errc::unsafe_backup_dir);
+  CHECK(a.canary_changes() == "");
+  CHECK(read_file(a.dst / "f") == "old\n");
+}
+
+TEST_CASE("hostile: an absolute backup_dir swapped for a symlink during the run is not followed") {
+  arena a;
+  write_file(a.src / "b", "old\n", 0644, past_ns(3000));
+  REQUIRE(treesync::sync(a.src, a.dst).ok());
+  write_file(a.src / "a_new", "new\n", 0644, past_ns(2000));  // created first: the attacker's cue
+  write_file(a.src / "b", "new version\n", 0644, past_ns(2000));
+  a.seal();
+  std::function<void()> attack = [&] { make_symlink(a.outside.string(), a.t / "bk"); };
+  const treesync::report r =
+      treesync::sync(a.src, a.dst, treesync::backup_dir{a.t / "bk"}, treesync::jobs{1}, act_once{&attack});
+  CHECK(a.canary_changes() == "");
+  CHECK(has_error(r, "b"));                       // its backup could not be made: not replaced
+  CHECK(read_file(a.dst / "b") == "old\n");
+  CHECK(read_file(a.dst / "a_new") == "new\n");  // the rest of the run went on
+}
+
 // ---- 3: hard links planted in the destination -------------------------------------------------
 
 TEST_CASE("hostile: preserve_owner never chowns a planted hard link that passes the quick check; it writes a fresh file") {

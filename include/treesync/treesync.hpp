@@ -197,6 +197,7 @@ enum class errc {
   changed_during_copy,    ///< the source file changed while it was copied; not installed
   other_filesystem,       ///< a directory on another filesystem, not entered (one_file_system)
   case_collision,         ///< two names that differ only in case (detect_case_collisions)
+  unsafe_backup_dir,      ///< the backup directory's path goes through a symlink or a non-directory
 };
 
 namespace detail {
@@ -216,6 +217,8 @@ class error_category_impl final : public std::error_category {
       case errc::changed_during_copy: return "changed while being copied";
       case errc::other_filesystem: return "on another filesystem, not entered";
       case errc::case_collision: return "collides with another name on a case-insensitive filesystem";
+      case errc::unsafe_backup_dir:
+        return "backup directory: a component of its path is a symbolic link or not a directory (never followed)";
     }
     return "unknown treesync error";
   }
@@ -1375,6 +1378,9 @@ class engine {
     if (dst_exists && ds.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
     if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
     if (auto e = check_nesting(src, ss, dst, dst_exists ? &ds : nullptr)) return e;
+    if (!opt_.backup_dir.empty() && !opt_.backup_dir.is_relative()) {
+      if (auto e = check_backup_dir(nullptr)) return e;
+    }
 
     root_dev_ = ss.dev;
     if (!opt_.backup_dir.empty()) {
@@ -1404,6 +1410,9 @@ class engine {
       dst_known_ = true;
       dst_dev_ = ds.dev;
       dst_ino_ = ds.ino;
+      if (!opt_.backup_dir.empty() && opt_.backup_dir.is_relative()) {
+        if (auto e = check_backup_dir(&root->dst)) return e;
+      }
     } else {
       if (!dry_) {
         fs_.make_root(dst, 0700, ec);
@@ -1576,18 +1585,14 @@ class engine {
   bool backup_parent(const std::string& rel, handle& out, std::error_code& ec) {
     std::lock_guard<std::mutex> lock(backup_mu_);
     if (!backup_open_) {
-      const std::filesystem::path& b = opt_.backup_dir;
-      if (b.is_relative()) {
-        handle cur = fs_.open_dir(root_->dst, ".", false, ec);  // the handle opened at the start
-        if (ec) return false;
-        if (!walk_create(cur, b.generic_string(), ec)) return false;
-        backup_root_ = std::move(cur);
-      } else {
-        fs_.make_root(b, 0700, ec);
-        if (ec && ec != std::errc::file_exists) return false;
-        backup_root_ = fs_.open_root(b, ec);
-        if (ec) return false;
+      handle cur;
+      if (!backup_start(root_ && root_->have_dst ? &root_->dst : nullptr, cur, ec) ||
+          !walk_create(cur, backup_path(), ec)) {
+        if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
+          ec = errc::unsafe_backup_dir;
+        return false;
       }
+      backup_root_ = std::move(cur);
       backup_open_ = true;
     }
     const auto slash = rel.rfind('/');
@@ -1596,6 +1601,45 @@ class engine {
     if (probe) return ec = probe, false;
     if (slash == std::string::npos) return true;
     return walk_create(out, rel.substr(0, slash), ec);
+  }
+
+  // Where the backup directory's path starts: the destination root's handle for a relative path,
+  // "/" for an absolute one.  Every component from there is entered without following a link.
+  bool backup_start(handle* dst_root, handle& cur, std::error_code& ec) {
+    if (opt_.backup_dir.is_relative()) {
+      if (!dst_root) return ec = std::make_error_code(std::errc::no_such_file_or_directory), false;
+      cur = fs_.open_dir(*dst_root, ".", false, ec);
+    } else {
+      cur = fs_.open_root(opt_.backup_dir.root_path(), ec);
+    }
+    return !ec;
+  }
+  std::string backup_path() const { return opt_.backup_dir.relative_path().lexically_normal().generic_string(); }
+
+  // Refuses the run, before anything is written, when a component of the backup directory's path
+  // that exists is a symlink or not a directory (errc::unsafe_backup_dir).  Missing components
+  // are made when the first backup is (never following a link either).  `dst_root`: the
+  // destination root's handle, for a relative path.
+  std::error_code check_backup_dir(handle* dst_root) {
+    std::error_code ec;
+    handle cur;
+    if (!backup_start(dst_root, cur, ec)) return ec;
+    const std::string rel = backup_path();
+    std::size_t pos = 0;
+    while (pos <= rel.size()) {
+      std::size_t end = rel.find('/', pos);
+      if (end == std::string::npos) end = rel.size();
+      const std::string comp = rel.substr(pos, end - pos);
+      pos = end + 1;
+      if (comp.empty() || comp == ".") continue;
+      handle next = fs_.open_dir(cur, comp, false, ec);
+      if (is_enoent(ec)) return {};
+      if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
+        return errc::unsafe_backup_dir;
+      if (ec) return ec;
+      cur = std::move(next);
+    }
+    return {};
   }
 
   // Descends `cur` along a relative path, never following links, making missing directories when
