@@ -533,3 +533,23 @@ TEST_CASE("posix_fs: copy_file copies no more than the size stat gave and report
   CHECK(res.bytes == 0);
   CHECK(lstat_of(t / "copy").st_size == 0);
 }
+
+// ---- 6: memory linear in depth -----------------------------------------------------------------
+
+TEST_CASE("posix: memory stays linear in depth: a 5,000-level chain syncs within a few MB") {
+  scratch s;
+  const std::string src = s.path + "/src", dst = s.path + "/dst";
+  REQUIRE(::mkdir(src.c_str(), 0755) == 0);
+  REQUIRE(make_chain(src, 5000));
+  const long rss = status_kb("VmRSS:");
+  // reset the peak resident set ("VmHWM") to the current one
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  REQUIRE(f != nullptr);
+  std::fputs("5", f);
+  std::fclose(f);
+  const treesync::report r = treesync::sync(src, dst);
+  const long peak = status_kb("VmHWM:");
+  CHECK(r.ok());
+  MESSAGE("peak resident set grew by ", peak - rss, " kB");
+  CHECK(peak - rss < 40 * 1024);  // quadratic: ~225 MB at this depth
+}

@@ -1313,16 +1313,25 @@ struct run_options {
 /// subdirectories is still being processed; `pending` counts those (plus the node's own start),
 /// and the worker that brings it to zero finishes the directory (its mode and mtime: post-order,
 /// without a global barrier) and releases the parent.
+//
+// Memory is linear in depth (issue 12): a node keeps its own name and a pointer to its parent,
+// which lives until its last child is done; nothing of its ancestors is copied into it.  Its
+// relative path is assembled when needed from the names up the parent chain, with a shortcut:
+// every `anchor_levels` levels a node (an anchor) also keeps the names from the anchor above it
+// down to itself, so the walk up visits fewer than anchor_levels nodes and then one anchor per
+// anchor_levels levels.
 template <class Handle>
 struct dir_node {
   dir_node* parent = nullptr;
-  std::string rel;   // relative path ("" for the root)
-  std::string name;  // name in the parent
+  std::string name;  // name in the parent; for the root, the roots' relative path in a larger
+                     // mirror (subtree), usually ""
+  std::size_t depth = 1;  // the root is 1
+  const dir_node* anchor = nullptr;  // the nearest anchor above (the root is one)
+  std::string segment;               // an anchor's path below its own anchor ("" for others)
   stat_info src_st;  // the source directory (followed when reached through a link)
   stat_info dst_st;  // the destination entry of the same name as the parent saw it (when a directory)
   file_type dst_type = file_type::none;
   bool follow = false;  // reached through a source symlink
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> ancestors;  // dev+ino of the source dirs down to this one
   Handle src;
   Handle dst;
   bool have_dst = false;
@@ -1345,6 +1354,9 @@ struct dir_node {
 /// Directory levels that keep their handles open; deeper ones close them while they wait for
 /// their subdirectories, so a 10,000-level chain needs a bounded number of descriptors.
 inline constexpr std::size_t open_levels = 128;
+
+/// Every how many levels a directory node keeps a segment of its path (see dir_node).
+inline constexpr std::size_t anchor_levels = 64;
 
 template <class FS, class Cmp, class Del, class Lnk, class Exc, class Wr, class Err, class Obs>
 class engine {
@@ -1394,15 +1406,15 @@ class engine {
       if (backup_rel_ == ".") backup_rel_.clear();
     }
     auto root = std::make_unique<node>();
-    root->rel = opt_.root_rel;
+    root->name = opt_.root_rel;
     root->src_st = ss;
     root->dst_st = ds;
     root->dst_type = dst_exists ? file_type::directory : file_type::none;
-    root->ancestors.push_back({ss.dev, ss.ino});
+    live_add(ss);
     root->src = fs_.open_root(src, ec);
     if (ec) return ec;
     worker first(*this);
-    first.set_rel(root->rel);
+    first.set_rel(opt_.root_rel);
     if (dst_exists) {
       root->dst = fs_.open_root(dst, ec);
       if (ec) return ec;
@@ -1481,6 +1493,22 @@ class engine {
   /// within its timestamp tick.  On a destination without ctime it must be smudged.
   bool smudge_copy(std::int64_t mtime_ns) const {
     return !time_.ctime && fs_.now() <= mtime_ns + racy_window_;
+  }
+
+  /// The source directories of the nodes alive (a multiset by dev+ino): every ancestor of a node is
+  /// alive, so a directory that is not live cannot close a cycle.
+  bool live(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    return live_.count({st.dev, st.ino}) != 0;
+  }
+  void live_add(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    ++live_[{st.dev, st.ino}];
+  }
+  void live_remove(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    const auto it = live_.find({st.dev, st.ino});
+    if (it != live_.end() && --it->second == 0) live_.erase(it);
   }
 
   /// Stopped by errors::stop, an exception, or cancel_on.
@@ -1728,14 +1756,18 @@ class engine {
         if (ok) schedule_batches(*n);
       } else {
         run_batch(*n, t.begin, t.end);
-        n->batches.fetch_sub(1);
+        if (n->batches.fetch_sub(1) == 1) {  // the last batch: the listings are no longer needed
+          std::vector<dir_entry>().swap(n->sl);
+          std::vector<dir_entry>().swap(n->dl);
+          std::vector<std::pair<std::size_t, std::size_t>>().swap(n->merged);
+        }
         maybe_close(*n, 1);  // this batch's own pending unit is still counted
       }
     }
 
     // Deep trees: closes a node's handles while it only waits for its subdirectories.
     void maybe_close(node& n, std::size_t own_units) {
-      if (n.ancestors.size() <= open_levels || n.batches.load() != 0 || n.unstarted.load() != 0 ||
+      if (n.depth <= open_levels || n.batches.load() != 0 || n.unstarted.load() != 0 ||
           n.pending.load() <= own_units)  // no subdirectory in flight: it finishes next anyway
         return;
       std::lock_guard<std::mutex> lock(n.mu);
@@ -1800,7 +1832,7 @@ class engine {
 
     // Lists both sides of a node, sorts, merges.  False when the pair cannot be processed.
     bool list_and_merge(node& n, bool root) {
-      rel_ = n.rel;
+      set_rel_of(n);
       std::error_code ec;
       n.sl = fs_.list(n.src, ec);
       if (ec) {
@@ -1877,15 +1909,15 @@ class engine {
         node* parent = n->parent;
         if (n->finish && !e_.halted()) {
           // through the directory's own handle: no name lookup, nothing to race with
-          rel_ = n->rel;
+          set_rel_of(*n);
           if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
           if (!n->closed || !n->have_dst || reopen(*n, done)) finish_dir(*n);
         }
-        delete done;
+        retire(done);
         done = n;
         n = parent;
       }
-      if (done && done->parent) delete done;  // the root is the engine's, until the end of the run
+      if (done && done->parent) retire(done);  // the root is the engine's, until the end of the run
     }
 
     // hard_links: each further name of a multiply-linked source file becomes a hard link to the
@@ -1955,6 +1987,30 @@ class engine {
     }
 
     void set_rel(const std::string& rel) { rel_ = rel; }
+
+    void retire(node* n) {
+      if (!n) return;
+      e_.live_remove(n->src_st);
+      delete n;
+    }
+
+    // rel_ = a node's relative path, assembled from the names up its parent chain (see dir_node).
+    void set_rel_of(const node& n) {
+      std::vector<const std::string*>& parts = parts_;  // from the bottom up
+      parts.clear();
+      const node* a = &n;
+      for (; a->parent && a->segment.empty(); a = a->parent) parts.push_back(&a->name);
+      for (; a->parent; a = a->anchor) parts.push_back(&a->segment);
+      std::size_t len = a->name.size();
+      for (const std::string* p : parts) len += p->size() + 1;
+      rel_.clear();
+      rel_.reserve(len);
+      rel_ = a->name;  // the root: the roots' own relative path (subtree), usually empty
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        if (!rel_.empty()) rel_ += '/';
+        rel_ += **it;
+      }
+    }
 
     void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
               std::error_code code = {}, unsigned changes = 0, copy_method method = copy_method::none,
@@ -2045,7 +2101,7 @@ class engine {
     // Opens (and, when missing or of another type in the destination, creates) the directory of a
     // node whose parent saw it in its listing; then lists and merges.
     bool start_dir(node& n) {
-      rel_ = n.rel;
+      set_rel_of(n);
       node& p = *n.parent;
       std::error_code ec;
       n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
@@ -2093,16 +2149,16 @@ class engine {
         count(kind);
         note(kind, file_type::directory, 0, 0, {}, changed::all);
       }
-      if (e_.opt_.frontier_depth != 0 && n.ancestors.size() > e_.opt_.frontier_depth) {
+      if (e_.opt_.frontier_depth != 0 && n.depth > e_.opt_.frontier_depth) {
         std::lock_guard<std::mutex> lock(e_.observer_mu_);
-        if (e_.opt_.on_subtree && *e_.opt_.on_subtree) (*e_.opt_.on_subtree)(std::string_view(n.rel));
+        if (e_.opt_.on_subtree && *e_.opt_.on_subtree) (*e_.opt_.on_subtree)(std::string_view(rel_));
         return false;  // not entered, not finished: the subtree's own sync does both
       }
       return list_and_merge(n, false);
     }
 
     void run_batch(node& n, std::size_t begin, std::size_t end) {
-      rel_ = n.rel;
+      set_rel_of(n);
       std::vector<node*> children;
       bool modified = false;
       for (std::size_t k = begin; k < end && !e_.halted(); ++k) {
@@ -2392,10 +2448,14 @@ class engine {
         note(action_kind::skip, file_type::directory, 0, 0, errc::other_filesystem);
         return false;
       }
-      for (const auto& id : n.ancestors) {
-        if (id.first == st.dev && id.second == st.ino) {
-          fail("opendir", errc::symlink_cycle);
-          return false;
+      // A cycle: the directory is one of the source directories from here up to the root.  Those
+      // are all live nodes, so only a directory that is live somewhere needs the walk up.
+      if (e_.live(st)) {
+        for (const node* a = &n; a; a = a->parent) {
+          if (a->src_st.dev == st.dev && a->src_st.ino == st.ino) {
+            fail("opendir", errc::symlink_cycle);
+            return false;
+          }
         }
       }
       auto child = std::make_unique<node>();
@@ -2403,13 +2463,25 @@ class engine {
       child->dst_type = probe_dst(n.have_dst ? &n.dst : nullptr, name, de, file_type::directory, child->dst_st, failed);
       if (failed) return false;
       child->parent = &n;
-      child->rel = rel_;
       child->name = name;
       child->src_st = st;
       child->follow = follow;
-      child->ancestors.reserve(n.ancestors.size() + 1);
-      child->ancestors = n.ancestors;
-      child->ancestors.push_back({st.dev, st.ino});
+      child->depth = n.depth + 1;
+      e_.live_add(st);
+      child->anchor = n.segment.empty() && n.parent ? n.anchor : &n;
+      if (child->depth % anchor_levels == 0) {  // an anchor: the names from the anchor above down to here
+        std::size_t len = name.size();
+        for (const node* a = &n; a != child->anchor; a = a->parent) len += a->name.size() + 1;
+        child->segment.resize(len);
+        std::size_t end = len;
+        end -= name.size();
+        child->segment.replace(end, name.size(), name);
+        for (const node* a = &n; a != child->anchor; a = a->parent) {
+          child->segment[--end] = '/';
+          end -= a->name.size();
+          child->segment.replace(end, a->name.size(), a->name);
+        }
+      }
       n.pending.fetch_add(1);
       children.push_back(child.release());
       return false;  // the child marks the parent modified if it creates or replaces anything
@@ -2714,6 +2786,7 @@ class engine {
     const Exc& exc_;
     bool dry_;
     std::string rel_;
+    std::vector<const std::string*> parts_;  // set_rel_of's scratch
   };
 
   FS& fs_;
@@ -2734,6 +2807,8 @@ class engine {
   bool dst_known_ = false;  // the destination root's identity, once it exists
   std::uint64_t dst_dev_ = 0, dst_ino_ = 0;
   std::unique_ptr<node> root_;  // the root directory pair, whose handles stay open for the whole run
+  std::mutex live_mu_;          // live_
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> live_;  // source dirs of live nodes (dev+ino)
   std::string backup_rel_;  // the backup directory's path inside the destination, if it is inside
   std::mutex backup_mu_;
   handle backup_root_;
