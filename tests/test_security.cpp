@@ -553,3 +553,21 @@ TEST_CASE("posix: memory stays linear in depth: a 5,000-level chain syncs within
   MESSAGE("peak resident set grew by ", peak - rss, " kB");
   CHECK(peak - rss < 40 * 1024);  // quadratic: ~225 MB at this depth
 }
+
+// ---- 7: deep deletion within a bounded number of descriptors -----------------------------------
+
+TEST_CASE("posix: a 20,000-level extraneous chain is deleted under a 1,024-descriptor limit") {
+  scratch s;
+  const std::string src = s.path + "/src", dst = s.path + "/dst";
+  REQUIRE(::mkdir(src.c_str(), 0755) == 0);
+  REQUIRE(::mkdir(dst.c_str(), 0755) == 0);
+  write_file(src + "/keep.txt", "keep\n", 0644, past_ns(3000));
+  REQUIRE(::mkdir((dst + "/extra").c_str(), 0755) == 0);
+  REQUIRE(make_chain(dst + "/extra", 20000));
+  fd_limit limit(1024);
+  const treesync::report r = treesync::sync(src, dst);
+  INFO(errors_of(r).substr(0, 2000));
+  CHECK(r.ok());
+  CHECK_FALSE(exists_nofollow(dst + "/extra"));
+  CHECK(r.deleted == 20000 + 2);  // the chain's directories, extra/ and the leaf file
+}

@@ -1358,6 +1358,10 @@ inline constexpr std::size_t open_levels = 128;
 /// Every how many levels a directory node keeps a segment of its path (see dir_node).
 inline constexpr std::size_t anchor_levels = 64;
 
+/// Levels of a directory tree being deleted that keep their handles open; deeper ones close theirs
+/// while a subdirectory is emptied and reopen it (checked by device+inode) to go on.
+inline constexpr std::size_t delete_open_levels = 64;
+
 template <class FS, class Cmp, class Del, class Lnk, class Exc, class Wr, class Err, class Obs>
 class engine {
  public:
@@ -2691,68 +2695,195 @@ class engine {
         if (ec) return is_enoent(ec) ? removal::done : (fail("stat", ec), removal::failed);
         t = st.type;
       }
-      if (t == file_type::directory) {
-        handle sub = fs_.open_dir(d, name, false, ec);
-        if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) {
-          // swapped for a link or a file since it was listed: remove that instead, never walk it
-          return remove_entry(d, name, file_type::symlink, count_top);
+      if (t == file_type::directory) return remove_tree(d, name, count_top);
+      if (!e_.opt_.backup_dir.empty() && !is_temp_name(name)) {
+        if (!backup_entry(d, name)) return removal::failed;
+      } else {
+        if (!dry_) fs_.remove(d, name, ec);
+      }
+      if (ec && !is_enoent(ec)) return fail("unlink", ec), removal::failed;
+      if (count_top) {
+        ++rep_.deleted;
+        note(action_kind::remove, t);
+      }
+      return removal::done;
+    }
+
+    // One directory of a tree being deleted.
+    struct level {
+      handle h;
+      bool open = true;
+      bool known = false;  // dev, ino taken (before the handle was first closed)
+      std::uint64_t dev = 0, ino = 0;
+      std::string name;  // in the level above (for the first level: in the caller's directory)
+      std::vector<dir_entry> children;
+      std::size_t next = 0;
+      bool ok = true;
+      bool kept = false;
+      std::size_t rel_size = 0;  // rel_'s length without this level's name
+    };
+    enum class entered { pushed, gone, swapped, failed };
+
+    // Opens and lists the directory `name` of `parent` as a new level.
+    entered enter_level(handle& parent, const std::string& name, std::vector<level>& levels) {
+      std::error_code ec;
+      level l;
+      l.h = fs_.open_dir(parent, name, false, ec);
+      // swapped for a link or a file since it was listed: removed as such, never walked
+      if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) return entered::swapped;
+      if (ec) {
+        if (is_enoent(ec)) return entered::gone;
+        fail("opendir", ec);
+        return entered::failed;
+      }
+      l.children = fs_.list(l.h, ec);
+      if (ec) {
+        fail("list", ec);
+        return entered::failed;
+      }
+      if (!dry_ && !l.children.empty()) {
+        const stat_info self = fs_.stat(l.h, ".", false, ec);
+        if (!ec && (self.mode & 0200) == 0) fs_.set_mode(l.h, ".", self.mode | 0700, ec);
+      }
+      l.name = name;
+      levels.push_back(std::move(l));
+      return entered::pushed;
+    }
+
+    // Closes a level's handle while a level below it is emptied (past delete_open_levels).
+    void close_level(level& l) {
+      if (!l.known) {
+        std::error_code ec;
+        const stat_info id = fs_.stat(l.h, ".", false, ec);
+        if (ec) return;  // stays open
+        l.dev = id.dev;
+        l.ino = id.ino;
+        l.known = true;
+      }
+      l.h = handle{};
+      l.open = false;
+    }
+
+    // Reopens the closed level above `below` (just emptied, still open): through its "..", else
+    // down from the deepest level still open (or the caller's directory), by name; every
+    // directory checked by dev+ino.
+    bool reopen_level(std::vector<level>& levels, handle& top, level& below) {
+      level& up = levels.back();
+      std::error_code ec;
+      handle h = fs_.open_dir(below.h, "..", false, ec);
+      if (!ec) {
+        const stat_info id = fs_.stat(h, ".", false, ec);
+        if (!ec && (id.dev != up.dev || id.ino != up.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+      }
+      if (ec) {
+        std::size_t i = levels.size() - 1;
+        while (i > 0 && !levels[i - 1].open) --i;
+        ec.clear();
+        h = fs_.open_dir(i > 0 ? levels[i - 1].h : top, ".", false, ec);
+        for (; !ec && i < levels.size(); ++i) {
+          handle next = fs_.open_dir(h, levels[i].name, false, ec);
+          if (ec) break;
+          const stat_info id = fs_.stat(next, ".", false, ec);
+          if (!ec && (id.dev != levels[i].dev || id.ino != levels[i].ino))
+            ec = std::make_error_code(std::errc::no_such_file_or_directory);
+          h = std::move(next);
         }
-        if (ec) {
-          if (is_enoent(ec)) return removal::done;
-          return fail("opendir", ec), removal::failed;
-        }
-        std::vector<dir_entry> children = fs_.list(sub, ec);
-        if (ec) return fail("list", ec), removal::failed;
-        if (!dry_ && !children.empty()) {
-          const stat_info self = fs_.stat(sub, ".", false, ec);
-          if (!ec && (self.mode & 0200) == 0) fs_.set_mode(sub, ".", self.mode | 0700, ec);
-          ec.clear();
-        }
-        bool ok = true;
-        bool kept = false;
-        for (const auto& c : children) {
-          rel_scope scope(rel_, c.name);
+      }
+      if (ec) return fail("opendir", ec), false;
+      up.h = std::move(h);
+      up.open = true;
+      return true;
+    }
+
+    // A directory and everything in it, without recursion: a stack of levels, of which only the
+    // first delete_open_levels and the one being emptied hold a descriptor.
+    removal remove_tree(handle& top, const std::string& top_name, bool count_top) {
+      std::vector<level> levels;
+      const std::size_t base = rel_.size();  // rel_ names the directory already
+      switch (enter_level(top, top_name, levels)) {
+        case entered::swapped: return remove_entry(top, top_name, file_type::symlink, count_top);
+        case entered::gone: return removal::done;
+        case entered::failed: return removal::failed;
+        case entered::pushed: break;
+      }
+      levels.back().rel_size = base;
+      const auto fold = [](level& l, removal r) {
+        if (r == removal::failed) l.ok = false;
+        if (r == removal::kept) l.kept = true;
+      };
+      for (;;) {
+        if (levels.back().next < levels.back().children.size()) {
+          level& l = levels.back();
+          const dir_entry c = l.children[l.next++];
+          const std::size_t saved = rel_.size();
+          if (!rel_.empty()) rel_ += '/';
+          rel_ += c.name;
           file_type ct = c.type;
           if (ct == file_type::unknown) {
-            const stat_info cs = fs_.stat(sub, c.name, false, ec);
+            std::error_code ec;
+            const stat_info cs = fs_.stat(l.h, c.name, false, ec);
             if (ec) {
-              if (!is_enoent(ec)) ok = (fail("stat", ec), false);
-              ec.clear();
+              if (!is_enoent(ec)) l.ok = (fail("stat", ec), false);
+              rel_.resize(saved);
               continue;
             }
             ct = cs.type;
           }
           if (is_backup_dir()) {
-            kept = true;
+            l.kept = true;
+            rel_.resize(saved);
             continue;
           }
           if (!is_temp_name(c.name)) {
             const bool ex = excluded(ct);
             if (!del_.removes(std::string_view(rel_), ct, ex)) {
               if (ex) ++rep_.excluded;
-              kept = true;
+              l.kept = true;
+              rel_.resize(saved);
               continue;
             }
           }
-          const removal r = remove_entry(sub, c.name, ct, true);
-          if (r == removal::failed) ok = false;
-          if (r == removal::kept) kept = true;
-          if (e_.halted()) return removal::failed;
+          removal r = removal::done;
+          if (ct == file_type::directory) {
+            const entered en = enter_level(l.h, c.name, levels);  // may move the levels: `l` is stale
+            if (en == entered::pushed) {
+              levels.back().rel_size = saved;
+              if (levels.size() > delete_open_levels + 1) close_level(levels[levels.size() - 2]);
+              continue;
+            }
+            if (en == entered::failed) r = removal::failed;
+            if (en == entered::swapped) r = remove_entry(levels.back().h, c.name, file_type::symlink, true);
+          } else {
+            r = remove_entry(l.h, c.name, ct, true);
+          }
+          fold(levels.back(), r);
+          rel_.resize(saved);
+          if (e_.halted()) return rel_.resize(base), removal::failed;
+          continue;
         }
-        if (!ok) return removal::failed;  // never remove a directory that still has content
-        if (kept) return removal::kept;
-        if (!dry_) fs_.remove_dir(d, name, ec);
-      } else if (!e_.opt_.backup_dir.empty() && !is_temp_name(name)) {
-        if (!backup_entry(d, name)) return removal::failed;
-      } else {
-        if (!dry_) fs_.remove(d, name, ec);
+        // every entry of the deepest level is done: remove it, unless something in it is kept
+        level done = std::move(levels.back());
+        levels.pop_back();
+        if (!levels.empty() && !levels.back().open && !reopen_level(levels, top, done))
+          return rel_.resize(base), removal::failed;
+        removal r = !done.ok ? removal::failed : done.kept ? removal::kept : removal::done;
+        if (r == removal::done) {
+          done.h = handle{};
+          std::error_code ec;
+          if (!dry_) fs_.remove_dir(levels.empty() ? top : levels.back().h, done.name, ec);
+          if (ec && !is_enoent(ec)) {
+            fail("rmdir", ec);
+            r = removal::failed;
+          } else if (!levels.empty() || count_top) {
+            ++rep_.deleted;
+            note(action_kind::remove, file_type::directory);
+          }
+        }
+        rel_.resize(done.rel_size);
+        if (levels.empty()) return r;
+        fold(levels.back(), r);
+        if (e_.halted()) return rel_.resize(base), removal::failed;
       }
-      if (ec && !is_enoent(ec)) return fail(t == file_type::directory ? "rmdir" : "unlink", ec), removal::failed;
-      if (count_top) {
-        ++rep_.deleted;
-        note(action_kind::remove, t);
-      }
-      return removal::done;
     }
 
     // Clears the way for an entry of another type: false (reported) when that is not possible.
