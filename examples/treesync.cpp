@@ -121,7 +121,7 @@ void install_signal_handlers() {
   sigemptyset(&sa.sa_mask);
   sigaddset(&sa.sa_mask, SIGINT);
   sigaddset(&sa.sa_mask, SIGTERM);
-  sa.sa_flags = SA_RESTART;
+  sa.sa_flags = 0;  // no SA_RESTART: a call blocked when the signal arrives returns (EINTR) and the run stops
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }

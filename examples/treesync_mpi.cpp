@@ -743,7 +743,7 @@ void install_signal_handlers() {
   std::memset(&sa, 0, sizeof sa);
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
+  sa.sa_flags = 0;  // no SA_RESTART: a call blocked when the signal arrives returns (EINTR) and the run stops
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }

@@ -95,7 +95,7 @@ TEST_CASE("specials replaces a device node whose device number changed") {
   CHECK(fs.lstat("/dst/dev").rdev == 2);
 }
 
-TEST_CASE("preserve_owner and preserve_group copy uid and gid, and fix them on a warm run") {
+TEST_CASE("preserve_owner and preserve_group copy uid and gid, and fix them on a warm run with a fresh copy") {
   mock_fs fs;
   tree(fs);
   fs.chown("/src/a.txt", 1000, 100);
@@ -110,10 +110,13 @@ TEST_CASE("preserve_owner and preserve_group copy uid and gid, and fix them on a
   fs.advance(10s);
   fs.reset_counters();
   const auto r = treesync::sync(fs, "/src", "/dst", treesync::preserve_owner, treesync::preserve_group);
-  CHECK(r.meta_updated == 1);
-  CHECK(r.updated == 0);
+  // never a chown of data treesync did not just write (issue 12): the file is copied afresh
+  CHECK(r.meta_updated == 0);
+  CHECK(r.updated == 1);
   CHECK(fs.lstat("/dst/a.txt").uid == 1000);
-  CHECK(fs.ops()[op::open_write] == 0);
+  CHECK(fs.lstat("/dst/a.txt").gid == 100);
+  CHECK(fs.ops()[op::open_write] == 1);
+  CHECK(fs.ops()[op::chown] == 1);  // of the new copy, before its rename
 }
 
 TEST_CASE("without preserve_owner the destination's owner is left alone") {

@@ -780,10 +780,9 @@ TEST_CASE("write::atomic (default): a rewritten file is a new inode; a hard link
   }
 }
 
-TEST_CASE("write::in_place: a rewritten file keeps its inode; a hard link sees the new bytes") {
+TEST_CASE("write::in_place: a rewritten file keeps its inode") {
   mock_fs fs;
   mirrored(fs);
-  fs.hard_link("/dst/a.txt", "/elsewhere.txt");
   const std::uint64_t old_ino = ino_of(fs, "/dst/a.txt");
   fs.write("/src/a.txt", "ALPHA!");
   fs.write("/src/new.txt", "new");
@@ -793,10 +792,26 @@ TEST_CASE("write::in_place: a rewritten file keeps its inode; a hard link sees t
   CHECK(r.created == 1u);
   CHECK(fs.read("/dst/a.txt") == "ALPHA!");
   CHECK(fs.tree("/dst").at("a.txt").ino == old_ino);
-  CHECK(fs.read("/elsewhere.txt") == "ALPHA!");
   CHECK(mtime_of(fs, "/dst/a.txt") == mtime_of(fs, "/src/a.txt"));
   CHECK(fs.read("/dst/new.txt") == "new");
   CHECK(fs.ops()[mock_fs::op::rename] == 0u);
+}
+
+TEST_CASE("write::in_place never writes into a file with other hard links: it gets a fresh inode") {
+  // the other name may be a hard link planted from outside the destination (issue 12)
+  mock_fs fs;
+  mirrored(fs);
+  fs.hard_link("/dst/a.txt", "/elsewhere.txt");
+  const std::string before = fs.read("/elsewhere.txt");
+  const std::uint64_t old_ino = ino_of(fs, "/dst/a.txt");
+  fs.write("/src/a.txt", "ALPHA!");
+  settle(fs);
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::write::in_place);
+  CHECK(r.updated == 1u);
+  CHECK(fs.read("/dst/a.txt") == "ALPHA!");
+  CHECK(fs.tree("/dst").at("a.txt").ino != old_ino);
+  CHECK(fs.read("/elsewhere.txt") == before);
+  CHECK(mtime_of(fs, "/dst/a.txt") == mtime_of(fs, "/src/a.txt"));
 }
 
 // ---- errors ------------------------------------------------------------------------------------

@@ -198,6 +198,7 @@ enum class errc {
   changed_during_copy,    ///< the source file changed while it was copied; not installed
   other_filesystem,       ///< a directory on another filesystem, not entered (one_file_system)
   case_collision,         ///< two names that differ only in case (detect_case_collisions)
+  unsafe_backup_dir,      ///< the backup directory's path goes through a symlink or a non-directory
 };
 
 namespace detail {
@@ -217,6 +218,8 @@ class error_category_impl final : public std::error_category {
       case errc::changed_during_copy: return "changed while being copied";
       case errc::other_filesystem: return "on another filesystem, not entered";
       case errc::case_collision: return "collides with another name on a case-insensitive filesystem";
+      case errc::unsafe_backup_dir:
+        return "backup directory: a component of its path is a symbolic link or not a directory (never followed)";
     }
     return "unknown treesync error";
   }
@@ -1311,16 +1314,25 @@ struct run_options {
 /// subdirectories is still being processed; `pending` counts those (plus the node's own start),
 /// and the worker that brings it to zero finishes the directory (its mode and mtime: post-order,
 /// without a global barrier) and releases the parent.
+//
+// Memory is linear in depth (issue 12): a node keeps its own name and a pointer to its parent,
+// which lives until its last child is done; nothing of its ancestors is copied into it.  Its
+// relative path is assembled when needed from the names up the parent chain, with a shortcut:
+// every `anchor_levels` levels a node (an anchor) also keeps the names from the anchor above it
+// down to itself, so the walk up visits fewer than anchor_levels nodes and then one anchor per
+// anchor_levels levels.
 template <class Handle>
 struct dir_node {
   dir_node* parent = nullptr;
-  std::string rel;   // relative path ("" for the root)
-  std::string name;  // name in the parent
+  std::string name;  // name in the parent; for the root, the roots' relative path in a larger
+                     // mirror (subtree), usually ""
+  std::size_t depth = 1;  // the root is 1
+  const dir_node* anchor = nullptr;  // the nearest anchor above (the root is one)
+  std::string segment;               // an anchor's path below its own anchor ("" for others)
   stat_info src_st;  // the source directory (followed when reached through a link)
   stat_info dst_st;  // the destination entry of the same name as the parent saw it (when a directory)
   file_type dst_type = file_type::none;
   bool follow = false;  // reached through a source symlink
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> ancestors;  // dev+ino of the source dirs down to this one
   Handle src;
   Handle dst;
   bool have_dst = false;
@@ -1348,6 +1360,13 @@ struct dir_node {
 /// Directory levels that keep their handles open; deeper ones close them while they wait for
 /// their subdirectories, so a 10,000-level chain needs a bounded number of descriptors.
 inline constexpr std::size_t open_levels = 128;
+
+/// Every how many levels a directory node keeps a segment of its path (see dir_node).
+inline constexpr std::size_t anchor_levels = 64;
+
+/// Levels of a directory tree being deleted that keep their handles open; deeper ones close theirs
+/// while a subdirectory is emptied and reopen it (checked by device+inode) to go on.
+inline constexpr std::size_t delete_open_levels = 64;
 
 template <class FS, class Cmp, class Del, class Lnk, class Exc, class Wr, class Err, class Obs>
 class engine {
@@ -1381,10 +1400,11 @@ class engine {
     if (dst_exists && ds.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
     if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
     if (auto e = check_nesting(src, ss, dst, dst_exists ? &ds : nullptr)) return e;
+    if (!opt_.backup_dir.empty() && !opt_.backup_dir.is_relative()) {
+      if (auto e = check_backup_dir(nullptr)) return e;
+    }
 
     root_dev_ = ss.dev;
-    dst_root_ = dst;
-    src_root_ = src;
     if (!opt_.backup_dir.empty()) {
       std::filesystem::path b = opt_.backup_dir.lexically_normal();
       if (b.is_relative()) {
@@ -1396,15 +1416,15 @@ class engine {
       if (backup_rel_ == ".") backup_rel_.clear();
     }
     auto root = std::make_unique<node>();
-    root->rel = opt_.root_rel;
+    root->name = opt_.root_rel;
     root->src_st = ss;
     root->dst_st = ds;
     root->dst_type = dst_exists ? file_type::directory : file_type::none;
-    root->ancestors.push_back({ss.dev, ss.ino});
+    live_add(ss);
     root->src = fs_.open_root(src, ec);
     if (ec) return ec;
     worker first(*this);
-    first.set_rel(root->rel);
+    first.set_rel(opt_.root_rel);
     if (dst_exists) {
       root->dst = fs_.open_root(dst, ec);
       if (ec) return ec;
@@ -1412,6 +1432,9 @@ class engine {
       dst_known_ = true;
       dst_dev_ = ds.dev;
       dst_ino_ = ds.ino;
+      if (!opt_.backup_dir.empty() && opt_.backup_dir.is_relative()) {
+        if (auto e = check_backup_dir(&root->dst)) return e;
+      }
     } else {
       if (!dry_) {
         fs_.make_root(dst, 0700, ec);
@@ -1440,7 +1463,12 @@ class engine {
       first.note(action_kind::create, file_type::directory, 0, 0, {}, changed::all);
     }
     // The root's listings are taken, and the empty-source guard decided, before any work starts.
-    node* r = root.release();
+    // The root node, and with it the two root handles, lives until the end of the run: whatever
+    // comes after the start (hard links, backups, reopening deep directories) goes through them,
+    // never through the roots' paths again (issue 12: the destination's parent may be writable by
+    // someone who renames the destination away and leaves a symlink in its place).
+    root_ = std::move(root);
+    node* r = root_.get();
     if (!first.list_and_merge(*r, true)) {
       first.release(r);
       merge_reports(first);
@@ -1475,6 +1503,22 @@ class engine {
   /// within its timestamp tick.  On a destination without ctime it must be smudged.
   bool smudge_copy(std::int64_t mtime_ns) const {
     return !time_.ctime && fs_.now() <= mtime_ns + racy_window_;
+  }
+
+  /// The source directories of the nodes alive (a multiset by dev+ino): every ancestor of a node is
+  /// alive, so a directory that is not live cannot close a cycle.
+  bool live(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    return live_.count({st.dev, st.ino}) != 0;
+  }
+  void live_add(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    ++live_[{st.dev, st.ino}];
+  }
+  void live_remove(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    const auto it = live_.find({st.dev, st.ino});
+    if (it != live_.end() && --it->second == 0) live_.erase(it);
   }
 
   /// Stopped by errors::stop, an exception, or cancel_on.
@@ -1579,18 +1623,14 @@ class engine {
   bool backup_parent(const std::string& rel, handle& out, std::error_code& ec) {
     std::lock_guard<std::mutex> lock(backup_mu_);
     if (!backup_open_) {
-      const std::filesystem::path& b = opt_.backup_dir;
-      if (b.is_relative()) {
-        handle cur = fs_.open_root(dst_root_, ec);
-        if (ec) return false;
-        if (!walk_create(cur, b.generic_string(), ec)) return false;
-        backup_root_ = std::move(cur);
-      } else {
-        fs_.make_root(b, 0700, ec);
-        if (ec && ec != std::errc::file_exists) return false;
-        backup_root_ = fs_.open_root(b, ec);
-        if (ec) return false;
+      handle cur;
+      if (!backup_start(root_ && root_->have_dst ? &root_->dst : nullptr, cur, ec) ||
+          !walk_create(cur, backup_path(), ec)) {
+        if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
+          ec = errc::unsafe_backup_dir;
+        return false;
       }
+      backup_root_ = std::move(cur);
       backup_open_ = true;
     }
     const auto slash = rel.rfind('/');
@@ -1599,6 +1639,45 @@ class engine {
     if (probe) return ec = probe, false;
     if (slash == std::string::npos) return true;
     return walk_create(out, rel.substr(0, slash), ec);
+  }
+
+  // Where the backup directory's path starts: the destination root's handle for a relative path,
+  // "/" for an absolute one.  Every component from there is entered without following a link.
+  bool backup_start(handle* dst_root, handle& cur, std::error_code& ec) {
+    if (opt_.backup_dir.is_relative()) {
+      if (!dst_root) return ec = std::make_error_code(std::errc::no_such_file_or_directory), false;
+      cur = fs_.open_dir(*dst_root, ".", false, ec);
+    } else {
+      cur = fs_.open_root(opt_.backup_dir.root_path(), ec);
+    }
+    return !ec;
+  }
+  std::string backup_path() const { return opt_.backup_dir.relative_path().lexically_normal().generic_string(); }
+
+  // Refuses the run, before anything is written, when a component of the backup directory's path
+  // that exists is a symlink or not a directory (errc::unsafe_backup_dir).  Missing components
+  // are made when the first backup is (never following a link either).  `dst_root`: the
+  // destination root's handle, for a relative path.
+  std::error_code check_backup_dir(handle* dst_root) {
+    std::error_code ec;
+    handle cur;
+    if (!backup_start(dst_root, cur, ec)) return ec;
+    const std::string rel = backup_path();
+    std::size_t pos = 0;
+    while (pos <= rel.size()) {
+      std::size_t end = rel.find('/', pos);
+      if (end == std::string::npos) end = rel.size();
+      const std::string comp = rel.substr(pos, end - pos);
+      pos = end + 1;
+      if (comp.empty() || comp == ".") continue;
+      handle next = fs_.open_dir(cur, comp, false, ec);
+      if (is_enoent(ec)) return {};
+      if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
+        return errc::unsafe_backup_dir;
+      if (ec) return ec;
+      cur = std::move(next);
+    }
+    return {};
   }
 
   // Descends `cur` along a relative path, never following links, making missing directories when
@@ -1687,14 +1766,18 @@ class engine {
         if (ok) schedule_batches(*n);
       } else {
         run_batch(*n, t.begin, t.end);
-        n->batches.fetch_sub(1);
+        if (n->batches.fetch_sub(1) == 1) {  // the last batch: the listings are no longer needed
+          std::vector<dir_entry>().swap(n->sl);
+          std::vector<dir_entry>().swap(n->dl);
+          std::vector<std::pair<std::size_t, std::size_t>>().swap(n->merged);
+        }
         maybe_close(*n, 1);  // this batch's own pending unit is still counted
       }
     }
 
     // Deep trees: closes a node's handles while it only waits for its subdirectories.
     void maybe_close(node& n, std::size_t own_units) {
-      if (n.ancestors.size() <= open_levels || n.batches.load() != 0 || n.unstarted.load() != 0 ||
+      if (n.depth <= open_levels || n.batches.load() != 0 || n.unstarted.load() != 0 ||
           n.pending.load() <= own_units)  // no subdirectory in flight: it finishes next anyway
         return;
       std::lock_guard<std::mutex> lock(n.mu);
@@ -1711,44 +1794,56 @@ class engine {
       n.closed = true;
     }
 
-    // Where a node's destination directory is now, relative to the destination root: its path,
-    // with the temporary name of every ancestor still being populated (staged).  Stable while the
-    // node is unfinished: an ancestor renames itself into place only after all its descendants.
-    static std::string on_disk_rel(const node& n) {
-      std::vector<const node*> chain;
-      const node* p = &n;
-      for (; p->parent; p = p->parent) chain.push_back(p);
-      std::string rel = p->rel;
-      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-        if (!rel.empty()) rel += '/';
-        rel += (*it)->staged.empty() ? (*it)->name : (*it)->staged;
-      }
-      return rel;
-    }
-
     // Reopens a closed node's destination directory: through ".." from the child that just
-    // finished, or from the root; either way it must be the same directory (dev+ino).
+    // finished, or else down from the nearest ancestor whose handle is open, by the names of the
+    // nodes between; either way every directory is checked by dev+ino.  Never from the root's path.
     bool reopen(node& n, node* child) {
       std::error_code ec = std::make_error_code(std::errc::bad_file_descriptor);
       handle h;
       if (child && child->have_dst && !child->closed) h = fs_.open_dir(child->dst, "..", false, ec);
-      if (ec) {
-        h = fs_.open_root(e_.dst_root_, ec);
-        if (!ec) e_.walk_open(h, on_disk_rel(n), ec);
-      }
       if (!ec) {
         const stat_info id = fs_.stat(h, ".", false, ec);
         if (!ec && (id.dev != n.dst_dev || id.ino != n.dst_ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
       }
+      if (ec) h = reopen_from_ancestor(n, ec);
       if (ec) return fail("opendir", ec), false;
       n.dst = std::move(h);
       n.closed = false;
       return true;
     }
 
+    handle reopen_from_ancestor(node& n, std::error_code& ec) {
+      std::vector<node*> chain;  // n and its closed ancestors, from the bottom up
+      handle h;
+      for (node* a = &n;; a = a->parent) {
+        if (!a) return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{};
+        if (a != &n) {
+          std::lock_guard<std::mutex> lock(a->mu);  // maybe_close may be closing it
+          if (!a->closed) {
+            if (!a->have_dst) return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{};
+            h = fs_.open_dir(a->dst, ".", false, ec);
+            if (ec) return handle{};
+            break;
+          }
+        }
+        chain.push_back(a);
+      }
+      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        // a directory this run is still populating is on disk under its temporary name
+        handle next = fs_.open_dir(h, (*it)->staged.empty() ? (*it)->name : (*it)->staged, false, ec);
+        if (ec) return handle{};
+        const stat_info id = fs_.stat(next, ".", false, ec);
+        if (ec) return handle{};
+        if (id.dev != (*it)->dst_dev || id.ino != (*it)->dst_ino)
+          return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{};
+        h = std::move(next);
+      }
+      return h;
+    }
+
     // Lists both sides of a node, sorts, merges.  False when the pair cannot be processed.
     bool list_and_merge(node& n, bool root) {
-      rel_ = n.rel;
+      set_rel_of(n);
       std::error_code ec;
       n.sl = fs_.list(n.src, ec);
       if (ec) {
@@ -1825,21 +1920,21 @@ class engine {
         node* parent = n->parent;
         if (n->finish && !e_.halted()) {
           // through the directory's own handle: no name lookup, nothing to race with
-          rel_ = n->rel;
+          set_rel_of(*n);
           if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
           if (!n->closed || !n->have_dst || reopen(*n, done)) finish_dir(*n);
         } else if (!n->staged.empty()) {
           // stopped or cancelled before it was complete: a staged directory never reaches its final
           // name, and goes rather than stay behind as a temporary
-          rel_ = n->rel;
+          set_rel_of(*n);
           n->dst = handle{};
           remove_entry(n->parent->dst, n->staged, file_type::directory, false, true);
         }
-        delete done;
+        retire(done);
         done = n;
         n = parent;
       }
-      delete done;
+      if (done && done->parent) retire(done);  // the root is the engine's, until the end of the run
     }
 
     // hard_links: each further name of a multiply-linked source file becomes a hard link to the
@@ -1848,9 +1943,9 @@ class engine {
       auto& requests = e_.link_requests_;
       std::sort(requests.begin(), requests.end());
       std::error_code ec;
-      handle droot = fs_.open_root(e_.dst_root_, ec);
-      handle sroot = fs_.open_root(e_.src_root_, ec);
-      if (ec) return fail("open", ec);
+      if (!e_.root_->have_dst) return fail("open", std::make_error_code(std::errc::no_such_file_or_directory));
+      handle& droot = e_.root_->dst;  // the handles opened at the start, never the paths again
+      handle& sroot = e_.root_->src;
       const auto split = [](const std::string& rel) {
         const auto slash = rel.rfind('/');
         return slash == std::string::npos ? std::make_pair(std::string(), rel)
@@ -1909,6 +2004,30 @@ class engine {
     }
 
     void set_rel(const std::string& rel) { rel_ = rel; }
+
+    void retire(node* n) {
+      if (!n) return;
+      e_.live_remove(n->src_st);
+      delete n;
+    }
+
+    // rel_ = a node's relative path, assembled from the names up its parent chain (see dir_node).
+    void set_rel_of(const node& n) {
+      std::vector<const std::string*>& parts = parts_;  // from the bottom up
+      parts.clear();
+      const node* a = &n;
+      for (; a->parent && a->segment.empty(); a = a->parent) parts.push_back(&a->name);
+      for (; a->parent; a = a->anchor) parts.push_back(&a->segment);
+      std::size_t len = a->name.size();
+      for (const std::string* p : parts) len += p->size() + 1;
+      rel_.clear();
+      rel_.reserve(len);
+      rel_ = a->name;  // the root: the roots' own relative path (subtree), usually empty
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+        if (!rel_.empty()) rel_ += '/';
+        rel_ += **it;
+      }
+    }
 
     void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
               std::error_code code = {}, unsigned changes = 0, copy_method method = copy_method::none,
@@ -1999,7 +2118,7 @@ class engine {
     // Opens (and, when missing or of another type in the destination, creates) the directory of a
     // node whose parent saw it in its listing; then lists and merges.
     bool start_dir(node& n) {
-      rel_ = n.rel;
+      set_rel_of(n);
       node& p = *n.parent;
       std::error_code ec;
       n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
@@ -2028,7 +2147,7 @@ class engine {
           // needs it) and no other run finishes the subtree (frontier); inside a staged directory
           // the name is final already.
           const bool stage = !p.unseen && n.dst_type == file_type::none && e_.opt_.frontier_depth == 0 &&
-                             p.ancestors.size() <= open_levels;
+                             p.depth <= open_levels;
           const std::string made = stage ? temp_name() : n.name;
           fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
           if (ec) {
@@ -2055,16 +2174,16 @@ class engine {
         count(kind);
         note(kind, file_type::directory, 0, 0, {}, changed::all);
       }
-      if (e_.opt_.frontier_depth != 0 && n.ancestors.size() > e_.opt_.frontier_depth) {
+      if (e_.opt_.frontier_depth != 0 && n.depth > e_.opt_.frontier_depth) {
         std::lock_guard<std::mutex> lock(e_.observer_mu_);
-        if (e_.opt_.on_subtree && *e_.opt_.on_subtree) (*e_.opt_.on_subtree)(std::string_view(n.rel));
+        if (e_.opt_.on_subtree && *e_.opt_.on_subtree) (*e_.opt_.on_subtree)(std::string_view(rel_));
         return false;  // not entered, not finished: the subtree's own sync does both
       }
       return list_and_merge(n, false);
     }
 
     void run_batch(node& n, std::size_t begin, std::size_t end) {
-      rel_ = n.rel;
+      set_rel_of(n);
       std::vector<node*> children;
       bool modified = false;
       for (std::size_t k = begin; k < end && !e_.halted(); ++k) {
@@ -2188,6 +2307,27 @@ class engine {
       }
     }
 
+    // Whether owner or group of the destination file `d` must change to match the source's `s`.
+    bool owner_changes(const stat_info& s, const stat_info& d) const {
+      return (e_.opt_.owner && d.uid != s.uid) || (e_.opt_.group && d.gid != s.gid);
+    }
+
+    // A destination regular file whose data is current needs a fresh inode (a copy under a
+    // temporary name, renamed over it) rather than a metadata change by name when that change
+    // would otherwise act on an inode treesync did not just write (issue 12):
+    //  - its owner or group must change: never chown data treesync did not write (an attacker's
+    //    file with the quick-check size and mtime would become root's);
+    //  - a set-user/group-ID bit must be added: never to data treesync did not write;
+    //  - any metadata must change and the file has other links: the other name may be a hard
+    //    link planted from outside the destination, whose inode a chmod or utime would change.
+    bool fresh_inode_needed(const stat_info& s, const stat_info& d, bool settle) const {
+      if (owner_changes(s, d)) return true;
+      const bool mode = d.mode != s.mode;
+      if (mode && (s.mode & ~d.mode & 06000) != 0) return true;
+      const bool restamp = compare_restamps<std::decay_t<Cmp>>::value && !e_.same_mtime(d, s);
+      return d.nlink > 1 && (mode || restamp || (settle && fs_.now() > s.mtime_ns + e_.racy_window_));
+    }
+
     // Type and (when the caller needs it) stat of a destination entry.
     file_type probe_dst(handle* d, const std::string& name, const dir_entry* de, file_type wanted, stat_info& out,
                         bool& failed) {
@@ -2226,40 +2366,39 @@ class engine {
           return false;
         }
         if (current) {
-          const bool owner = e_.opt_.owner && dst_st.uid != st.uid;
-          const bool group = e_.opt_.group && dst_st.gid != st.gid;
-          if (owner || group) {
-            if (!dry_) fs_.set_owner(*d, name, owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
-            if (ec) return fail("chown", ec), false;
-            if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // a chown may clear set-ID bits
-            if (ec) return fail("chmod", ec), false;
-            ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, differences(st, &dst_st));
-          } else if (compare_restamps<std::decay_t<Cmp>>::value && !e_.same_mtime(dst_st, st)) {
-            if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
-            if (!ec && !dry_ && dst_st.mode != st.mode) fs_.set_mode(*d, name, st.mode, ec);
-            if (ec) return fail("utime", ec), false;
-            ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {},
-                 differences(st, &dst_st) & ~changed::size);
-          } else if (dst_st.mode != st.mode) {
-            if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // the file's own mode: the directory is not written
-            if (ec) return fail("chmod", ec), false;
-            ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mode);
-          } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + e_.racy_window_) {
-            // Racily clean, verified by content, and the source is now older than the window:
-            // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
-            if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
-            if (ec) return fail("utime", ec), false;
-            ++rep_.meta_updated;
-            note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mtime);
+          // The data is current; what is left is metadata, changed by name only where that cannot
+          // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise
+          // the file is written afresh below, and the new inode gets owner, group and mode.
+          if (!fresh_inode_needed(st, dst_st, ctx.checked && racy)) {
+            if (compare_restamps<std::decay_t<Cmp>>::value && !e_.same_mtime(dst_st, st)) {
+              if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
+              if (!ec && !dry_ && dst_st.mode != st.mode) fs_.set_mode(*d, name, st.mode, ec);
+              if (ec) return fail("utime", ec), false;
+              ++rep_.meta_updated;
+              note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {},
+                   differences(st, &dst_st) & ~changed::size);
+            } else if (dst_st.mode != st.mode) {
+              if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // the file's own mode: the directory is not written
+              if (ec) return fail("chmod", ec), false;
+              ++rep_.meta_updated;
+              note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mode);
+            } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + e_.racy_window_) {
+              // Racily clean, verified by content, and the source is now older than the window:
+              // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
+              if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
+              if (ec) return fail("utime", ec), false;
+              ++rep_.meta_updated;
+              note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mtime);
+            }
+            return false;
           }
-          return false;
         }
       }
 
-      const bool in_place = !Wr::atomic && dt == file_type::regular && e_.opt_.backup_dir.empty();
+      // In place only into an inode that is this name's alone, whose owner and group stay, and
+      // that gets no set-ID bit: anything else is written afresh (temporary name + rename).
+      const bool in_place = !Wr::atomic && dt == file_type::regular && e_.opt_.backup_dir.empty() &&
+                            dst_st.nlink <= 1 && !owner_changes(st, dst_st) && (st.mode & 06000) == 0;
       const bool unseen = n.unseen && dt == file_type::none;  // a new name in a staged directory
       const bool via_temp = !in_place && !unseen && (Wr::atomic || dt != file_type::none);
       const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
@@ -2335,10 +2474,14 @@ class engine {
         note(action_kind::skip, file_type::directory, 0, 0, errc::other_filesystem);
         return false;
       }
-      for (const auto& id : n.ancestors) {
-        if (id.first == st.dev && id.second == st.ino) {
-          fail("opendir", errc::symlink_cycle);
-          return false;
+      // A cycle: the directory is one of the source directories from here up to the root.  Those
+      // are all live nodes, so only a directory that is live somewhere needs the walk up.
+      if (e_.live(st)) {
+        for (const node* a = &n; a; a = a->parent) {
+          if (a->src_st.dev == st.dev && a->src_st.ino == st.ino) {
+            fail("opendir", errc::symlink_cycle);
+            return false;
+          }
         }
       }
       auto child = std::make_unique<node>();
@@ -2346,13 +2489,25 @@ class engine {
       child->dst_type = probe_dst(n.have_dst ? &n.dst : nullptr, name, de, file_type::directory, child->dst_st, failed);
       if (failed) return false;
       child->parent = &n;
-      child->rel = rel_;
       child->name = name;
       child->src_st = st;
       child->follow = follow;
-      child->ancestors.reserve(n.ancestors.size() + 1);
-      child->ancestors = n.ancestors;
-      child->ancestors.push_back({st.dev, st.ino});
+      child->depth = n.depth + 1;
+      e_.live_add(st);
+      child->anchor = n.segment.empty() && n.parent ? n.anchor : &n;
+      if (child->depth % anchor_levels == 0) {  // an anchor: the names from the anchor above down to here
+        std::size_t len = name.size();
+        for (const node* a = &n; a != child->anchor; a = a->parent) len += a->name.size() + 1;
+        child->segment.resize(len);
+        std::size_t end = len;
+        end -= name.size();
+        child->segment.replace(end, name.size(), name);
+        for (const node* a = &n; a != child->anchor; a = a->parent) {
+          child->segment[--end] = '/';
+          end -= a->name.size();
+          child->segment.replace(end, a->name.size(), a->name);
+        }
+      }
       n.pending.fetch_add(1);
       children.push_back(child.release());
       return false;  // the child marks the parent modified if it creates or replaces anything
@@ -2462,7 +2617,9 @@ class engine {
       const file_type dt = probe_dst(d, name, de, st.type, dst_st, failed);
       if (failed) return false;
       std::error_code ec;
-      if (dt == st.type && dst_st.rdev == st.rdev) {  // the same kind of node: metadata only
+      // the same kind of node: metadata only, unless it has other links (a hard link planted from
+      // outside would have its mode changed): then it is recreated like a node of another kind
+      if (dt == st.type && dst_st.rdev == st.rdev && dst_st.nlink <= 1) {
         if (dst_st.mode == st.mode && e_.same_mtime(dst_st, st)) return false;
         if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
         if (!ec && !dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
@@ -2580,68 +2737,195 @@ class engine {
         if (ec) return is_enoent(ec) ? removal::done : (fail("stat", ec), removal::failed);
         t = st.type;
       }
-      if (t == file_type::directory) {
-        handle sub = fs_.open_dir(d, name, false, ec);
-        if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) {
-          // swapped for a link or a file since it was listed: remove that instead, never walk it
-          return remove_entry(d, name, file_type::symlink, count_top, leftover);
+      if (t == file_type::directory) return remove_tree(d, name, count_top, leftover);
+      if (!leftover && !e_.opt_.backup_dir.empty() && !is_temp_name(name)) {
+        if (!backup_entry(d, name)) return removal::failed;
+      } else {
+        if (!dry_) fs_.remove(d, name, ec);
+      }
+      if (ec && !is_enoent(ec)) return fail("unlink", ec), removal::failed;
+      if (count_top) {
+        ++rep_.deleted;
+        note(action_kind::remove, t);
+      }
+      return removal::done;
+    }
+
+    // One directory of a tree being deleted.
+    struct level {
+      handle h;
+      bool open = true;
+      bool known = false;  // dev, ino taken (before the handle was first closed)
+      std::uint64_t dev = 0, ino = 0;
+      std::string name;  // in the level above (for the first level: in the caller's directory)
+      std::vector<dir_entry> children;
+      std::size_t next = 0;
+      bool ok = true;
+      bool kept = false;
+      std::size_t rel_size = 0;  // rel_'s length without this level's name
+    };
+    enum class entered { pushed, gone, swapped, failed };
+
+    // Opens and lists the directory `name` of `parent` as a new level.
+    entered enter_level(handle& parent, const std::string& name, std::vector<level>& levels) {
+      std::error_code ec;
+      level l;
+      l.h = fs_.open_dir(parent, name, false, ec);
+      // swapped for a link or a file since it was listed: removed as such, never walked
+      if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) return entered::swapped;
+      if (ec) {
+        if (is_enoent(ec)) return entered::gone;
+        fail("opendir", ec);
+        return entered::failed;
+      }
+      l.children = fs_.list(l.h, ec);
+      if (ec) {
+        fail("list", ec);
+        return entered::failed;
+      }
+      if (!dry_ && !l.children.empty()) {
+        const stat_info self = fs_.stat(l.h, ".", false, ec);
+        if (!ec && (self.mode & 0200) == 0) fs_.set_mode(l.h, ".", self.mode | 0700, ec);
+      }
+      l.name = name;
+      levels.push_back(std::move(l));
+      return entered::pushed;
+    }
+
+    // Closes a level's handle while a level below it is emptied (past delete_open_levels).
+    void close_level(level& l) {
+      if (!l.known) {
+        std::error_code ec;
+        const stat_info id = fs_.stat(l.h, ".", false, ec);
+        if (ec) return;  // stays open
+        l.dev = id.dev;
+        l.ino = id.ino;
+        l.known = true;
+      }
+      l.h = handle{};
+      l.open = false;
+    }
+
+    // Reopens the closed level above `below` (just emptied, still open): through its "..", else
+    // down from the deepest level still open (or the caller's directory), by name; every
+    // directory checked by dev+ino.
+    bool reopen_level(std::vector<level>& levels, handle& top, level& below) {
+      level& up = levels.back();
+      std::error_code ec;
+      handle h = fs_.open_dir(below.h, "..", false, ec);
+      if (!ec) {
+        const stat_info id = fs_.stat(h, ".", false, ec);
+        if (!ec && (id.dev != up.dev || id.ino != up.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+      }
+      if (ec) {
+        std::size_t i = levels.size() - 1;
+        while (i > 0 && !levels[i - 1].open) --i;
+        ec.clear();
+        h = fs_.open_dir(i > 0 ? levels[i - 1].h : top, ".", false, ec);
+        for (; !ec && i < levels.size(); ++i) {
+          handle next = fs_.open_dir(h, levels[i].name, false, ec);
+          if (ec) break;
+          const stat_info id = fs_.stat(next, ".", false, ec);
+          if (!ec && (id.dev != levels[i].dev || id.ino != levels[i].ino))
+            ec = std::make_error_code(std::errc::no_such_file_or_directory);
+          h = std::move(next);
         }
-        if (ec) {
-          if (is_enoent(ec)) return removal::done;
-          return fail("opendir", ec), removal::failed;
-        }
-        std::vector<dir_entry> children = fs_.list(sub, ec);
-        if (ec) return fail("list", ec), removal::failed;
-        if (!dry_ && !children.empty()) {
-          const stat_info self = fs_.stat(sub, ".", false, ec);
-          if (!ec && (self.mode & 0200) == 0) fs_.set_mode(sub, ".", self.mode | 0700, ec);
-          ec.clear();
-        }
-        bool ok = true;
-        bool kept = false;
-        for (const auto& c : children) {
-          rel_scope scope(rel_, c.name);
+      }
+      if (ec) return fail("opendir", ec), false;
+      up.h = std::move(h);
+      up.open = true;
+      return true;
+    }
+
+    // A directory and everything in it, without recursion: a stack of levels, of which only the
+    // first delete_open_levels and the one being emptied hold a descriptor.
+    removal remove_tree(handle& top, const std::string& top_name, bool count_top, bool leftover) {
+      std::vector<level> levels;
+      const std::size_t base = rel_.size();  // rel_ names the directory already
+      switch (enter_level(top, top_name, levels)) {
+        case entered::swapped: return remove_entry(top, top_name, file_type::symlink, count_top, leftover);
+        case entered::gone: return removal::done;
+        case entered::failed: return removal::failed;
+        case entered::pushed: break;
+      }
+      levels.back().rel_size = base;
+      const auto fold = [](level& l, removal r) {
+        if (r == removal::failed) l.ok = false;
+        if (r == removal::kept) l.kept = true;
+      };
+      for (;;) {
+        if (levels.back().next < levels.back().children.size()) {
+          level& l = levels.back();
+          const dir_entry c = l.children[l.next++];
+          const std::size_t saved = rel_.size();
+          if (!rel_.empty()) rel_ += '/';
+          rel_ += c.name;
           file_type ct = c.type;
           if (ct == file_type::unknown) {
-            const stat_info cs = fs_.stat(sub, c.name, false, ec);
+            std::error_code ec;
+            const stat_info cs = fs_.stat(l.h, c.name, false, ec);
             if (ec) {
-              if (!is_enoent(ec)) ok = (fail("stat", ec), false);
-              ec.clear();
+              if (!is_enoent(ec)) l.ok = (fail("stat", ec), false);
+              rel_.resize(saved);
               continue;
             }
             ct = cs.type;
           }
           if (!leftover && is_backup_dir()) {
-            kept = true;
+            l.kept = true;
+            rel_.resize(saved);
             continue;
           }
           if (!leftover && !is_temp_name(c.name)) {
             const bool ex = excluded(ct);
             if (!del_.removes(std::string_view(rel_), ct, ex)) {
               if (ex) ++rep_.excluded;
-              kept = true;
+              l.kept = true;
+              rel_.resize(saved);
               continue;
             }
           }
-          const removal r = remove_entry(sub, c.name, ct, !leftover, leftover);
-          if (r == removal::failed) ok = false;
-          if (r == removal::kept) kept = true;
-          if (!leftover && e_.halted()) return removal::failed;
+          removal r = removal::done;
+          if (ct == file_type::directory) {
+            const entered en = enter_level(l.h, c.name, levels);  // may move the levels: `l` is stale
+            if (en == entered::pushed) {
+              levels.back().rel_size = saved;
+              if (levels.size() > delete_open_levels + 1) close_level(levels[levels.size() - 2]);
+              continue;
+            }
+            if (en == entered::failed) r = removal::failed;
+            if (en == entered::swapped) r = remove_entry(levels.back().h, c.name, file_type::symlink, !leftover, leftover);
+          } else {
+            r = remove_entry(l.h, c.name, ct, !leftover, leftover);
+          }
+          fold(levels.back(), r);
+          rel_.resize(saved);
+          if (!leftover && e_.halted()) return rel_.resize(base), removal::failed;
+          continue;
         }
-        if (!ok) return removal::failed;  // never remove a directory that still has content
-        if (kept) return removal::kept;
-        if (!dry_) fs_.remove_dir(d, name, ec);
-      } else if (!leftover && !e_.opt_.backup_dir.empty() && !is_temp_name(name)) {
-        if (!backup_entry(d, name)) return removal::failed;
-      } else {
-        if (!dry_) fs_.remove(d, name, ec);
+        // every entry of the deepest level is done: remove it, unless something in it is kept
+        level done = std::move(levels.back());
+        levels.pop_back();
+        if (!levels.empty() && !levels.back().open && !reopen_level(levels, top, done))
+          return rel_.resize(base), removal::failed;
+        removal r = !done.ok ? removal::failed : done.kept ? removal::kept : removal::done;
+        if (r == removal::done) {
+          done.h = handle{};
+          std::error_code ec;
+          if (!dry_) fs_.remove_dir(levels.empty() ? top : levels.back().h, done.name, ec);
+          if (ec && !is_enoent(ec)) {
+            fail("rmdir", ec);
+            r = removal::failed;
+          } else if (!leftover && (!levels.empty() || count_top)) {
+            ++rep_.deleted;
+            note(action_kind::remove, file_type::directory);
+          }
+        }
+        rel_.resize(done.rel_size);
+        if (levels.empty()) return r;
+        fold(levels.back(), r);
+        if (!leftover && e_.halted()) return rel_.resize(base), removal::failed;
       }
-      if (ec && !is_enoent(ec)) return fail(t == file_type::directory ? "rmdir" : "unlink", ec), removal::failed;
-      if (count_top) {
-        ++rep_.deleted;
-        note(action_kind::remove, t);
-      }
-      return removal::done;
     }
 
     // Clears the way for an entry of another type: false (reported) when that is not possible.
@@ -2675,6 +2959,7 @@ class engine {
     const Exc& exc_;
     bool dry_;
     std::string rel_;
+    std::vector<const std::string*> parts_;  // set_rel_of's scratch
   };
 
   FS& fs_;
@@ -2694,12 +2979,13 @@ class engine {
   std::uint64_t root_dev_ = 0;
   bool dst_known_ = false;  // the destination root's identity, once it exists
   std::uint64_t dst_dev_ = 0, dst_ino_ = 0;
-  std::filesystem::path dst_root_;
+  std::unique_ptr<node> root_;  // the root directory pair, whose handles stay open for the whole run
+  std::mutex live_mu_;          // live_
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> live_;  // source dirs of live nodes (dev+ino)
   std::string backup_rel_;  // the backup directory's path inside the destination, if it is inside
   std::mutex backup_mu_;
   handle backup_root_;
   bool backup_open_ = false;
-  std::filesystem::path src_root_;
   std::mutex links_mu_;  // hard_links: the first name seen of each multiply-linked source inode
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_name_;
   std::vector<std::pair<std::string, std::string>> link_requests_;  // (relative path, first's relative path)
@@ -2861,9 +3147,20 @@ class posix_fs {
     const std::uint32_t want = expected.mode & 07777;
     const bool direct_mode = !opt.replace && !opt.owner && !opt.group && (want & ~0777u) == 0 &&
                              (want & ~process_umask()) == want;
-    const int flags = O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | (opt.replace ? O_TRUNC : (O_CREAT | O_EXCL));
+    // In place (replace): the existing file is opened without truncating, never blocking (a FIFO
+    // swapped in), and written only once fstat shows a regular file with no other link (a hard
+    // link planted from outside the destination is never written through).
+    const int flags =
+        O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | (opt.replace ? O_NONBLOCK : (O_CREAT | O_EXCL));
     const fd_guard out(::openat(dd.fd(), dst_name.c_str(), flags, direct_mode ? static_cast<mode_t>(want) : 0600));
     if (out.fd < 0) return set_errno(ec), res;
+    if (opt.replace) {
+      struct ::stat cur;
+      if (::fstat(out.fd, &cur) != 0) return set_errno(ec), res;
+      if (!S_ISREG(cur.st_mode)) return ec = errc::special_file, res;
+      if (cur.st_nlink != 1) return ec = std::make_error_code(std::errc::too_many_links), res;
+      if (::ftruncate(out.fd, 0) != 0) return set_errno(ec), res;
+    }
     copy_data(in.fd, out.fd, expected, res, ec);
     if (ec) return res;
     struct ::stat after;
@@ -2874,6 +3171,15 @@ class posix_fs {
         (expected.ino != 0 && (a.ino != expected.ino || a.dev != expected.dev))) {
       ec = errc::changed_during_copy;
       return res;
+    }
+    if (expected.size == 0) {
+      // Nothing was copied, so nothing showed the end: a regular file that says 0 bytes may still
+      // have content (/proc): one byte read past the end tells, and means "changed".
+      char probe;
+      ::ssize_t n;
+      do n = ::read(in.fd, &probe, 1);
+      while (n < 0 && errno == EINTR);
+      if (n != 0) return n < 0 ? set_errno(ec) : void(ec = errc::changed_during_copy), res;
     }
     if (opt.owner || opt.group) {  // before the chmod: a chown clears set-user/group-ID bits
       const uid_t u = opt.owner ? static_cast<uid_t>(expected.uid) : static_cast<uid_t>(-1);
@@ -2894,26 +3200,50 @@ class posix_fs {
   bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,
                     std::error_code& ec) const {
     ec.clear();
-    const fd_guard fa(::openat(a.fd(), an.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW)));
-    if (fa.fd < 0) return set_errno(ec), false;
-    const fd_guard fb(::openat(b.fd(), bn.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
-    if (fb.fd < 0) return set_errno(ec), false;
+    struct ::stat sa, sb;
+    const fd_guard fa(open_data(a.fd(), an, follow, sa, ec));
+    if (fa.fd < 0) return false;
+    const fd_guard fb(open_data(b.fd(), bn, false, sb, ec));
+    if (fb.fd < 0) return false;
+    if (sa.st_size != sb.st_size) return false;
+    // No more than the size stat gave is read (a /proc file says 0 and may never end); a byte past
+    // it on either side, or a short read, means the file changed: not the same.
     std::vector<char> ba(1 << 16), bb(1 << 16);
-    for (;;) {
-      const ::ssize_t na = read_full(fa.fd, ba.data(), ba.size(), ec);
+    for (auto left = static_cast<std::uint64_t>(sa.st_size); left > 0;) {
+      const std::size_t want = static_cast<std::size_t>(std::min<std::uint64_t>(left, ba.size()));
+      const ::ssize_t na = read_full(fa.fd, ba.data(), want, ec);
       if (ec) return false;
-      const ::ssize_t nb = read_full(fb.fd, bb.data(), bb.size(), ec);
+      const ::ssize_t nb = read_full(fb.fd, bb.data(), want, ec);
       if (ec) return false;
-      if (na != nb || std::memcmp(ba.data(), bb.data(), static_cast<std::size_t>(na)) != 0) return false;
-      if (na == 0) return true;
+      if (na != nb || static_cast<std::size_t>(na) != want || std::memcmp(ba.data(), bb.data(), want) != 0) return false;
+      left -= want;
     }
+    char probe;
+    if (read_full(fa.fd, &probe, 1, ec) != 0 || ec) return false;
+    return read_full(fb.fd, &probe, 1, ec) == 0 && !ec;
   }
 
   // chmod never follows a link.  fchmodat(AT_SYMLINK_NOFOLLOW) refuses links without opening the
   // entry (glibc >= 2.32 emulates it with O_PATH, so a device node is not opened either); where it
   // is not available at all, the entry is opened without following and changed through its fd.
+  //
+  // Metadata changes by name (mode, mtime, owner) act on one inode the engine may change: on Linux
+  // the entry is opened with O_PATH | O_NOFOLLOW (nothing is opened for I/O, a device or FIFO
+  // neither), refused with EMLINK when it is not a directory and has other links (one of them
+  // could be a hard link planted from outside the destination), and changed through that
+  // descriptor (/proc/self/fd), so a name swapped in between the check and the change cannot
+  // redirect it.  Without /proc, the change is made by name, never following a link.
   void set_mode(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {
     if (name == ".") return check(::fchmod(d.fd(), static_cast<mode_t>(mode)), ec);
+#if defined(__linux__) && defined(O_PATH)
+    {
+      const path_fd p(d.fd(), name, ec);
+      if (ec) return;
+      if (S_ISLNK(p.st.st_mode)) return ec = std::make_error_code(std::errc::operation_not_supported), void();
+      if (::chmod(proc_fd_path(p.fd).c_str(), static_cast<mode_t>(mode)) == 0) return ec.clear();
+      if (errno != ENOENT) return set_errno(ec);
+    }
+#endif
     if (::fchmodat(d.fd(), name.c_str(), static_cast<mode_t>(mode), AT_SYMLINK_NOFOLLOW) == 0) return ec.clear();
     if (errno != ENOTSUP && errno != EOPNOTSUPP && errno != ENOSYS) return set_errno(ec);
     const fd_guard f(::openat(d.fd(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
@@ -2923,6 +3253,16 @@ class posix_fs {
   void set_mtime(dir_handle& d, const std::string& name, std::int64_t ns, std::error_code& ec) const {
     const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(ns)};
     if (name == ".") return check(::futimens(d.fd(), ts), ec);
+#if defined(__linux__) && defined(O_PATH)
+    {
+      const path_fd p(d.fd(), name, ec);
+      if (ec) return;
+      if (!S_ISLNK(p.st.st_mode)) {  // a link's own times: by name, below
+        if (::utimensat(AT_FDCWD, proc_fd_path(p.fd).c_str(), ts, 0) == 0) return ec.clear();
+        if (errno != ENOENT) return set_errno(ec);
+      }
+    }
+#endif
     check(::utimensat(d.fd(), name.c_str(), ts, AT_SYMLINK_NOFOLLOW), ec);
   }
   void rename(dir_handle& d, const std::string& from, const std::string& to, std::error_code& ec) const {
@@ -2960,6 +3300,13 @@ class posix_fs {
     const auto u = static_cast<uid_t>(uid < 0 ? static_cast<uid_t>(-1) : static_cast<uid_t>(uid));
     const auto g = static_cast<gid_t>(gid < 0 ? static_cast<gid_t>(-1) : static_cast<gid_t>(gid));
     if (name == ".") return check(::fchown(d.fd(), u, g), ec);
+#if defined(__linux__) && defined(O_PATH) && defined(AT_EMPTY_PATH)
+    {
+      const path_fd p(d.fd(), name, ec);
+      if (ec) return;
+      return check(::fchownat(p.fd, "", u, g, AT_EMPTY_PATH), ec);  // the link itself, for a link
+    }
+#endif
     check(::fchownat(d.fd(), name.c_str(), u, g, AT_SYMLINK_NOFOLLOW), ec);
   }
   /// A FIFO, socket or device node like `st` (mode bits set separately).
@@ -3034,7 +3381,51 @@ class posix_fs {
     int fd;
   };
 
+#if defined(__linux__) && defined(O_PATH)
+  // An entry opened for a metadata change (see set_mode): O_PATH, never following a link, with its
+  // fstat; ec is set (EMLINK) when it is not a directory and has other links.
+  struct path_fd {
+    path_fd(int dir, const std::string& name, std::error_code& ec) noexcept
+        : fd(::openat(dir, name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC)) {
+      if (fd < 0)
+        set_errno(ec);
+      else if (::fstat(fd, &st) != 0)
+        set_errno(ec);
+      else if (!S_ISDIR(st.st_mode) && st.st_nlink > 1)
+        ec = std::make_error_code(std::errc::too_many_links);
+      else
+        ec.clear();
+    }
+    path_fd(const path_fd&) = delete;
+    path_fd& operator=(const path_fd&) = delete;
+    ~path_fd() {
+      if (fd >= 0) ::close(fd);
+    }
+    int fd;
+    struct ::stat st {};
+  };
+  static std::string proc_fd_path(int fd) { return "/proc/self/fd/" + std::to_string(fd); }
+#endif
+
   static void set_errno(std::error_code& ec) noexcept { ec.assign(errno, std::system_category()); }
+
+  // Opens an entry to read its data: never blocking (a FIFO swapped in), never as a controlling
+  // terminal, following a link only when asked, and checked by fstat to be a regular file before
+  // anything is read; -1 with ec set otherwise (errc::special_file for a FIFO, socket or device).
+  static int open_data(int dir, const std::string& name, bool follow, struct ::stat& st, std::error_code& ec) noexcept {
+    const int fd = ::openat(dir, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW));
+    if (fd < 0) return set_errno(ec), -1;
+    if (::fstat(fd, &st) != 0) {
+      set_errno(ec);
+    } else if (S_ISREG(st.st_mode)) {
+      ec.clear();
+      return fd;
+    } else {
+      ec = S_ISDIR(st.st_mode) ? std::make_error_code(std::errc::is_a_directory) : make_error_code(errc::special_file);
+    }
+    ::close(fd);
+    return -1;
+  }
   static void check(int rc, std::error_code& ec) noexcept {
     if (rc != 0)
       set_errno(ec);
@@ -3201,6 +3592,7 @@ class posix_fs {
       if (ec) return;
     }
 #endif
+    // dense: no more than the size the stat gave, and a byte past it is a change (see copy_stream)
     copy_stream(in, out, size, res, ec);
   }
 
@@ -3280,48 +3672,64 @@ class posix_fs {
     return true;
   }
 
+  // Copies the data with the first call that works here, at most `size` bytes (what the stat
+  // said: a /proc file says 0 and may never end).  Every call asks for one byte more than is still
+  // due, so the call that reaches the end also shows there is nothing past it, at no extra system
+  // call; a byte past `size` means the file grew, or never had the size it claimed:
+  // errc::changed_during_copy, and the copy is not installed.
   void copy_stream(int in, int out, std::uint64_t size, copy_result& res, std::error_code& ec) const {
-    const auto chunk = [&] { return static_cast<std::size_t>(std::min<std::uint64_t>(size - res.bytes, 1u << 30)); };
-    // Repeats one in-kernel copy call up to `size` bytes.  True when done (or failed for real, ec
-    // set); false when this call is not supported here and nothing was copied yet.
+    const auto want = [&] {
+      return static_cast<std::size_t>(std::min<std::uint64_t>(size - res.bytes + 1, std::uint64_t(1) << 30));
+    };
+    // One step: n bytes (or n <= 0) from a call that asked for `len`.  True when the copy is over.
+    const auto step = [&](long long n, std::size_t len) {
+      res.bytes += static_cast<std::uint64_t>(n);
+      if (res.bytes > size) return ec = errc::changed_during_copy, true;
+      return res.bytes == size && static_cast<std::size_t>(n) < len;  // a short call at the end: EOF
+    };
+    // Repeats one in-kernel copy call to the end.  True when done (or failed for real, ec set);
+    // false when this call is not supported here and nothing was copied yet.
     const auto pump = [&](copy_method method, auto&& call) {
       res.method = method;
-      while (res.bytes < size) {
-        const long long n = call();
+      for (;;) {
+        const std::size_t len = want();
+        const long long n = call(len);
         if (n > 0) {
-          res.bytes += static_cast<std::uint64_t>(n);
+          if (step(n, len)) return true;
           continue;
         }
-        if (n == 0) return true;  // shorter than the stat said: the check after the copy reports it
+        if (n == 0) return true;  // the end; shorter than the stat said: the check after the copy reports it
         if (errno == EINTR) continue;
         if (res.bytes != 0 || !unsupported(errno)) return set_errno(ec), true;
         return false;
       }
-      return true;
     };
 #if defined(__linux__) && defined(SYS_copy_file_range)
     // refuses (EINVAL) anything but regular files before reading a byte
-    if (pump(copy_method::copy_file_range, [&] {
-          return static_cast<long long>(::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, chunk(), 0u));
+    if (pump(copy_method::copy_file_range, [&](std::size_t len) {
+          return static_cast<long long>(::syscall(SYS_copy_file_range, in, nullptr, out, nullptr, len, 0u));
         }))
       return;
 #endif
     if (!regular(in, ec)) return;
 #if defined(__linux__)
-    if (pump(copy_method::sendfile, [&] { return static_cast<long long>(::sendfile(out, in, nullptr, chunk())); }))
+    if (pump(copy_method::sendfile,
+             [&](std::size_t len) { return static_cast<long long>(::sendfile(out, in, nullptr, len)); }))
       return;
 #endif
     res.method = copy_method::read_write;
     std::vector<char> buf(1 << 17);
-    while (res.bytes < size) {
-      const ::ssize_t n = ::read(in, buf.data(), std::min<std::size_t>(buf.size(), chunk()));
+    for (;;) {
+      const std::size_t len = std::min(buf.size(), want());
+      const ::ssize_t n = ::read(in, buf.data(), len);
       if (n < 0) {
         if (errno == EINTR) continue;
         return set_errno(ec);
       }
       if (n == 0) return;
+      if (res.bytes + static_cast<std::uint64_t>(n) > size) return void(ec = errc::changed_during_copy);
       if (!write_all(out, buf.data(), static_cast<std::size_t>(n), ec)) return;
-      res.bytes += static_cast<std::uint64_t>(n);
+      if (step(n, len)) return;
     }
   }
 
@@ -3439,9 +3847,15 @@ class std_fs {
     if (!ec) set_mtime_path(to, expected.mtime_ns, ec);
     return res;
   }
-  bool same_content(dir_handle& a, const std::string& an, bool, dir_handle& b, const std::string& bn,
+  bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,
                     std::error_code& ec) const {
     ec.clear();
+    // only regular files are opened (by path: a swap after this check is not detected here)
+    const auto ta = follow ? std::filesystem::status(at(a, an), ec) : std::filesystem::symlink_status(at(a, an), ec);
+    if (ec) return false;
+    const auto tb = std::filesystem::symlink_status(at(b, bn), ec);
+    if (ec) return false;
+    if (!std::filesystem::is_regular_file(ta) || !std::filesystem::is_regular_file(tb)) return ec = errc::special_file, false;
     std::FILE* fa = std::fopen(at(a, an).string().c_str(), "rb");
     std::FILE* fb = std::fopen(at(b, bn).string().c_str(), "rb");
     bool same = fa && fb;
