@@ -199,11 +199,10 @@ int main(int argc, char** argv) {
                       cli_deletion{opt.deletion, opt.max_delete ? *opt.max_delete : treesync::unlimited},
                       cli_links{opt.links},
                       patterns,
-                      treesync::jobs{opt.jobs},
-                      treesync::cancel_on(cancel_flag),
+                      opt.jobs,
+                      &cancel_flag,
                       observer,
-                      treesync::backup_dir{opt.backup_dir ? std::filesystem::path(*opt.backup_dir)
-                                                          : std::filesystem::path()}};
+                      opt.backup_dir ? *opt.backup_dir : std::string()};
   std::error_code ec;
   const treesync::report r = run(context, ec);
   observer.finish();

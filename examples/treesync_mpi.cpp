@@ -279,6 +279,8 @@ parse_result parse(int argc, char** argv) {
 struct cli_compare {
   compare_mode mode;
   std::chrono::nanoseconds window;
+  // -c and --size-only give a current file the source's mtime, as compare::checksum / size_only do
+  bool restamp() const { return mode == compare_mode::checksum || mode == compare_mode::size_only; }
   bool up_to_date(const treesync::file_pair& f) const {
     switch (mode) {
       case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
@@ -955,27 +957,18 @@ int main(int argc, char** argv) {
   const cli_compare compare{opt.compare, std::chrono::nanoseconds(opt.modify_window_ns)};
   const cli_deletion deletion{opt.deletion};
   const cli_links links{opt.links};
-  const treesync::jobs workers{opt.jobs};
-  const treesync::cancel_on cancel(cancel_flag);
 
-  // Every sync of the run, with the options' policies plus `extra...`; the run-time choices of
-  // --inplace, -n and --allow-empty-source select the instantiation.
+  // Every sync of the run: the options' policies plus `extra...` (observer, frontier, subtree);
+  // dry run and allow_empty_source vary per call, as run-time options.
   auto run = [&](const std::filesystem::path& s, const std::filesystem::path& d, bool dry, bool allow_empty,
                  std::error_code& ec, const auto&... extra) -> treesync::report {
-    auto with_write = [&](const auto& write) {
-      if (dry && allow_empty)
-        return treesync::sync(s, d, compare, deletion, links, patterns, write, workers, cancel, extra...,
-                              treesync::dry_run, treesync::allow_empty_source, ec);
-      if (dry)
-        return treesync::sync(s, d, compare, deletion, links, patterns, write, workers, cancel, extra...,
-                              treesync::dry_run, ec);
-      if (allow_empty)
-        return treesync::sync(s, d, compare, deletion, links, patterns, write, workers, cancel, extra...,
-                              treesync::allow_empty_source, ec);
-      return treesync::sync(s, d, compare, deletion, links, patterns, write, workers, cancel, extra..., ec);
-    };
-    if (opt.inplace) return with_write(treesync::write::in_place);
-    return with_write(treesync::write::atomic);
+    treesync::options o;
+    o.dry_run = dry;
+    o.allow_empty_source = allow_empty;
+    o.write = opt.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
+    o.jobs = opt.jobs;
+    o.cancel = &cancel_flag;
+    return treesync::sync(s, d, o, compare, deletion, links, patterns, extra..., ec);
   };
 
   // ---- 1. guards and the frontier depth, decided by rank 0 -----------------------------------------

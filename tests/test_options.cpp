@@ -292,3 +292,143 @@ TEST_CASE("subtree makes excludes, the observer and the report see full relative
   CHECK_FALSE(fs.exists("/dst/skip.txt"));
   CHECK(std::find(paths.begin(), paths.end(), "a/b/keep.txt") != paths.end());
 }
+
+// ---- treesync::options: the same switches chosen at run time ----------------------------------
+
+namespace {
+/// A tree of each kind of change the switches below act on, mirrored once, then changed.
+void changed_tree(mock_fs& fs) {
+  fs.write("/src/keep.txt", "keep");
+  fs.write("/src/edit.txt", "old");
+  fs.write("/src/gone.txt", "gone");
+  fs.advance(10s);
+  treesync::sync(fs, "/src", "/dst");
+  fs.write("/src/edit.txt", "new!");
+  fs.remove("/src/gone.txt");
+  fs.write("/src/new.txt", "new");
+  fs.advance(10s);
+}
+std::uint64_t ino(mock_fs& fs, const char* path) { return fs.tree("/dst").at(path + 5).ino; }
+}  // namespace
+
+TEST_CASE("options: dry_run set at run time writes nothing and reports what the tag reports") {
+  mock_fs tagged, runtime;
+  changed_tree(tagged);
+  changed_tree(runtime);
+  const treesync::report a = treesync::sync(tagged, "/src", "/dst", treesync::dry_run);
+  treesync::options o;
+  o.dry_run = true;
+  runtime.reset_counters();
+  const treesync::report b = treesync::sync(runtime, "/src", "/dst", o);
+  CHECK(runtime.ops().writes() == 0u);
+  CHECK(b.created == a.created);
+  CHECK(b.updated == a.updated);
+  CHECK(b.deleted == a.deleted);
+  CHECK(b.created == 1u);
+  CHECK(b.deleted == 1u);
+}
+
+TEST_CASE("options: write_mode::in_place keeps the inode, write_mode::atomic gives a new one") {
+  for (int in_place = 0; in_place < 2; ++in_place) {
+    CAPTURE(in_place);
+    mock_fs fs;
+    changed_tree(fs);
+    const std::uint64_t before = ino(fs, "/dst/edit.txt");
+    treesync::options o;
+    o.write = in_place ? treesync::write_mode::in_place : treesync::write_mode::atomic;
+    const treesync::report r = treesync::sync(fs, "/src", "/dst", o);
+    CHECK(r.updated == 1u);
+    CHECK(fs.read("/dst/edit.txt") == "new!");
+    CHECK((ino(fs, "/dst/edit.txt") == before) == (in_place == 1));
+  }
+}
+
+TEST_CASE("options: error_mode::stop ends the run at the first failure, as errors::stop does") {
+  mock_fs fs;
+  fs.write("/src/a", "a");
+  fs.write("/src/b", "b");
+  fs.write("/src/c", "c");
+  fs.advance(10s);
+  fs.fail(op::open_read, 1, std::errc::io_error);
+  treesync::options o;
+  o.errors = treesync::error_mode::stop;
+  std::error_code ec;
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", o, ec);
+  CHECK(ec == std::errc::io_error);
+  REQUIRE(r.errors.size() == 1u);
+  CHECK_FALSE(fs.exists("/dst/b"));
+  CHECK_FALSE(fs.exists("/dst/c"));
+}
+
+TEST_CASE("options: the run-time switches act like their tags (durable, hard_links, backup_dir, jobs)") {
+  mock_fs fs;
+  changed_tree(fs);
+  fs.hard_link("/src/keep.txt", "/src/twin.txt");
+  fs.advance(10s);
+  treesync::options o;
+  o.durable = true;
+  o.hard_links = true;
+  o.backup_dir = "/backups";
+  o.jobs = 3;
+  fs.reset_counters();
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", o);
+  CHECK(r.ok());
+  CHECK(fs.ops().syncs > 0u);
+  CHECK(ino(fs, "/dst/keep.txt") == ino(fs, "/dst/twin.txt"));
+  CHECK(fs.read("/backups/edit.txt") == "old");
+  CHECK(fs.read("/backups/gone.txt") == "gone");
+}
+
+TEST_CASE("options: a tag given with options turns its switch on; a write policy sets the mode") {
+  mock_fs fs;
+  changed_tree(fs);
+  const std::uint64_t before = ino(fs, "/dst/edit.txt");
+  treesync::options o;  // atomic, not dry
+  fs.reset_counters();
+  treesync::report r = treesync::sync(fs, "/src", "/dst", o, treesync::dry_run);
+  CHECK(fs.ops().writes() == 0u);
+  CHECK(r.updated == 1u);
+  r = treesync::sync(fs, "/src", "/dst", treesync::write::in_place, o);
+  CHECK(r.updated == 1u);
+  CHECK(ino(fs, "/dst/edit.txt") == before);
+}
+
+TEST_CASE("options: jobs = 0 means one worker per hardware thread and gives the serial result") {
+  mock_fs serial, wide;
+  changed_tree(serial);
+  changed_tree(wide);
+  treesync::options o;
+  o.jobs = 0;
+  const treesync::report a = treesync::sync(serial, "/src", "/dst");
+  const treesync::report b = treesync::sync(wide, "/src", "/dst", o);
+  CHECK(a.created == b.created);
+  CHECK(a.updated == b.updated);
+  CHECK(a.deleted == b.deleted);
+  CHECK(serial.tree("/dst") == wide.tree("/dst"));
+}
+
+namespace {
+/// A compare policy whose re-stamping is decided at run time (like the CLI's -c / --size-only).
+struct size_only_switch {
+  bool restamping;
+  bool restamp() const { return restamping; }
+  bool up_to_date(const treesync::file_pair& f) const { return f.src.size == f.dst.size; }
+};
+}  // namespace
+
+TEST_CASE("a compare policy's restamp() decides at run time whether a current file gets the source's mtime") {
+  for (int restamping = 0; restamping < 2; ++restamping) {
+    CAPTURE(restamping);
+    mock_fs fs;
+    fs.write("/src/a", "same");
+    fs.advance(10s);
+    treesync::sync(fs, "/src", "/dst");
+    fs.write("/src/a", "SAME");  // same size, new mtime
+    fs.advance(10s);
+    const treesync::report r = treesync::sync(fs, "/src", "/dst", size_only_switch{restamping == 1});
+    CHECK(r.updated == 0u);
+    CHECK(fs.read("/dst/a") == "same");
+    const bool stamped = fs.tree("/dst").at("a").mtime_ns == fs.tree("/src").at("a").mtime_ns;
+    CHECK(stamped == (restamping == 1));
+  }
+}

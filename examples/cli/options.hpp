@@ -49,6 +49,7 @@ struct options {
   bool one_file_system = false;  // -x
   bool specials = false;         // --specials, --devices, -D
   bool fsync = false;            // --fsync
+  bool xattrs = false;           // -X
   std::optional<std::string> backup_dir;
   // what is printed
   bool itemize = false;
@@ -105,7 +106,7 @@ inline const char* help_text() {
       "      --backup-dir=DIR      move replaced and deleted DST files into DIR (relative: to DST), same paths\n"
       "      --fsync               fsync every written file and changed directory (survives a power cut)\n"
       "  -A, --acls                not supported yet (a usage error, never silently ignored)\n"
-      "  -X, --xattrs              not supported yet by the tool (a usage error, never silently ignored)\n"
+      "  -X, --xattrs              copy extended attributes of what is written (an xattr-only change is not seen)\n"
       "  -r, --recursive           always on (accepted for rsync habits)\n"
       "  -t, --times               always on: modification times are kept (accepted for rsync habits)\n"
       "  -p, --perms               always on: permission bits are kept (accepted for rsync habits)\n"
@@ -249,8 +250,7 @@ inline parse_result parse(int argc, char** argv) {
       o.backup_dir = *value;
     } else if (name == "fsync") o.fsync = true;
     else if (name == "acls" || name == "A") unsupported.push_back("-A/--acls (the library has no ACL policy)");
-    else if (name == "xattrs" || name == "X")
-      unsupported.push_back("-X/--xattrs (treesync::xattrs exists; the tool does not offer it yet: cli/run.hpp)");
+    else if (name == "xattrs" || name == "X") o.xattrs = true;
     else if (name == "a" || name == "archive")
       return usage_error("-a/--archive is not needed: treesync always recurses and keeps permissions and times; "
                          "for the rest of rsync -a add -l (links), -o -g (owner, group), -D (devices, specials)"),

@@ -1,19 +1,10 @@
 // examples/cli/run.hpp - how the treesync tool turns its options into one treesync::sync() call.
 // Part of the treesync example CLI (examples/treesync.cpp).
 //
-// The compare, deletion and links options are run-time policies of the CLI's own (each delegates
-// to the built-ins), so the engine is instantiated once per write policy and per value of the
-// compare policy's compile-time `restamp` trait (-c and --size-only re-stamp a current file's
-// mtime like compare::checksum and compare::size_only; -u and --modify-window must not).  The
-// flag policies (treesync::dry_run, durable, hard_links, ...) are tag types: choosing N of them at
-// run time takes 2^N instantiations of sync().  Under dry_run nothing is written, so the write
-// policy and durable cannot change the outcome and dry runs leave both out:
-//   dry runs        2 compare types x 2^6 flag sets = 128   run_dry.cpp
-//   write::atomic   2 x 2^7 = 256                            run_atomic.cpp, run_atomic_restamp.cpp
-//   write::in_place 2 x 2^7 = 256                            run_in_place.cpp, run_in_place_restamp.cpp
-// Each instantiation is small (the engine is shared), but hundreds in one translation unit need
-// gigabytes to compile under clang + ASan, hence five files of at most 128.  A run-time form of
-// the flags in the library would make all of this one instantiation.
+// Every switch (dry run, write mode, durable, hard links, owner, ...) goes into a run-time
+// treesync::options; the compare, deletion and links options are run-time policies of the CLI's
+// own (each delegates to the built-ins).  So the tool instantiates sync() exactly once, in one
+// translation unit.
 #ifndef TREESYNC_CLI_RUN_HPP
 #define TREESYNC_CLI_RUN_HPP
 
@@ -22,6 +13,7 @@
 
 #include <treesync/treesync.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <string>
@@ -30,14 +22,13 @@
 
 namespace treesync_cli {
 
-/// --checksum, --size-only, --update, --modify-window.  Restamp: whether a current file whose
-/// mtime differs gets the source's (the library's `restamp` trait: true for checksum and
-/// size_only, whose verdict ignores mtimes; false for size_mtime and newer).
-template <bool Restamp>
+/// --checksum, --size-only, --update, --modify-window.  restamp(): whether a current file whose
+/// mtime differs gets the source's (true for checksum and size_only, whose verdict ignores mtimes,
+/// like the library's compare::checksum and compare::size_only; false for size_mtime and newer).
 struct cli_compare {
-  static constexpr bool restamp = Restamp;
   compare_mode mode;
   std::chrono::nanoseconds window;
+  bool restamp() const { return mode == compare_mode::checksum || mode == compare_mode::size_only; }
   bool up_to_date(const treesync::file_pair& f) const {
     switch (mode) {
       case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
@@ -87,63 +78,37 @@ struct run_context {
   cli_deletion deletion;
   cli_links links;
   const treesync::exclude& patterns;
-  treesync::jobs workers;
-  treesync::cancel_on cancel;
+  unsigned jobs;
+  const std::atomic<bool>* cancel;
   printer& observer;
-  treesync::backup_dir backups;  // an empty path: no backups
+  std::string backup_dir;  // empty: no backups
 };
 
-/// Calls k(acc..., the tags among Tags whose entry in `on` is set).
-template <class K, class... Acc>
-treesync::report with_tags(const bool*, K& k, const Acc&... acc) {
-  return k(acc...);
-}
-template <class Tag, class... Tags, class K, class... Acc>
-treesync::report with_tags(const bool* on, K& k, const Acc&... acc) {
-  if (*on) return with_tags<Tags...>(on + 1, k, acc..., Tag{});
-  return with_tags<Tags...>(on + 1, k, acc...);
-}
-
-/// -c and --size-only decide without mtimes, so a current file gets the source's mtime.
-inline bool restamps(const options& o) {
-  return o.compare == compare_mode::checksum || o.compare == compare_mode::size_only;
-}
-
-/// The run, with the flags the options ask for after `lead` (treesync::dry_run or a write policy).
-/// The varying flags go first: the library's per-pack recursion then shares the packs' common tail.
-template <bool Restamp, class Lead, class... Tags>
-treesync::report run_with(run_context& c, std::error_code& ec, const Lead& lead, const bool* on) {
-  const std::string& src = c.opt.operands[0];
-  const std::string& dst = c.opt.operands[1];
-  const cli_compare<Restamp> compare{c.opt.compare, std::chrono::nanoseconds(c.opt.modify_window_ns)};
-  auto call = [&](const auto&... flags) {
-    return treesync::sync(src, dst, flags..., lead, compare, c.deletion, c.links, c.patterns, c.workers, c.cancel,
-                          c.observer, c.backups, ec);
-  };
-  return with_tags<Tags...>(on, call);
-}
-
-/// A run that writes with `Write`: every flag policy but dry_run.
-template <bool Restamp, class Write>
-treesync::report run_writing(run_context& c, std::error_code& ec) {
+/// The library's run-time options for this command line.
+inline treesync::options library_options(const run_context& c) {
   const options& o = c.opt;
-  const bool on[] = {o.allow_empty_source, o.hard_links, o.owner, o.group, o.one_file_system, o.specials, o.fsync};
-  return run_with<Restamp, Write, treesync::allow_empty_source_t, treesync::hard_links_t, treesync::preserve_owner_t,
-                  treesync::preserve_group_t, treesync::one_file_system_t, treesync::specials_t, treesync::durable_t>(
-      c, ec, Write{}, on);
+  treesync::options t;
+  t.dry_run = o.dry_run;
+  t.allow_empty_source = o.allow_empty_source;
+  t.durable = o.fsync;
+  t.one_file_system = o.one_file_system;
+  t.specials = o.specials;
+  t.owner = o.owner;
+  t.group = o.group;
+  t.hard_links = o.hard_links;
+  t.xattrs = o.xattrs;
+  t.write = o.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
+  t.jobs = c.jobs;
+  t.cancel = c.cancel;
+  t.backup_dir = c.backup_dir;
+  return t;
 }
-
-treesync::report run_dry(run_context& c, std::error_code& ec);               // run_dry.cpp
-treesync::report run_atomic(run_context& c, std::error_code& ec);            // run_atomic.cpp
-treesync::report run_atomic_restamp(run_context& c, std::error_code& ec);    // run_atomic_restamp.cpp
-treesync::report run_in_place(run_context& c, std::error_code& ec);          // run_in_place.cpp
-treesync::report run_in_place_restamp(run_context& c, std::error_code& ec);  // run_in_place_restamp.cpp
 
 /// The one sync() call of the tool.
 inline treesync::report run(run_context& c, std::error_code& ec) {
-  if (c.opt.dry_run) return run_dry(c, ec);
-  if (c.opt.inplace) return restamps(c.opt) ? run_in_place_restamp(c, ec) : run_in_place(c, ec);
-  return restamps(c.opt) ? run_atomic_restamp(c, ec) : run_atomic(c, ec);
+  const cli_compare compare{c.opt.compare, std::chrono::nanoseconds(c.opt.modify_window_ns)};
+  return treesync::sync(c.opt.operands[0], c.opt.operands[1], library_options(c), compare, c.deletion, c.links,
+                        c.patterns, c.observer, ec);
 }
 
 }  // namespace treesync_cli

@@ -359,8 +359,9 @@ inline std::string escape(std::string_view name) {
 // Requirement: `bool up_to_date(const treesync::file_pair&) const`.
 // Permission bits are handled by the engine whatever the comparison says.  A policy that finds
 // data current whatever the mtimes (checksum, size_only) declares `static constexpr bool restamp
-// = true`: a current file whose mtime differs then gets the source's mtime (rsync -c -t).  Without
-// it the destination's mtime is left alone (newer keeps a newer destination; a size_mtime window
+// = true`, or, when that depends on how it was configured at run time, `bool restamp() const`: a
+// current file whose mtime differs then gets the source's mtime (rsync -c -t).  Without it the
+// destination's mtime is left alone (newer keeps a newer destination; a size_mtime window
 // tolerates coarse timestamps, and re-stamping would write on every run).
 
 /// The two files being compared.
@@ -835,6 +836,49 @@ struct no_observer_t {
   void operator()(const action&) const noexcept {}
 };
 
+// [treesync.options] ----------------------------------------------------------------------------
+//
+// Everything that is a switch or a value, chosen at run time.  Compile-time policies remain only
+// where they generate code per call (compare, deletion, links, exclude, observer, the filesystem);
+// the flag tags above (dry_run, durable, write::in_place, errors::stop, jobs{n}, ...) are the same
+// switches spelled as arguments, and fold into one `options` before the run.  So a caller that
+// chooses at run time (a CLI) instantiates sync() once:
+//
+//   treesync::options o;
+//   o.dry_run = args.dry_run;
+//   o.write = args.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
+//   o.jobs = args.jobs;
+//   auto r = treesync::sync(src, dst, o, treesync::exclude{"*.o"});
+//
+// Given together, an `options` and tags combine: a flag tag turns its switch on, a write or
+// errors policy sets the mode, jobs / cancel_on / backup_dir / subtree / frontier set their value.
+
+/// How a changed file reaches its final name (see write::atomic and write::in_place).
+enum class write_mode : unsigned char { atomic, in_place };
+/// What a per-entry failure does to the run (see errors::collect and errors::stop).
+enum class error_mode : unsigned char { collect, stop };
+
+struct options {
+  bool dry_run = false;             ///< dry_run: report, write nothing
+  bool allow_empty_source = false;  ///< allow_empty_source
+  bool durable = false;             ///< durable: fsync files and changed directories
+  bool one_file_system = false;     ///< one_file_system: do not cross mount points in the source
+  bool specials = false;            ///< specials: recreate FIFOs, sockets, devices
+  bool owner = false;               ///< preserve_owner
+  bool group = false;               ///< preserve_group
+  bool hard_links = false;          ///< hard_links
+  bool xattrs = false;              ///< xattrs
+  bool case_collisions = false;     ///< detect_case_collisions
+  write_mode write = write_mode::atomic;
+  error_mode errors = error_mode::collect;
+  unsigned jobs = 1;                           ///< workers; 0: one per hardware thread (see `jobs`)
+  const std::atomic<bool>* cancel = nullptr;   ///< see cancel_on; null: never cancelled
+  std::filesystem::path backup_dir;            ///< see backup_dir; empty: no backups
+  std::string subtree;                         ///< see subtree; empty: the whole mirror
+  std::size_t frontier_depth = 0;              ///< see frontier; 0: no frontier
+  std::function<void(std::string_view rel)> on_subtree;  ///< see frontier
+};
+
 // [treesync.traits] -----------------------------------------------------------------------------
 //
 // Policies are recognised by what they can do, not by a base class.  Each category has a trait
@@ -881,6 +925,18 @@ template <class P, class = void>
 struct compare_restamps : std::false_type {};
 template <class P>
 struct compare_restamps<P, std::void_t<decltype(P::restamp)>> : std::bool_constant<P::restamp> {};
+template <class P, class = void>
+struct has_restamp_fn : std::false_type {};
+template <class P>
+struct has_restamp_fn<P, std::void_t<decltype(bool(std::declval<const P&>().restamp()))>> : std::true_type {};
+/// Whether a compare policy re-stamps the mtime of a file it finds current (see the requirement).
+template <class P>
+bool restamps(const P& p) {
+  if constexpr (has_restamp_fn<P>::value)
+    return p.restamp();
+  else
+    return compare_restamps<P>::value;
+}
 
 template <class P, class = void>
 struct links_needs_target : std::true_type {};
@@ -912,6 +968,8 @@ template <class P>
 inline constexpr bool is_jobs_policy_v = std::is_same_v<std::decay_t<P>, jobs>;
 template <class P>
 inline constexpr bool is_cancel_policy_v = std::is_same_v<std::decay_t<P>, cancel_on>;
+template <class P>
+inline constexpr bool is_options_v = std::is_same_v<std::decay_t<P>, options>;
 /// The flags: each is a category of its own.
 template <class P>
 inline constexpr bool is_flag_policy_v =
@@ -928,7 +986,7 @@ inline constexpr int policy_category_count_v =
     int(is_compare_policy_v<P>) + int(is_deletion_policy_v<P>) + int(is_links_policy_v<P>) +
     int(is_exclude_policy_v<P>) + int(is_write_policy_v<P>) + int(is_errors_policy_v<P>) +
     int(is_observer_policy_v<P>) + int(is_dry_run_policy_v<P>) + int(is_allow_empty_source_policy_v<P>) +
-    int(is_jobs_policy_v<P>) + int(is_cancel_policy_v<P>) + int(is_flag_policy_v<P>);
+    int(is_jobs_policy_v<P>) + int(is_cancel_policy_v<P>) + int(is_flag_policy_v<P>) + int(is_options_v<P>);
 
 template <class P>
 inline constexpr bool is_policy_v = policy_category_count_v<P> == 1;
@@ -1200,6 +1258,8 @@ template <class P>
 struct is_jobs : std::bool_constant<is_jobs_policy_v<P>> {};
 template <class P>
 struct is_cancel : std::bool_constant<is_cancel_policy_v<P>> {};
+template <class P>
+struct is_options : std::bool_constant<is_options_v<P>> {};
 template <class F>
 struct is_exactly {
   template <class P>
@@ -1212,7 +1272,8 @@ template <class P>
 constexpr bool check_one_policy() {
   static_assert(policy_category_count_v<P> != 0,
                 "treesync::sync: an argument is not a treesync policy (no category's requirements are met: "
-                "compare, deletion, links, exclude, write, errors, observer, jobs, cancel_on, or a flag such as dry_run)");
+                "compare, deletion, links, exclude, write, errors, observer, jobs, cancel_on, options, or a flag such as "
+                "dry_run)");
   static_assert(policy_category_count_v<P> <= 1,
                 "treesync::sync: an argument meets the requirements of more than one policy category; "
                 "make it satisfy exactly one");
@@ -1233,6 +1294,7 @@ constexpr bool check_policies() {
   static_assert(count_in_pack<is_allow_empty, Ps...> <= 1, "treesync::sync: more than one allow_empty_source given");
   static_assert(count_in_pack<is_jobs, Ps...> <= 1, "treesync::sync: more than one jobs (executor) policy given");
   static_assert(count_in_pack<is_cancel, Ps...> <= 1, "treesync::sync: more than one cancel_on given");
+  static_assert(count_in_pack<is_options, Ps...> <= 1, "treesync::sync: more than one treesync::options given");
   static_assert(count_in_pack<is_exactly<durable_t>::template test, Ps...> <= 1, "treesync::sync: durable given twice");
   static_assert(count_in_pack<is_exactly<one_file_system_t>::template test, Ps...> <= 1,
                 "treesync::sync: one_file_system given twice");
@@ -1291,24 +1353,7 @@ inline unsigned long process_token() noexcept {
 }
 
 /// The run-time switches of a run, gathered from the policy pack.
-struct run_options {
-  bool dry = false;
-  bool allow_empty = false;
-  bool durable = false;
-  bool one_file_system = false;
-  bool specials = false;
-  bool owner = false;
-  bool group = false;
-  bool hard_links = false;
-  bool xattrs = false;
-  bool case_collisions = false;
-  unsigned jobs = 1;
-  const std::atomic<bool>* cancel = nullptr;
-  std::filesystem::path backup_dir;  // empty: no backups
-  std::string root_rel;              // subtree: the roots' relative path in a larger mirror
-  std::size_t frontier_depth = 0;    // 0: none
-  const std::function<void(std::string_view)>* on_subtree = nullptr;
-};
+using run_options = options;  // the engine runs on the folded options
 
 /// One directory pair in flight.  It owns its two handles while any of its entries or
 /// subdirectories is still being processed; `pending` counts those (plus the node's own start),
@@ -1368,7 +1413,7 @@ inline constexpr std::size_t anchor_levels = 64;
 /// while a subdirectory is emptied and reopen it (checked by device+inode) to go on.
 inline constexpr std::size_t delete_open_levels = 64;
 
-template <class FS, class Cmp, class Del, class Lnk, class Exc, class Wr, class Err, class Obs>
+template <class FS, class Cmp, class Del, class Lnk, class Exc, class Obs>
 class engine {
  public:
   using handle = typename FS::dir_handle;
@@ -1377,8 +1422,8 @@ class engine {
 
   engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, const run_options& opt,
          report& rep)
-      : fs_(fs), cmp_(cmp), del_(del), lnk_(lnk), exc_(exc), obs_(obs), opt_(opt), dry_(opt.dry),
-        allow_empty_(opt.allow_empty), jobs_(opt.jobs == 0 ? 1 : opt.jobs), cancel_(opt.cancel), out_(rep),
+      : fs_(fs), cmp_(cmp), del_(del), lnk_(lnk), exc_(exc), obs_(obs), opt_(opt), dry_(opt.dry_run),
+        allow_empty_(opt.allow_empty_source), jobs_(opt.jobs == 0 ? 1 : opt.jobs), cancel_(opt.cancel), out_(rep),
         racy_window_(fs.racy_window()) {}
 
   /// Runs the whole sync.  Returns a refusal (nothing touched), the first error under
@@ -1416,7 +1461,7 @@ class engine {
       if (backup_rel_ == ".") backup_rel_.clear();
     }
     auto root = std::make_unique<node>();
-    root->name = opt_.root_rel;
+    root->name = opt_.subtree;
     root->src_st = ss;
     root->dst_st = ds;
     root->dst_type = dst_exists ? file_type::directory : file_type::none;
@@ -1424,7 +1469,7 @@ class engine {
     root->src = fs_.open_root(src, ec);
     if (ec) return ec;
     worker first(*this);
-    first.set_rel(opt_.root_rel);
+    first.set_rel(opt_.subtree);
     if (dst_exists) {
       root->dst = fs_.open_root(dst, ec);
       if (ec) return ec;
@@ -2080,7 +2125,7 @@ class engine {
     void fail(const char* op, std::error_code ec) {
       rep_.errors.push_back({rel_, op, ec});
       note(action_kind::error, file_type::none, 0, 0, ec);
-      if constexpr (Err::stop_on_error) {
+      if (e_.opt_.errors == error_mode::stop) {
         std::lock_guard<std::mutex> lock(e_.mu_);
         e_.stopped_.store(true);
         if (!e_.stop_error_) e_.stop_error_ = ec;
@@ -2176,7 +2221,7 @@ class engine {
       }
       if (e_.opt_.frontier_depth != 0 && n.depth > e_.opt_.frontier_depth) {
         std::lock_guard<std::mutex> lock(e_.observer_mu_);
-        if (e_.opt_.on_subtree && *e_.opt_.on_subtree) (*e_.opt_.on_subtree)(std::string_view(rel_));
+        if (e_.opt_.on_subtree) e_.opt_.on_subtree(std::string_view(rel_));
         return false;  // not entered, not finished: the subtree's own sync does both
       }
       return list_and_merge(n, false);
@@ -2324,7 +2369,7 @@ class engine {
       if (owner_changes(s, d)) return true;
       const bool mode = d.mode != s.mode;
       if (mode && (s.mode & ~d.mode & 06000) != 0) return true;
-      const bool restamp = compare_restamps<std::decay_t<Cmp>>::value && !e_.same_mtime(d, s);
+      const bool restamp = restamps(cmp_) && !e_.same_mtime(d, s);
       return d.nlink > 1 && (mode || restamp || (settle && fs_.now() > s.mtime_ns + e_.racy_window_));
     }
 
@@ -2370,7 +2415,7 @@ class engine {
           // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise
           // the file is written afresh below, and the new inode gets owner, group and mode.
           if (!fresh_inode_needed(st, dst_st, ctx.checked && racy)) {
-            if (compare_restamps<std::decay_t<Cmp>>::value && !e_.same_mtime(dst_st, st)) {
+            if (restamps(cmp_) && !e_.same_mtime(dst_st, st)) {
               if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
               if (!ec && !dry_ && dst_st.mode != st.mode) fs_.set_mode(*d, name, st.mode, ec);
               if (ec) return fail("utime", ec), false;
@@ -2397,10 +2442,10 @@ class engine {
 
       // In place only into an inode that is this name's alone, whose owner and group stay, and
       // that gets no set-ID bit: anything else is written afresh (temporary name + rename).
-      const bool in_place = !Wr::atomic && dt == file_type::regular && e_.opt_.backup_dir.empty() &&
+      const bool in_place = e_.opt_.write == write_mode::in_place && dt == file_type::regular && e_.opt_.backup_dir.empty() &&
                             dst_st.nlink <= 1 && !owner_changes(st, dst_st) && (st.mode & 06000) == 0;
       const bool unseen = n.unseen && dt == file_type::none;  // a new name in a staged directory
-      const bool via_temp = !in_place && !unseen && (Wr::atomic || dt != file_type::none);
+      const bool via_temp = !in_place && !unseen && (e_.opt_.write == write_mode::atomic || dt != file_type::none);
       const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
       if (dry_) {
         if (dt == file_type::directory && !replace_dir(*d, name)) return false;
@@ -3983,6 +4028,53 @@ class std_fs {
 
 namespace detail {
 
+// The one place where the argument spellings of the switches become `options`.  Arguments of the
+// code-generating categories (compare, deletion, links, exclude, observer) and the options
+// themselves fold to nothing.
+template <class P>
+void fold_option(options& o, const P& p) {
+  using T = std::decay_t<P>;
+  if constexpr (is_write_policy_v<T>) {
+    o.write = T::atomic ? write_mode::atomic : write_mode::in_place;
+  } else if constexpr (is_errors_policy_v<T>) {
+    o.errors = T::stop_on_error ? error_mode::stop : error_mode::collect;
+  } else if constexpr (std::is_same_v<T, dry_run_t>) {
+    o.dry_run = true;
+  } else if constexpr (std::is_same_v<T, allow_empty_source_t>) {
+    o.allow_empty_source = true;
+  } else if constexpr (std::is_same_v<T, durable_t>) {
+    o.durable = true;
+  } else if constexpr (std::is_same_v<T, one_file_system_t>) {
+    o.one_file_system = true;
+  } else if constexpr (std::is_same_v<T, specials_t>) {
+    o.specials = true;
+  } else if constexpr (std::is_same_v<T, preserve_owner_t>) {
+    o.owner = true;
+  } else if constexpr (std::is_same_v<T, preserve_group_t>) {
+    o.group = true;
+  } else if constexpr (std::is_same_v<T, hard_links_t>) {
+    o.hard_links = true;
+  } else if constexpr (std::is_same_v<T, xattrs_t>) {
+    o.xattrs = true;
+  } else if constexpr (std::is_same_v<T, detect_case_collisions_t>) {
+    o.case_collisions = true;
+  } else if constexpr (std::is_same_v<T, jobs>) {
+    o.jobs = p.n;
+  } else if constexpr (std::is_same_v<T, cancel_on>) {
+    o.cancel = p.flag;
+  } else if constexpr (std::is_same_v<T, backup_dir>) {
+    o.backup_dir = p.path;
+  } else if constexpr (std::is_same_v<T, subtree>) {
+    o.subtree = p.rel;
+  } else if constexpr (std::is_same_v<T, frontier>) {
+    o.frontier_depth = p.depth;
+    if (p.on_subtree) o.on_subtree = [&p](std::string_view rel) { p.on_subtree(rel); };  // the caller's own object
+  } else {
+    (void)o;
+    (void)p;
+  }
+}
+
 template <class FS, class... Ps>
 report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, std::error_code& ec,
                 Ps&... ps) {
@@ -3993,55 +4085,22 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
   deletion::extraneous_t default_deletion{};
   links::dereference_t default_links{};
   exclude_nothing_t default_exclude{};
-  write::atomic_t default_write{};
-  errors::collect_t default_errors{};
   no_observer_t default_observer{};
-  jobs default_jobs{};
 
   auto& cmp = pick<is_compare>(default_compare, ps...);
   auto& del = pick<is_deletion>(default_deletion, ps...);
   auto& lnk = pick<is_links>(default_links, ps...);
   auto& exc = pick<is_exclude>(default_exclude, ps...);
-  auto& wr = pick<is_write>(default_write, ps...);
-  auto& err = pick<is_errors>(default_errors, ps...);
   auto& obs = pick<is_observer>(default_observer, ps...);
-  run_options opt;
-  opt.jobs = pick<is_jobs>(default_jobs, ps...).count();
-  if constexpr (count_in_pack<is_cancel, Ps...> > 0) {
-    const std::atomic<bool> never{false};
-    opt.cancel = pick<is_cancel>(never, ps...).flag;
-  }
-  if constexpr (has_flag<frontier, Ps...>) {
-    frontier none{};
-    const frontier& f = pick<is_exactly<frontier>::template test>(none, ps...);
-    opt.frontier_depth = f.depth;
-    opt.on_subtree = &f.on_subtree;
-  }
-  if constexpr (has_flag<subtree, Ps...>) {
-    subtree none{};
-    opt.root_rel = pick<is_exactly<subtree>::template test>(none, ps...).rel;
-    while (!opt.root_rel.empty() && opt.root_rel.back() == '/') opt.root_rel.pop_back();
-  }
-  if constexpr (has_flag<backup_dir, Ps...>) {
-    backup_dir none{};
-    opt.backup_dir = pick<is_exactly<backup_dir>::template test>(none, ps...).path;
-  }
-  opt.dry = count_in_pack<is_dry_run, Ps...> > 0;
-  opt.allow_empty = count_in_pack<is_allow_empty, Ps...> > 0;
-  opt.durable = has_flag<durable_t, Ps...>;
-  opt.one_file_system = has_flag<one_file_system_t, Ps...>;
-  opt.specials = has_flag<specials_t, Ps...>;
-  opt.owner = has_flag<preserve_owner_t, Ps...>;
-  opt.group = has_flag<preserve_group_t, Ps...>;
-  opt.hard_links = has_flag<hard_links_t, Ps...>;
-  opt.xattrs = has_flag<xattrs_t, Ps...>;
-  opt.case_collisions = has_flag<detect_case_collisions_t, Ps...>;
+  const options default_options{};
+  options opt = pick<is_options>(default_options, ps...);
+  (fold_option(opt, ps), ...);
+  opt.jobs = jobs{opt.jobs}.count();
+  while (!opt.subtree.empty() && opt.subtree.back() == '/') opt.subtree.pop_back();
   using Cmp = std::remove_reference_t<decltype(cmp)>;
   using Del = std::remove_reference_t<decltype(del)>;
   using Lnk = std::remove_reference_t<decltype(lnk)>;
   using Exc = std::remove_reference_t<decltype(exc)>;
-  using Wr = std::decay_t<decltype(wr)>;
-  using Err = std::decay_t<decltype(err)>;
   using Obs = std::remove_reference_t<decltype(obs)>;
 
   const auto t0 = std::chrono::steady_clock::now();
@@ -4051,10 +4110,10 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
     report plan;
     no_observer_t quiet;
     run_options plan_opt = opt;
-    plan_opt.dry = true;
+    plan_opt.dry_run = true;
+    plan_opt.errors = error_mode::collect;
     plan_opt.on_subtree = nullptr;  // the plan stops at the frontier too, but hands nothing out
-    engine<FS, Cmp, Del, Lnk, Exc, Wr, errors::collect_t, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, plan_opt,
-                                                                                  plan);
+    engine<FS, Cmp, Del, Lnk, Exc, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, plan_opt, plan);
     ec = planner.run(src, dst);
     if (!ec && plan.deleted > del.limit()) ec = errc::max_delete_exceeded;
     if (ec) {
@@ -4062,7 +4121,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
       return rep;
     }
   }
-  engine<FS, Cmp, Del, Lnk, Exc, Wr, Err, Obs> eng(fs, cmp, del, lnk, exc, obs, opt, rep);
+  engine<FS, Cmp, Del, Lnk, Exc, Obs> eng(fs, cmp, del, lnk, exc, obs, opt, rep);
   ec = eng.run(src, dst);
   rep.elapsed = std::chrono::steady_clock::now() - t0;
   return rep;
