@@ -86,7 +86,7 @@ struct run_context {
   const options& opt;
   cli_deletion deletion;
   cli_links links;
-  const treesync::exclude& patterns;
+  const treesync::filter& patterns;  // --exclude, --include, --filter, -F, --*-from
   treesync::jobs workers;
   treesync::cancel_on cancel;
   printer& observer;
