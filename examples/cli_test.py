@@ -669,6 +669,146 @@ def test_archive_options():
         print("  (no other filesystem at /dev/shm: -x not exercised)")
 
 
+# ---- filter rules -----------------------------------------------------------------------------------
+
+def filter_fixture(root):
+    """A source tree for the filter-rule table: several depths, dotted and bracketed names, symlinks,
+    and per-directory rule files (.rsync-filter, rules.txt) at three depths."""
+    for name in ["README.md", "setup.py", "a.txt", "b.TXT", ".hidden", "data[1].csv", "data2.csv",
+                 "notes.v1.2.txt", "x.h", "top.c", "Makefile",
+                 "include/pkg/core.h", "include/pkg/util.h", "include/pkg/detail/impl.h", "include/pkg/detail/impl.c",
+                 "src/main.c", "src/main.o", "src/lib/x.c", "src/lib/x.o", "src/lib/x.h", "src/lib/keep.o",
+                 "src/lib/deep/d1/d2/leaf.c", "src/lib/deep/d1/d2/leaf.h", "src/lib/deep/d1/mid.c",
+                 "src/lib/deep/e.c",
+                 "build/out.o", "build/gen/a.h", "build/gen/b.c",
+                 "__pycache__/m.cpython-311.pyc",
+                 "pkg/__init__.py", "pkg/mod.py", "pkg/mod.pyc", "pkg/__pycache__/mod.cpython-311.pyc",
+                 "pkg/sub/__init__.py", "pkg/sub/x.c", "pkg/[weird]/file.txt", "pkg/[weird]/f?.txt",
+                 "docs/index.md", "docs/api/ref.md", "docs/api/v1.0/old.md", "docs/.hidden/cache.md",
+                 "empty/.keep"]:
+        write(os.path.join(root, name), name + "\n")
+    os.makedirs(os.path.join(root, "emptydir", "inner"))
+    os.symlink("a.txt", os.path.join(root, "link_to_a"))
+    os.symlink("include", os.path.join(root, "dirlink"))
+    os.symlink("../x.h", os.path.join(root, "src", "lib", "up.h"))
+    # per-directory rule files: the root, src/lib (depth 2), src/lib/deep (depth 3), pkg
+    write(os.path.join(root, ".rsync-filter"), "# root rules\n- *.o\n; another comment\n\n- /docs/api/\n")
+    write(os.path.join(root, "src", "lib", ".rsync-filter"), "+ keep.o\n- *.h\n- /deep/d1/d2/\n")
+    write(os.path.join(root, "src", "lib", "deep", ".rsync-filter"), "- mid.c\ninclude *.h\nexclude e.c\n")
+    write(os.path.join(root, "pkg", ".rsync-filter"), "- mod.py\n+ mod.pyc\n- *.pyc\n- sub/\n")
+    write(os.path.join(root, "rules.txt"), "- *.md\n")
+    write(os.path.join(root, "docs", "rules.txt"), "+ ref.md\n- /index.md\n")
+    write(os.path.join(root, "docs", "api", "rules.txt"), "- *\n")
+
+
+def filter_rule_sets(w):
+    """The rule sets compared with rsync: each a list of arguments both tools get verbatim."""
+    rules1 = os.path.join(w, "rules1")
+    write(rules1, "# comment\n; also a comment\n\n*.o\n+ keep.o\n- *.pyc\n__pycache__/\n")
+    rules2 = os.path.join(w, "rules2")
+    write(rules2, "# headers and docs only\n*/\n*.h\n*.md\n- docs/api/\n")
+    rules3 = os.path.join(w, "rules3")
+    write(rules3, "+ *.c\n*.h\n")
+    return [
+        ["--exclude=*.o"],
+        ["--exclude=build/"],
+        ["--exclude=/build"],
+        ["--exclude=/src/lib"],
+        ["--exclude=lib/x.c"],
+        ["--include=*/", "--include=*.h", "--exclude=*"],
+        ["--include=*.h", "--exclude=*"],
+        ["--exclude=src/**"],
+        ["--exclude=**/d2"],
+        ["--exclude=/src/***"],
+        ["--include=/src/***", "--exclude=*"],
+        ["--include=/include/", "--include=/include/pkg/", "--include=/include/pkg/*.h", "--exclude=*"],
+        ["--exclude=?.txt"],
+        ["--exclude=*.[ch]"],
+        ["--exclude=[!a-m]*"],
+        ["--exclude=data\\[1\\].csv"],
+        ["--exclude=[[:upper:]]*"],
+        ["--exclude=*[[:digit:]]*"],
+        ["--exclude=.*"],
+        ["--exclude=__pycache__/", "--exclude=*.pyc"],
+        ["--exclude=pkg/"],
+        ["--exclude=pkg"],
+        ["--exclude=link_to_a"],
+        ["--exclude=dirlink/"],
+        ["--exclude=deep/d1/d2/"],
+        ["--exclude=/src/lib/deep/*/d2"],
+        ["--exclude=src/*/x.c"],
+        ["--filter=- *.c", "--filter=+ *"],
+        ["--filter=+ main.c", "--filter=- *.c"],
+        ["--exclude=+ *.h", "--exclude=*"],
+        ["--include=- *.md", "--include=*/", "--exclude=*"],
+        ["--exclude-from=" + rules1],
+        ["--include-from=" + rules2, "--exclude=*"],
+        ["--exclude-from=" + rules3],
+        ["-F"],
+        ["-F", "--exclude=*.h"],
+        ["--exclude=*.h", "-F"],
+        ["--filter=dir-merge .rsync-filter"],
+        ["--filter=: .rsync-filter", "--include=*/", "--include=*.c", "--exclude=*"],
+        ["--filter=dir-merge rules.txt"],
+        ["--include=*.md", "--filter=dir-merge rules.txt", "--exclude=*.c"],
+        ["--exclude=*.c", "--filter=!", "--exclude=*.h"],
+        ["--exclude=*/"],
+        ["--include=docs/", "--exclude=*/"],
+        ["--exclude=notes.v1.2.txt"],
+        ["--exclude=*.v1.*"],
+        ["--exclude=/*/*/"],
+        ["--exclude=d1/**/leaf.c"],
+        ["--exclude=src/**/x.c"],
+        ["--exclude=lib/***"],
+        ["--include=*.h", "--include=*/", "--exclude=*", "--exclude=detail/"],
+        ["--exclude=***/leaf.*"],
+        ["--exclude=**.h"],
+        ["--exclude=[[]weird]/"],
+        ["--exclude=f\\?.txt"],
+        ["--exclude=/emptydir/inner/"],
+        ["--include=*.c", "--exclude=/src/lib/deep/", "--exclude=*.o"],
+        ["--exclude=docs/api/v1.0/"],
+    ]
+
+
+def tree_paths(root):
+    """The relative paths below root (symlinks not followed)."""
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            out.add(os.path.relpath(os.path.join(dirpath, n), root))
+    return out
+
+
+def test_filter_rsync():
+    """The table: the set of paths treesync -a selects equals rsync -a's, rule set by rule set."""
+    rsync = shutil.which("rsync")
+    if rsync is None:
+        print("  SKIPPED: no rsync on PATH: the filter rules are not compared with rsync's")
+        return
+    w = fresh("filter-rsync")
+    src = os.path.join(w, "src")
+    filter_fixture(src)
+    sets = filter_rule_sets(w)
+    agree = 0
+    for k, args in enumerate(sets):
+        want_dir, got_dir = os.path.join(w, "rsync-%d" % k), os.path.join(w, "treesync-%d" % k)
+        p = subprocess.run([rsync, "-a"] + args + [src + "/", want_dir + "/"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        if p.returncode != 0:
+            check(False, "rsync %s failed: %s" % (" ".join(args), p.stderr.decode()[:200]))
+            continue
+        rc, out, err = run("-a", "-q", *(args + [src, got_dir]))
+        want, got = tree_paths(want_dir), tree_paths(got_dir) if os.path.isdir(got_dir) else set()
+        same = rc == 0 and want == got
+        agree += same
+        check(same, "rule set %d %s: treesync selects what rsync does (exit %d%s%s)" % (
+            k + 1, " ".join(args), rc, "; rsync only: %s" % sorted(want - got)[:6] if want - got else "",
+            "; treesync only: %s" % sorted(got - want)[:6] if got - want else ""))
+    check(len(sets) >= 40, "at least 40 rule sets (%d)" % len(sets))
+    print("  %d rule sets, %d agree with rsync %s" % (len(sets), agree, p.args[0]))
+
+
 def big_tree(root, dirs=20, files=30, big_files=2):
     """dirs x files small files and a few 4 MiB ones; the root gets an old mtime (see run_unfinished).
     interrupt_twice needs more entries than a 4 KiB stdio buffer of -v lines holds (about 290)."""
@@ -961,6 +1101,7 @@ GROUPS = {
     "exclude_from": test_exclude_from,
     "options": test_options,
     "archive_options": test_archive_options,
+    "filter_rsync": test_filter_rsync,
     "progress": test_progress,
     "dry_run": test_dry_run,
     "interrupt": test_interrupt,
