@@ -768,6 +768,8 @@ def filter_rule_sets(w):
         ["--exclude=/emptydir/inner/"],
         ["--include=*.c", "--exclude=/src/lib/deep/", "--exclude=*.o"],
         ["--exclude=docs/api/v1.0/"],
+        ["-FF"],
+        ["-F", "-F", "--include=*/", "--include=*.c", "--exclude=*"],
     ]
 
 

@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
 
   if (out.refusal) print_refusal(src, dst, ec);
   print_errors(r);
-  if (!opt.quiet && !opt.json) print_skipped(r);
+  if (!opt.quiet) print_skipped(r);
   if (out.signal)
     std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "
                          "at a final name; the report is partial\n", out.signal);

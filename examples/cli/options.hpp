@@ -95,7 +95,8 @@ inline const char* help_text() {
       "      --exclude=PATTERN     exclude what matches PATTERN: neither copied nor deleted (see Filter rules)\n"
       "      --include=PATTERN     include what matches PATTERN (a rule before it may still exclude it)\n"
       "  -f, --filter=RULE         one rule: '+ PATTERN', '- PATTERN', 'dir-merge NAME' (': NAME'), '!' (clear)\n"
-      "  -F                        the same as --filter='dir-merge .rsync-filter'\n"
+      "  -F                        the same as --filter='dir-merge .rsync-filter'; twice (-FF): also\n"
+      "                            --filter='- .rsync-filter' (the rule files themselves are not copied)\n"
       "      --exclude-from=FILE   exclude patterns from FILE, one per line; '+ ' / '- ' prefixes are honoured;\n"
       "                            blank lines and lines starting with '#' or ';' are skipped; '-' is stdin\n"
       "      --include-from=FILE   include patterns from FILE, read the same way\n"
@@ -207,6 +208,7 @@ inline parse_result parse(int argc, char** argv) {
   bool copy_links = false, copy_unsafe = false;
   int links = -1;  // -l / --no-links, the last one wins
   int compare_given = 0;
+  int rule_file_flags = 0;  // -F given so many times
   std::vector<std::string> unsupported;
 
   const auto usage_error = [&](const std::string& what) {
@@ -279,7 +281,8 @@ inline parse_result parse(int argc, char** argv) {
     } else if (name == "exclude") o.filters.push_back({filter_arg::exclude, *value});
     else if (name == "include") o.filters.push_back({filter_arg::include, *value});
     else if (name == "filter" || name == "f") o.filters.push_back({filter_arg::rule, *value});
-    else if (name == "F") o.filters.push_back({filter_arg::rule, "dir-merge .rsync-filter"});
+    else if (name == "F")  // rsync: the first -F reads .rsync-filter files, the second also excludes them
+      o.filters.push_back({filter_arg::rule, ++rule_file_flags == 1 ? "dir-merge .rsync-filter" : "- .rsync-filter"});
     else if (name == "exclude-from") o.filters.push_back({filter_arg::exclude_from, *value});
     else if (name == "include-from") o.filters.push_back({filter_arg::include_from, *value});
     else if (name == "allow-empty-source") o.allow_empty_source = true;
