@@ -769,6 +769,7 @@ def filter_rule_sets(w):
         ["--include=*.c", "--exclude=/src/lib/deep/", "--exclude=*.o"],
         ["--exclude=docs/api/v1.0/"],
         ["-FF"],
+        ["--exclude=/src[/X]lib"],
         ["-F", "-F", "--include=*/", "--include=*.c", "--exclude=*"],
     ]
 
