@@ -183,8 +183,8 @@ def test_usage_errors():
         (["--modify-window=abc", src, dst], "--modify-window"),
         (["--stats=yes", src, dst], "takes no value"),
         (["-c", "--size-only", src, dst], "exclude each other"),
-        (["--no-delete", "--delete-excluded", src, dst], "exclude each other"),
-        (["-a", src, dst], "not needed"),
+        (["--inplace", "--backup-dir=b", src, dst], "--inplace and --backup-dir exclude each other"),
+        (["--include-dirs=x", src, dst], "unknown option --include-dirs"),
         (["--exclude-from=" + os.path.join(w, "missing"), src, dst], "No such file"),
     ]
     for opt in ["-A", "--acls"]:
@@ -686,6 +686,339 @@ def test_archive_options():
         print("  (no other filesystem at /dev/shm: -x not exercised)")
 
 
+# ---- filter rules -----------------------------------------------------------------------------------
+
+def filter_fixture(root):
+    """A source tree for the filter-rule table: several depths, dotted and bracketed names, symlinks,
+    and per-directory rule files (.rsync-filter, rules.txt) at three depths."""
+    for name in ["README.md", "setup.py", "a.txt", "b.TXT", ".hidden", "data[1].csv", "data2.csv",
+                 "notes.v1.2.txt", "x.h", "top.c", "Makefile",
+                 "include/pkg/core.h", "include/pkg/util.h", "include/pkg/detail/impl.h", "include/pkg/detail/impl.c",
+                 "src/main.c", "src/main.o", "src/lib/x.c", "src/lib/x.o", "src/lib/x.h", "src/lib/keep.o",
+                 "src/lib/deep/d1/d2/leaf.c", "src/lib/deep/d1/d2/leaf.h", "src/lib/deep/d1/mid.c",
+                 "src/lib/deep/e.c",
+                 "build/out.o", "build/gen/a.h", "build/gen/b.c",
+                 "__pycache__/m.cpython-311.pyc",
+                 "pkg/__init__.py", "pkg/mod.py", "pkg/mod.pyc", "pkg/__pycache__/mod.cpython-311.pyc",
+                 "pkg/sub/__init__.py", "pkg/sub/x.c", "pkg/[weird]/file.txt", "pkg/[weird]/f?.txt",
+                 "docs/index.md", "docs/api/ref.md", "docs/api/v1.0/old.md", "docs/.hidden/cache.md",
+                 "empty/.keep"]:
+        write(os.path.join(root, name), name + "\n")
+    os.makedirs(os.path.join(root, "emptydir", "inner"))
+    os.symlink("a.txt", os.path.join(root, "link_to_a"))
+    os.symlink("include", os.path.join(root, "dirlink"))
+    os.symlink("../x.h", os.path.join(root, "src", "lib", "up.h"))
+    # per-directory rule files: the root, src/lib (depth 2), src/lib/deep (depth 3), pkg
+    write(os.path.join(root, ".rsync-filter"), "# root rules\n- *.o\n; another comment\n\n- /docs/api/\n")
+    write(os.path.join(root, "src", "lib", ".rsync-filter"), "+ keep.o\n- *.h\n- /deep/d1/d2/\n")
+    write(os.path.join(root, "src", "lib", "deep", ".rsync-filter"), "- mid.c\ninclude *.h\nexclude e.c\n")
+    write(os.path.join(root, "pkg", ".rsync-filter"), "- mod.py\n+ mod.pyc\n- *.pyc\n- sub/\n")
+    write(os.path.join(root, "rules.txt"), "- *.md\n")
+    write(os.path.join(root, "docs", "rules.txt"), "+ ref.md\n- /index.md\n")
+    write(os.path.join(root, "docs", "api", "rules.txt"), "- *\n")
+
+
+def filter_rule_sets(w):
+    """The rule sets compared with rsync: each a list of arguments both tools get verbatim."""
+    rules1 = os.path.join(w, "rules1")
+    write(rules1, "# comment\n; also a comment\n\n*.o\n+ keep.o\n- *.pyc\n__pycache__/\n")
+    rules2 = os.path.join(w, "rules2")
+    write(rules2, "# headers and docs only\n*/\n*.h\n*.md\n- docs/api/\n")
+    rules3 = os.path.join(w, "rules3")
+    write(rules3, "+ *.c\n*.h\n")
+    return [
+        ["--exclude=*.o"],
+        ["--exclude=build/"],
+        ["--exclude=/build"],
+        ["--exclude=/src/lib"],
+        ["--exclude=lib/x.c"],
+        ["--include=*/", "--include=*.h", "--exclude=*"],
+        ["--include=*.h", "--exclude=*"],
+        ["--exclude=src/**"],
+        ["--exclude=**/d2"],
+        ["--exclude=/src/***"],
+        ["--include=/src/***", "--exclude=*"],
+        ["--include=/include/", "--include=/include/pkg/", "--include=/include/pkg/*.h", "--exclude=*"],
+        ["--exclude=?.txt"],
+        ["--exclude=*.[ch]"],
+        ["--exclude=[!a-m]*"],
+        ["--exclude=data\\[1\\].csv"],
+        ["--exclude=[[:upper:]]*"],
+        ["--exclude=*[[:digit:]]*"],
+        ["--exclude=.*"],
+        ["--exclude=__pycache__/", "--exclude=*.pyc"],
+        ["--exclude=pkg/"],
+        ["--exclude=pkg"],
+        ["--exclude=link_to_a"],
+        ["--exclude=dirlink/"],
+        ["--exclude=deep/d1/d2/"],
+        ["--exclude=/src/lib/deep/*/d2"],
+        ["--exclude=src/*/x.c"],
+        ["--filter=- *.c", "--filter=+ *"],
+        ["--filter=+ main.c", "--filter=- *.c"],
+        ["--exclude=+ *.h", "--exclude=*"],
+        ["--include=- *.md", "--include=*/", "--exclude=*"],
+        ["--exclude-from=" + rules1],
+        ["--include-from=" + rules2, "--exclude=*"],
+        ["--exclude-from=" + rules3],
+        ["-F"],
+        ["-F", "--exclude=*.h"],
+        ["--exclude=*.h", "-F"],
+        ["--filter=dir-merge .rsync-filter"],
+        ["--filter=: .rsync-filter", "--include=*/", "--include=*.c", "--exclude=*"],
+        ["--filter=dir-merge rules.txt"],
+        ["--include=*.md", "--filter=dir-merge rules.txt", "--exclude=*.c"],
+        ["--exclude=*.c", "--filter=!", "--exclude=*.h"],
+        ["--exclude=*/"],
+        ["--include=docs/", "--exclude=*/"],
+        ["--exclude=notes.v1.2.txt"],
+        ["--exclude=*.v1.*"],
+        ["--exclude=/*/*/"],
+        ["--exclude=d1/**/leaf.c"],
+        ["--exclude=src/**/x.c"],
+        ["--exclude=lib/***"],
+        ["--include=*.h", "--include=*/", "--exclude=*", "--exclude=detail/"],
+        ["--exclude=***/leaf.*"],
+        ["--exclude=**.h"],
+        ["--exclude=[[]weird]/"],
+        ["--exclude=f\\?.txt"],
+        ["--exclude=/emptydir/inner/"],
+        ["--include=*.c", "--exclude=/src/lib/deep/", "--exclude=*.o"],
+        ["--exclude=docs/api/v1.0/"],
+        ["-FF"],
+        ["--exclude=/src[/X]lib"],
+        ["-F", "-F", "--include=*/", "--include=*.c", "--exclude=*"],
+    ]
+
+
+def tree_paths(root):
+    """The relative paths below root (symlinks not followed)."""
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            out.add(os.path.relpath(os.path.join(dirpath, n), root))
+    return out
+
+
+def test_filter_rsync():
+    """The table: the set of paths treesync -a selects equals rsync -a's, rule set by rule set."""
+    rsync = shutil.which("rsync")
+    if rsync is None:
+        print("  SKIPPED: no rsync on PATH: the filter rules are not compared with rsync's")
+        return
+    w = fresh("filter-rsync")
+    src = os.path.join(w, "src")
+    filter_fixture(src)
+    sets = filter_rule_sets(w)
+    agree = 0
+    for k, args in enumerate(sets):
+        want_dir, got_dir = os.path.join(w, "rsync-%d" % k), os.path.join(w, "treesync-%d" % k)
+        p = subprocess.run([rsync, "-a"] + args + [src + "/", want_dir + "/"], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        if p.returncode != 0:
+            check(False, "rsync %s failed: %s" % (" ".join(args), p.stderr.decode()[:200]))
+            continue
+        rc, out, err = run("-a", "-q", *(args + [src, got_dir]))
+        want, got = tree_paths(want_dir), tree_paths(got_dir) if os.path.isdir(got_dir) else set()
+        same = rc == 0 and want == got
+        agree += same
+        check(same, "rule set %d %s: treesync selects what rsync does (exit %d%s%s)" % (
+            k + 1, " ".join(args), rc, "; rsync only: %s" % sorted(want - got)[:6] if want - got else "",
+            "; treesync only: %s" % sorted(got - want)[:6] if got - want else ""))
+    check(len(sets) >= 40, "at least 40 rule sets (%d)" % len(sets))
+    print("  %d rule sets, %d agree with rsync %s" % (len(sets), agree, p.args[0]))
+
+
+def test_filter_options():
+    """--include, --filter/-f, -F, --include-from, --exclude-from prefixes, as the CLI parses them."""
+    w = fresh("filter-options")
+    src = os.path.join(w, "src")
+    for name in ["a.h", "a.c", "a.o", "keep.o", "sub/b.h", "sub/b.c", "sub/deeper/c.h", "sub/deeper/c.c"]:
+        write(os.path.join(src, name), name)
+    d = os.path.join(w, "d1")
+    rc, out, err = run("-q", "--include=*/", "--include=*.h", "--exclude=*", src, d)
+    check(rc == 0 and tree_paths(d) == {"a.h", "sub", "sub/b.h", "sub/deeper", "sub/deeper/c.h"},
+          "--include='*/' --include='*.h' --exclude='*' selects the headers, directories entered (%r)" % err)
+    d = os.path.join(w, "d2")
+    rc, out, err = run("-q", "-f", "- *.o", "--filter=+ sub/", "--filter", "- */", src, d)
+    check(rc == 0 and tree_paths(d) == {"a.h", "a.c", "sub", "sub/b.h", "sub/b.c"},
+          "-f / --filter take '+ PAT' and '- PAT' rules, first match wins")
+    rules = os.path.join(w, "rules")
+    write(rules, "# keep one object file\n+ keep.o\n*.o\n; comment\n\n- deeper/\n")
+    d = os.path.join(w, "d3")
+    rc, out, err = run("-q", "--exclude-from=" + rules, src, d)
+    check(rc == 0 and "keep.o" in tree_paths(d) and "a.o" not in tree_paths(d)
+          and "sub/deeper" not in tree_paths(d), "--exclude-from honours '+ ' / '- ' prefixes and comments")
+    write(rules, "*.h\n*/\n")
+    d = os.path.join(w, "d4")
+    rc, out, err = run("-q", "--include-from", rules, "--exclude=*", src, d)
+    check(rc == 0 and tree_paths(d) == {"a.h", "sub", "sub/b.h", "sub/deeper", "sub/deeper/c.h"},
+          "--include-from reads include patterns")
+    write(os.path.join(src, ".rsync-filter"), "- *.o\n")
+    write(os.path.join(src, "sub", ".rsync-filter"), "- /deeper/c.c\n- *.h\n")
+    d = os.path.join(w, "d5")
+    rc, out, err = run("-q", "-F", src, d)
+    got = tree_paths(d)
+    check(rc == 0 and "a.o" not in got and "a.h" in got and "sub/b.h" not in got and "sub/deeper/c.h" not in got
+          and "sub/deeper/c.c" not in got and "sub/b.c" in got,
+          "-F reads .rsync-filter in each source directory, anchored at its directory (%r)" % sorted(got))
+    rc, out, err = run("--filter=merge " + rules, src, os.path.join(w, "d6"))
+    check(rc == 1 and "--filter" in err and not os.path.exists(os.path.join(w, "d6")),
+          "a --filter rule treesync does not know is a usage error (exit 1)")
+    rc, out, err = run("--include=x", "-n", src, os.path.join(w, "d7"))
+    check(rc == 0 and "takes no value" not in err, "--include=x is an option (it used to be 'takes no value')")
+
+
+def test_rsync_habits():
+    w = fresh("habits")
+    src = os.path.join(w, "src")
+    write(os.path.join(src, "a.txt"), "a\n")
+    os.symlink("a.txt", os.path.join(src, "link"))
+    os.mkfifo(os.path.join(src, "fifo"))
+    age(src)
+    # -a: rsync's -rlptgoD
+    d = os.path.join(w, "archive")
+    rc, out, err = run("-a", "-q", src, d)
+    check(rc == 0 and os.path.islink(os.path.join(d, "link")) and stat.S_ISFIFO(os.lstat(os.path.join(d, "fifo")).st_mode),
+          "-a is accepted and keeps symlinks (-l) and special files (-D) (%r)" % err)
+    rc, out, err = run("--help")
+    check("-a, --archive" in out and "-rlptgoD" in out, "--help says what -a turns on")
+    # the last of an opposite pair wins
+    d = os.path.join(w, "delete")
+    run("-q", src, d)
+    write(os.path.join(d, "extra"), "x")
+    rc, out, err = run("-q", "--delete", "--no-delete", src, d)
+    check(rc == 0 and os.path.exists(os.path.join(d, "extra")), "--delete --no-delete: the last wins (kept)")
+    rc, out, err = run("-q", "--no-delete", "--delete", src, d)
+    check(rc == 0 and not os.path.exists(os.path.join(d, "extra")), "--no-delete --delete: the last wins (deleted)")
+    d = os.path.join(w, "nol")
+    rc, out, err = run("-a", "-q", "--no-l", src, d)
+    check(rc == 0 and not os.path.lexists(os.path.join(d, "link")), "-a --no-l: links are skipped")
+    rc, out, err = run("-q", "-c", "--no-c", "--size-only", "-n", src, os.path.join(w, "cmp"))
+    check(rc == 0, "-c --no-c --size-only: the comparison options no longer conflict once turned off")
+    # truly conflicting options are refused, naming both
+    rc, out, err = run("--inplace", "--backup-dir=bak", src, os.path.join(w, "conflict"))
+    check(rc == 1 and "--inplace" in err and "--backup-dir" in err and not os.path.exists(os.path.join(w, "conflict")),
+          "--inplace with --backup-dir is refused with a message naming both")
+    # unknown options are reported as unknown, with or without a value
+    for arg in ["--frobnicate=1", "--frobnicate", "--no-frobnicate", "--stats-ish=2"]:
+        rc, out, err = run(arg, src, os.path.join(w, "unknown"))
+        check(rc == 1 and "unknown option" in err, "%s is reported as an unknown option (%r)" % (arg, err.strip()))
+    # special files skipped without --specials: named on stderr, counted, exit 0
+    d = os.path.join(w, "specials")
+    rc, out, err = run(src, d)
+    check(rc == 0 and 'skipping non-regular file "fifo"' in err and "1 skipped" in out
+          and not os.path.lexists(os.path.join(d, "fifo")),
+          "a FIFO without --specials: 'skipping non-regular file \"fifo\"' on stderr, counted, exit 0 (%r)" % err)
+    rc, out, err = run("-q", src, d + "-q")
+    check(rc == 0 and "skipping" not in err, "-q silences the notice")
+
+
+def recipe_fixture(root):
+    """A checkout: sources under src/pkg, a build tree (build/lib/pkg, build/include), an earlier
+    generated include tree (pkg/include), a data directory with an ignore file."""
+    old = 1_500_000_000_000_000_000
+    for name, text in [("src/pkg/__init__.py", "from ._ext import f\n"), ("src/pkg/core.py", "edited after the build\n"),
+                       ("src/pkg/_ext.pyx", "def f(): pass\n"), ("src/pkg/data.json", "{}\n"),
+                       ("README.md", "readme\n")]:
+        write(os.path.join(root, name), text, mtime=old + 10**12)
+    write(os.path.join(root, "src/pkg/__init__.py"), "from ._ext import f\n", mtime=old)
+    # the build: copies of the modules (core.py from before the edit), the extension, caches
+    write(os.path.join(root, "build/lib/pkg/__init__.py"), "from ._ext import f\n", mtime=old)
+    write(os.path.join(root, "build/lib/pkg/core.py"), "stale\n", mtime=old)
+    write(os.path.join(root, "build/lib/pkg/_ext.cpython-312-x86_64-linux-gnu.so"), b"\x7fELF", mtime=old)
+    write(os.path.join(root, "build/lib/pkg/_version.py"), "version = '1.0'\n", mtime=old)
+    write(os.path.join(root, "build/lib/pkg/__pycache__/core.cpython-312.pyc"), b"pyc", mtime=old)
+    write(os.path.join(root, "build/lib/pkg/core.pyc"), b"pyc", mtime=old)
+    write(os.path.join(root, "build/include/pkg.h"), "int f(void);\n", mtime=old)
+    write(os.path.join(root, "build/include/gen/config.h"), "#define X 1\n", mtime=old)
+    write(os.path.join(root, "pkg/include/stale.h"), "old\n", mtime=old)
+    write(os.path.join(root, "pkg/include/pkg.h"), "old\n", mtime=old)
+    write(os.path.join(root, "data/a.csv"), "1\n", mtime=old)
+    write(os.path.join(root, "data/scratch.tmp"), "t\n", mtime=old)
+    write(os.path.join(root, ".syncignore"), "# not mirrored\n*.tmp\n")
+    write(os.path.join(root, "build/out/app"), "bin\n", mtime=old)
+
+
+def run_recipe(command, cwd, mirror):
+    """Runs one recipe line (its `| grep` and `> FILE` done here), /mnt/mirror standing for `mirror`."""
+    import shlex
+    redirect = None
+    if " > " in command:
+        command, redirect = command.split(" > ")
+        redirect = redirect.strip()
+    command = command.split(" | ")[0]
+    args = [a.replace("/mnt/mirror", mirror) for a in shlex.split(command)[1:]]
+    p = subprocess.run([CLI] + args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    if redirect:
+        with open(os.path.join(cwd, redirect), "wb") as f:
+            f.write(p.stdout)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def test_recipes():
+    """Every recipe of --help and of the README, run on a checkout shaped like its story."""
+    rc, helptext, err = run("--help")
+    readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")).read()
+    cli = readme[readme.index("## The CLI"):]
+    cli = cli[:cli.index("\n## ", 5)]
+    help_recipes = [l.strip().split("  ")[0] for l in helptext.splitlines() if l.startswith("  treesync ")]
+    readme_recipes = [l.strip() for l in cli.splitlines() if l.startswith("treesync ") and "[OPTIONS]" not in l]
+    recipes = help_recipes + readme_recipes
+    check(len(help_recipes) >= 5 and len(readme_recipes) >= 4, "found the recipes (%d in --help, %d in the README)"
+          % (len(help_recipes), len(readme_recipes)))
+
+    def sources(root):
+        s = snapshot(root)
+        return {k: v for k, v in s.items() if not k.startswith((b"build", b"pkg/include", b"backup", b"artifacts"))
+                and not k.endswith((b".so", b"_version.py", b".json")) or k.startswith(b"src/pkg/data")}
+
+    for command in recipes:
+        w = fresh("recipe")
+        co = os.path.join(w, "checkout")
+        recipe_fixture(co)
+        mirror = os.path.join(w, "mirror")
+        before = snapshot(co)
+        rc, out, err = run_recipe(command, co, mirror)
+        print("  $ " + command + "  -> exit %d" % rc)
+        after = snapshot(co)
+        touched = sorted(k.decode() for k in before if k not in after or (after[k] != before[k]
+                                                                           and before[k][0] != "dir"))
+        if command.endswith(" src/pkg"):  # copy-back
+            check(rc == 0 and "--no-delete" in command, "copy-back exits 0 and says --no-delete")
+            check(touched == [], "copy-back: no file of the checkout changed or deleted (%r)" % touched)
+            new = sorted(k.decode() for k in after if k not in before)
+            check(new == ["src/pkg/_ext.cpython-312-x86_64-linux-gnu.so", "src/pkg/_version.py"],
+                  "copy-back: the extension and the generated module land in src/pkg, nothing else (%r)" % new)
+        elif "build/include pkg/include" in command:
+            check(rc == 0 and touched == ["pkg/include/pkg.h", "pkg/include/stale.h"],
+                  "the include mirror changes only pkg/include (%r)" % touched)
+            same_tree(os.path.join(co, "build/include"), os.path.join(co, "pkg/include"),
+                      "pkg/include mirrors build/include")
+        elif " -n " in command:
+            check(rc == 0 and touched == [] and not os.path.exists(mirror) and not os.path.exists(os.path.join(co, "backup")),
+                  "the dry run writes nothing")
+        elif "data" in command:
+            check(rc == 0 and touched == [] and sorted(tree_paths(mirror)) == ["a.csv"],
+                  "the data mirror leaves data alone and keeps *.tmp out (%r)" % err)
+        elif "--json" in command:
+            src, dst = shlex_operands(command)
+            check(rc == 0 and touched == [], "the JSON recipe changes nothing in its source")
+            same_tree(os.path.join(co, src), os.path.join(co, dst), "the JSON recipe mirrors %s into %s" % (src, dst))
+            report = [f for f in os.listdir(co) if f.endswith(".json") and "report" in f]
+            check(len(report) == 1 and json.load(open(os.path.join(co, report[0])))["status"] == "ok",
+                  "the JSON report is one object")
+        else:
+            check(False, "a recipe this test does not know: %s" % command)
+
+
+def shlex_operands(command):
+    import shlex
+    words = shlex.split(command.split(" > ")[0])
+    ops = [a for a in words[1:] if not a.startswith("-")]
+    return ops[0], ops[1]
+
+
 def big_tree(root, dirs=20, files=30, big_files=2):
     """dirs x files small files and a few 4 MiB ones; the root gets an old mtime (see run_unfinished).
     interrupt_twice needs more entries than a 4 KiB stdio buffer of -v lines holds (about 290)."""
@@ -978,6 +1311,10 @@ GROUPS = {
     "exclude_from": test_exclude_from,
     "options": test_options,
     "archive_options": test_archive_options,
+    "filter_rsync": test_filter_rsync,
+    "filter_options": test_filter_options,
+    "rsync_habits": test_rsync_habits,
+    "recipes": test_recipes,
     "progress": test_progress,
     "dry_run": test_dry_run,
     "interrupt": test_interrupt,

@@ -126,7 +126,7 @@ void install_signal_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-// ---- exclude files ---------------------------------------------------------------------------------
+// ---- filter files ----------------------------------------------------------------------------------
 
 bool read_file(const std::string& name, std::string& text, std::error_code& ec) {
   std::FILE* f = name == "-" ? stdin : std::fopen(name.c_str(), "rb");
@@ -177,20 +177,34 @@ int main(int argc, char** argv) {
   const std::string& src = opt.operands[0];
   const std::string& dst = opt.operands[1];
 
-  // --exclude-from files (rsync rules: one pattern per line, '#' / ';' comments), then --exclude
-  std::string exclude_text;
-  for (const auto& file : opt.exclude_files) {
-    std::error_code ec;
-    std::string text;
-    if (!read_file(file, text, ec)) {
-      std::fprintf(stderr, "treesync: read %s: %s\n", display(file).c_str(), ec.message().c_str());
-      return 1;
+  // the filter rules, in command-line order; per-directory rule files (-F, dir-merge) are read
+  // from SRC's directories
+  treesync::filter patterns = treesync::filter::reading(src);
+  for (const auto& f : opt.filters) {
+    switch (f.kind) {
+      case filter_arg::exclude: patterns.add_plain(f.value, false); break;
+      case filter_arg::include: patterns.add_plain(f.value, true); break;
+      case filter_arg::rule:
+        if (!patterns.add_rule(f.value)) {
+          std::fprintf(stderr, "treesync: --filter: not a rule treesync knows: %s (use '+ PATTERN', '- PATTERN', "
+                               "'dir-merge NAME' or '!')\nTry 'treesync --help' for more information.\n",
+                       display(f.value).c_str());
+          return 1;
+        }
+        break;
+      case filter_arg::exclude_from:
+      case filter_arg::include_from: {
+        std::error_code ec;
+        std::string text;
+        if (!read_file(f.value, text, ec)) {
+          std::fprintf(stderr, "treesync: read %s: %s\n", display(f.value).c_str(), ec.message().c_str());
+          return 1;
+        }
+        patterns.add_rules(text, f.kind == filter_arg::include_from);
+        break;
+      }
     }
-    exclude_text += text;
-    exclude_text += '\n';
   }
-  treesync::exclude patterns = treesync::exclude::from_lines(exclude_text);
-  for (const auto& p : opt.excludes) patterns.add(p);
 
   install_signal_handlers();
 
@@ -227,6 +241,7 @@ int main(int argc, char** argv) {
 
   if (out.refusal) print_refusal(src, dst, ec);
   print_errors(r);
+  if (!opt.quiet) print_skipped(r);
   if (out.signal)
     std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "
                          "at a final name; the report is partial\n", out.signal);

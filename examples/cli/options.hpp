@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include <unistd.h>
+
 namespace treesync_cli {
 
 /// The default of -j/--jobs: 4, where the library's own default is 1.  Four workers overlap the
@@ -30,13 +32,18 @@ enum class compare_mode { size_mtime, checksum, size_only, update };
 enum class links_mode { dereference, preserve, unsafe, skip };
 enum class deletion_mode { extraneous, keep, excluded };
 
+/// One filter option, kept in command-line order (rsync's rules: the first match wins).
+struct filter_arg {
+  enum kind_t { exclude, include, rule, exclude_from, include_from } kind;
+  std::string value;  // the pattern, the --filter rule or the file name
+};
+
 struct options {
   // what is synced
   bool dry_run = false;
   deletion_mode deletion = deletion_mode::extraneous;
   std::optional<std::size_t> max_delete;
-  std::vector<std::string> excludes;       // --exclude, in order
-  std::vector<std::string> exclude_files;  // --exclude-from, in order
+  std::vector<filter_arg> filters;  // --exclude, --include, --filter, -F, --exclude-from, --include-from, in order
   bool allow_empty_source = false;
   links_mode links = links_mode::dereference;
   compare_mode compare = compare_mode::size_mtime;
@@ -79,13 +86,21 @@ inline const char* help_text() {
       "slash); permission bits and modification times (ns) are kept; a run on an unchanged tree writes nothing.\n"
       "\n"
       "What is synced:\n"
+      "  -a, --archive             rsync's -rlptgoD; here: -l (keep symlinks), -g (group), -D (specials and\n"
+      "                            devices), and -o (owner) when run as root (as rsync does); -r -p -t are always on\n"
       "  -n, --dry-run             show what would be done (with -i or -v), change nothing\n"
       "      --delete              delete DST entries that SRC lacks (the default; accepted for rsync habits)\n"
-      "      --no-delete           keep DST entries that SRC lacks\n"
-      "      --delete-excluded     also delete excluded entries from DST\n"
+      "      --no-delete           keep DST entries that SRC lacks (the last of --delete / --no-delete wins)\n"
+      "      --delete-excluded     also delete excluded entries from DST (implies --delete)\n"
       "      --max-delete=N        refuse the whole run, before any change, if it would delete more than N\n"
-      "      --exclude=PATTERN     neither copy nor delete what matches PATTERN (repeatable; see below)\n"
-      "      --exclude-from=FILE   read patterns from FILE, one per line; '#' and ';' start comments; '-' is stdin\n"
+      "      --exclude=PATTERN     exclude what matches PATTERN: neither copied nor deleted (see Filter rules)\n"
+      "      --include=PATTERN     include what matches PATTERN (a rule before it may still exclude it)\n"
+      "  -f, --filter=RULE         one rule: '+ PATTERN', '- PATTERN', 'dir-merge NAME' (': NAME'), '!' (clear)\n"
+      "  -F                        the same as --filter='dir-merge .rsync-filter'; twice (-FF): also\n"
+      "                            --filter='- .rsync-filter' (the rule files themselves are not copied)\n"
+      "      --exclude-from=FILE   exclude patterns from FILE, one per line; '+ ' / '- ' prefixes are honoured;\n"
+      "                            blank lines and lines starting with '#' or ';' are skipped; '-' is stdin\n"
+      "      --include-from=FILE   include patterns from FILE, read the same way\n"
       "      --allow-empty-source  let an empty SRC empty a non-empty DST (refused by default: unmounted source)\n"
       "  -L, --copy-links          copy what a symlink in SRC points to (the default)\n"
       "  -l, --links               recreate symlinks as symlinks (-L wins over -l, as in rsync)\n"
@@ -101,15 +116,18 @@ inline const char* help_text() {
       "  -o, --owner               give copies the source's owner (needs root)\n"
       "  -g, --group               give copies the source's group\n"
       "  -x, --one-file-system     do not enter directories on another filesystem than SRC (reported)\n"
-      "      --specials            recreate FIFOs, sockets and, as root, devices (else skipped and reported)\n"
+      "      --specials            recreate FIFOs, sockets and, as root, devices (else skipped, counted, and\n"
+      "                            named on stderr: skipping non-regular file \"NAME\"; exit status 0)\n"
       "  -D, --devices             the same as --specials (one library policy covers both)\n"
-      "      --backup-dir=DIR      move replaced and deleted DST files into DIR (relative: to DST), same paths\n"
+      "      --backup-dir=DIR      move replaced and deleted DST files into DIR (relative: to DST), same paths;\n"
+      "                            not with --inplace (a usage error naming both)\n"
       "      --fsync               fsync every written file and changed directory (survives a power cut)\n"
       "  -A, --acls                not supported yet (a usage error, never silently ignored)\n"
       "  -X, --xattrs              copy extended attributes of what is written (an xattr-only change is not seen)\n"
       "  -r, --recursive           always on (accepted for rsync habits)\n"
       "  -t, --times               always on: modification times are kept (accepted for rsync habits)\n"
       "  -p, --perms               always on: permission bits are kept (accepted for rsync habits)\n"
+      "      --no-OPTION           turn OPTION off (--no-l, --no-D, --no-inplace, ...): the last one given wins\n"
       "\n"
       "What is printed (errors always go to stderr as `treesync: OPERATION PATH: reason`):\n"
       "  -i, --itemize-changes     one line per change: rsync's 11-character code, then the path\n"
@@ -122,8 +140,14 @@ inline const char* help_text() {
       "      --version             print the version\n"
       "\n"
 
-      "Patterns (rsync/gitignore): without '/' a pattern matches a name at any depth; with '/' it is\n"
-      "anchored at SRC; '*' and '?' stop at '/', '**' spans directories; a trailing '/' matches directories.\n"
+      "Filter rules (rsync's): --exclude, --include, --filter, -F and the --*-from files add rules in the\n"
+      "order given; each entry, as the walk reaches it, gets the action of the first rule that matches it\n"
+      "(none: included).  An excluded directory is not entered; a directory no rule excludes is.  A leading\n"
+      "'/' anchors a pattern at SRC; a trailing '/' matches directories only; '*' and '?' stop at '/', '**'\n"
+      "spans directories, 'dir/***' is dir and all below it, '[a-z]' a class; a pattern without '/' matches\n"
+      "the last name, one with '/' the end of the path.  Only *.h files: --include='*/' --include='*.h'\n"
+      "--exclude='*'.  Per-directory files (-F: .rsync-filter in any SRC directory) hold rules for what is\n"
+      "below their directory, ahead of the rules after the dir-merge; a leading '/' there means that directory.\n"
       "\n"
       "-i codes: YXcstp..... with Y: '>' file copied, 'c' created (directory, link), '.' metadata only,\n"
       "'*deleting' removed; X: f file, d directory, L symlink, D device, S special; then c content\n"
@@ -138,12 +162,18 @@ inline const char* help_text() {
       "signal exits at once; either way no partial file is left at a final name, and the next run\n"
       "removes the temporaries).\n"
       "\n"
-      "Examples:\n"
-      "  treesync -i --stats build/include pkg/include    mirror, list what changed, print statistics\n"
+      "Examples: a mirror deletes from DST what SRC lacks, so DST is a directory that only treesync fills,\n"
+      "or --no-delete is given.\n"
+      "  treesync -i --stats build/include pkg/include    mirror generated headers into a directory that holds\n"
+      "                                                   nothing else; list what changed, print statistics\n"
       "  treesync -n -i src backup                        dry run: what would a sync change?\n"
-      "  treesync --exclude='__pycache__/' --exclude='*.pyc' build/lib checkout/pkg\n"
+      "  treesync --no-delete -u --exclude='__pycache__/' --exclude='*.pyc' build/lib/pkg src/pkg\n"
+      "        copy-back of a package build into the checkout: --no-delete never deletes the checkout's own\n"
+      "        files; -u keeps a source edited since the build; SRC is the package directory itself, so its\n"
+      "        content lands in src/pkg (not src/pkg/pkg); byte-code caches stay out\n"
       "  treesync --exclude-from=.syncignore --max-delete=100 data /mnt/mirror\n"
-      "  treesync --json src dst > report.json            machine-readable report for a CI log\n";
+      "        mirror into a dedicated copy; refuse if more than 100 deletions are planned\n"
+      "  treesync --json src backup > report.json         machine-readable report for a CI log\n";
 }
 
 namespace detail {
@@ -176,9 +206,10 @@ inline bool parse_seconds(const std::string& text, std::int64_t& ns) {
 inline parse_result parse(int argc, char** argv) {
   parse_result r;
   options& o = r.opt;
-  bool copy_links = false, copy_unsafe = false, no_delete = false, delete_excluded = false;
+  bool copy_links = false, copy_unsafe = false;
   int links = -1;  // -l / --no-links, the last one wins
   int compare_given = 0;
+  int rule_file_flags = 0;  // -F given so many times
   std::vector<std::string> unsupported;
 
   const auto usage_error = [&](const std::string& what) {
@@ -194,24 +225,68 @@ inline parse_result parse(int argc, char** argv) {
 
   // Applies the option `name` (a long name without dashes, or one short letter); `value` is set for
   // options that take one.  Returns false after a usage error.
+  // --no-OPTION: turns OPTION off (the last of the two wins, as in rsync).
+  const auto negate = [&](const std::string& name) -> bool {
+    if (name == "dry-run" || name == "n") o.dry_run = false;
+    else if (name == "inplace") o.inplace = false;
+    else if (name == "hard-links" || name == "H") o.hard_links = false;
+    else if (name == "owner" || name == "o") o.owner = false;
+    else if (name == "group" || name == "g") o.group = false;
+    else if (name == "one-file-system" || name == "x") o.one_file_system = false;
+    else if (name == "specials" || name == "devices" || name == "D") o.specials = false;
+    else if (name == "fsync") o.fsync = false;
+    else if (name == "xattrs" || name == "X") o.xattrs = false;
+    else if (name == "itemize-changes" || name == "i") o.itemize = false;
+    else if (name == "verbose" || name == "v") o.verbose = false;
+    else if (name == "quiet" || name == "q") o.quiet = false;
+    else if (name == "stats") o.stats = false;
+    else if (name == "progress") o.progress = false;
+    else if (name == "json") o.json = false;
+    else if (name == "allow-empty-source") o.allow_empty_source = false;
+    else if (name == "copy-links" || name == "L") copy_links = false;
+    else if (name == "copy-unsafe-links") copy_unsafe = false;
+    else if (name == "links" || name == "l") links = 0;
+    else if (name == "delete-excluded") {
+      if (o.deletion == deletion_mode::excluded) o.deletion = deletion_mode::extraneous;
+    } else if (name == "checksum" || name == "c" || name == "size-only" || name == "update" || name == "u") {
+      const compare_mode m = name == "checksum" || name == "c" ? compare_mode::checksum
+                             : name == "size-only"             ? compare_mode::size_only
+                                                               : compare_mode::update;
+      if (o.compare == m) {
+        o.compare = compare_mode::size_mtime;
+        compare_given = 0;
+      }
+    } else if (name == "recursive" || name == "r" || name == "times" || name == "t" || name == "perms" ||
+               name == "p")
+      return usage_error("--no-" + name + ": treesync always recurses and keeps times and permissions"), false;
+    else return usage_error("unknown option --no-" + display(name)), false;
+    return true;
+  };
+
   const auto apply = [&](const std::string& name, const std::string* value) -> bool {
     unsigned long long n = 0;
+    if (name.size() > 3 && name.compare(0, 3, "no-") == 0 && name != "no-delete" && name != "no-links")
+      return negate(name.substr(3));
     if (name == "dry-run" || name == "n") o.dry_run = true;
-    else if (name == "delete" || name == "r" || name == "recursive" || name == "t" || name == "times" ||
-             name == "p" || name == "perms") {
+    else if (name == "r" || name == "recursive" || name == "t" || name == "times" || name == "p" || name == "perms") {
       // always on
+    } else if (name == "delete") {  // the last of --delete / --no-delete wins; --delete-excluded implies it
+      if (o.deletion == deletion_mode::keep) o.deletion = deletion_mode::extraneous;
     } else if (name == "no-delete") {
-      no_delete = true;
       o.deletion = deletion_mode::keep;
     } else if (name == "delete-excluded") {
-      delete_excluded = true;
       o.deletion = deletion_mode::excluded;
     }
     else if (name == "max-delete") {
       if (!detail::parse_count(*value, n)) return usage_error("--max-delete: not a count: " + display(*value)), false;
       o.max_delete = static_cast<std::size_t>(n);
-    } else if (name == "exclude") o.excludes.push_back(*value);
-    else if (name == "exclude-from") o.exclude_files.push_back(*value);
+    } else if (name == "exclude") o.filters.push_back({filter_arg::exclude, *value});
+    else if (name == "include") o.filters.push_back({filter_arg::include, *value});
+    else if (name == "filter" || name == "f") o.filters.push_back({filter_arg::rule, *value});
+    else if (name == "F")  // rsync: the first -F reads .rsync-filter files, the second also excludes them
+      o.filters.push_back({filter_arg::rule, ++rule_file_flags == 1 ? "dir-merge .rsync-filter" : "- .rsync-filter"});
+    else if (name == "exclude-from") o.filters.push_back({filter_arg::exclude_from, *value});
+    else if (name == "include-from") o.filters.push_back({filter_arg::include_from, *value});
     else if (name == "allow-empty-source") o.allow_empty_source = true;
     else if (name == "copy-links" || name == "L") copy_links = true;
     else if (name == "links" || name == "l") links = 1;
@@ -251,23 +326,36 @@ inline parse_result parse(int argc, char** argv) {
     } else if (name == "fsync") o.fsync = true;
     else if (name == "acls" || name == "A") unsupported.push_back("-A/--acls (the library has no ACL policy)");
     else if (name == "xattrs" || name == "X") o.xattrs = true;
-    else if (name == "a" || name == "archive")
-      return usage_error("-a/--archive is not needed: treesync always recurses and keeps permissions and times; "
-                         "for the rest of rsync -a add -l (links), -o -g (owner, group), -D (devices, specials)"),
-             false;
-    else {
+    else if (name == "a" || name == "archive") {  // rsync's -rlptgoD; -o only as root, as rsync does
+      links = 1;
+      o.group = true;
+      o.specials = true;
+      if (::geteuid() == 0) o.owner = true;
+    } else {
       const std::string shown = name.size() == 1 ? "-" + name : "--" + name;
       return usage_error("unknown option " + display(shown)), false;
     }
     return true;
   };
 
-  static const char* const long_with_value[] = {"max-delete", "exclude", "exclude-from", "modify-window", "jobs",
-                                                "backup-dir"};
+  static const char* const long_with_value[] = {"max-delete", "exclude",  "exclude-from", "include", "include-from",
+                                                "filter",     "modify-window", "jobs",   "backup-dir"};
   const auto takes_value = [](std::string_view name) {
-    if (name == "j") return true;
+    if (name == "j" || name == "f") return true;
     for (const char* n : long_with_value)
       if (name == n) return true;
+    return false;
+  };
+
+  static const char* const long_flags[] = {
+      "dry-run", "delete", "no-delete", "delete-excluded", "allow-empty-source", "copy-links", "links", "no-links",
+      "copy-unsafe-links", "checksum", "size-only", "update", "inplace", "itemize-changes", "verbose", "quiet",
+      "stats", "progress", "json", "help", "version", "hard-links", "owner", "group", "one-file-system",
+      "specials", "devices", "fsync", "acls", "xattrs", "archive", "recursive", "times", "perms"};
+  const auto known_flag = [](const std::string& name) {
+    const std::string base = name.compare(0, 3, "no-") == 0 ? name.substr(3) : name;
+    for (const char* n : long_flags)
+      if (name == n || base == n) return true;
     return false;
   };
 
@@ -293,7 +381,8 @@ inline parse_result parse(int argc, char** argv) {
         }
         apply(name, &value);
       } else if (eq != std::string::npos) {
-        usage_error("option --" + display(name) + " takes no value");
+        if (!known_flag(name)) usage_error("unknown option --" + display(name));
+        else usage_error("option --" + display(name) + " takes no value");
       } else {
         apply(name, nullptr);
       }
@@ -329,8 +418,8 @@ inline parse_result parse(int argc, char** argv) {
     usage_error("-c/--checksum, --size-only and -u/--update exclude each other");
     return r;
   }
-  if (no_delete && delete_excluded) {
-    usage_error("--no-delete and --delete-excluded exclude each other");
+  if (o.inplace && o.backup_dir) {
+    usage_error("--inplace and --backup-dir exclude each other (a backup needs the old file kept whole: drop one)");
     return r;
   }
   if (o.json && o.progress) o.progress = false;  // stdout carries the JSON object only

@@ -248,6 +248,14 @@ inline void print_errors(const treesync::report& r) {
                  e.code.message().c_str());
 }
 
+/// rsync's notice for each special file (FIFO, socket, device) left out without --specials, on
+/// stderr; they are counted as skipped and do not change the exit status (rsync: 0).
+inline void print_skipped(const treesync::report& r) {
+  for (const auto& e : r.skipped_entries)
+    if (e.code == treesync::errc::special_file)
+      std::fprintf(stderr, "skipping non-regular file \"%s\"\n", display(e.path).c_str());
+}
+
 inline std::string json_error_code(const std::error_code& ec) {
   return "\"code\":" + std::to_string(ec.value()) + ",\"category\":" + json_string(ec.category().name()) +
          ",\"message\":" + json_string(ec.message());

@@ -77,7 +77,7 @@ struct run_context {
   const options& opt;
   cli_deletion deletion;
   cli_links links;
-  const treesync::exclude& patterns;
+  const treesync::filter& patterns;  // --exclude, --include, --filter, -F, --*-from
   unsigned jobs;
   const std::atomic<bool>* cancel;
   printer& observer;
