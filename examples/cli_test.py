@@ -129,7 +129,7 @@ def lines(text):
 
 def age(root, ns=1_500_000_000_000_000_000):
     """Sets every mtime below root (and root's) to `ns`: far from now, so no file is "racily clean"
-    (DESIGN.md 5.13: a file copied within the racy window of its source's mtime is settled by
+    (README, Guarantees, racily clean files: a file copied within the racy window of its source's mtime is settled by
     content on the next run and its mtime re-stamped, an itemized .f..t...... line)."""
     for dirpath, dirnames, filenames in os.walk(root, topdown=False):
         for n in filenames + dirnames:
