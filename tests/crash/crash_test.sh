@@ -17,7 +17,7 @@ set -uo pipefail
 
 cli=${1:?usage: crash_test.sh TREESYNC_CLI [TRIALS]}
 trials=${2:-6}
-# tmpfs when there is one: creating files right after a mass rm -rf is slow on ext4 (the journal commits the deletions first)
+# tmpfs when there is one: creating files right after a mass rm -rf is slow on ext4 (seen here)
 base=${TREESYNC_CRASH_DIR:-$([ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")}
 work=$(mktemp -d "$base/treesync-crash-XXXXXX")
 trap 'rm -rf "$work"' EXIT
