@@ -1479,6 +1479,14 @@ concept policy = is_policy_v<P>;
 ///   std::string read_link(dir_handle&, const std::string&, error_code&);
 ///   std::int64_t now();              // the clock the filesystem stamps ctimes with (ns)
 ///   std::int64_t racy_window();      // timestamp granularity + clock slack (ns)
+///   // and, for the policies that use them:
+///   void set_owner(dir_handle&, const std::string&, std::int64_t uid, std::int64_t gid, error_code&);  // -1: keep
+///   void make_special(dir_handle&, const std::string&, const stat_info&, error_code&);  // FIFO, socket, device
+///   void link(dir_handle& target_dir, const std::string& target, dir_handle&, const std::string&, error_code&);
+///   void move(dir_handle& from, const std::string&, dir_handle& to, const std::string&, error_code&);
+///   void copy_xattrs(dir_handle& src, dir_handle& dst, error_code&);
+///   void sync_dir(dir_handle&, error_code&);
+/// Each missing or mistyped operation is named by its own static_assert when sync() is called.
 /// Optional:
 ///   time_model timestamps(dir_handle&, error_code&);  // what the filesystem under a directory
 ///                                                      // keeps; absent: ns mtimes and a ctime
@@ -1507,6 +1515,140 @@ struct filesystem_like<
 
 template <class FS>
 inline constexpr bool is_filesystem_v = detail::filesystem_like<std::decay_t<FS>>::value;
+
+namespace detail {
+// One detector per operation the engine calls, so that a filesystem of one's own that lacks one,
+// or declares it with other parameters, is told which (check_filesystem, from sync()).
+template <class T>
+T& lv();  // an lvalue of T, in unevaluated operands only
+template <class FS>
+using handle_of = typename FS::dir_handle;
+template <template <class> class Op, class FS, class = void>
+struct has_op : std::false_type {};
+template <template <class> class Op, class FS>
+struct has_op<Op, FS, std::void_t<Op<FS>>> : std::true_type {};
+template <class FS>
+using op_stat_path =
+    decltype(lv<FS>().stat_path(lv<const std::filesystem::path>(), true, lv<std::error_code>()));
+template <class FS>
+using op_canonical = decltype(lv<FS>().canonical(lv<const std::filesystem::path>(), lv<std::error_code>()));
+template <class FS>
+using op_make_root =
+    decltype(lv<FS>().make_root(lv<const std::filesystem::path>(), 0u, lv<std::error_code>()));
+template <class FS>
+using op_open_dir =
+    decltype(lv<FS>().open_dir(lv<handle_of<FS>>(), lv<const std::string>(), true, lv<std::error_code>()));
+template <class FS>
+using op_copy_file = decltype(lv<FS>().copy_file(
+    lv<handle_of<FS>>(), lv<const std::string>(), lv<handle_of<FS>>(), lv<const std::string>(),
+    lv<const stat_info>(), lv<const copy_options>(), lv<std::error_code>()));
+template <class FS>
+using op_same_content = decltype(bool(lv<FS>().same_content(lv<handle_of<FS>>(), lv<const std::string>(),
+                                                            true, lv<handle_of<FS>>(),
+                                                            lv<const std::string>(), lv<std::error_code>())));
+template <class FS>
+using op_set_mode = decltype(lv<FS>().set_mode(lv<handle_of<FS>>(), lv<const std::string>(), std::uint32_t(0),
+                                               lv<std::error_code>()));
+template <class FS>
+using op_set_mtime = decltype(lv<FS>().set_mtime(lv<handle_of<FS>>(), lv<const std::string>(),
+                                                 std::int64_t(0), lv<std::error_code>()));
+template <class FS>
+using op_rename = decltype(lv<FS>().rename(lv<handle_of<FS>>(), lv<const std::string>(),
+                                           lv<const std::string>(), lv<std::error_code>()));
+template <class FS>
+using op_remove =
+    decltype(lv<FS>().remove(lv<handle_of<FS>>(), lv<const std::string>(), lv<std::error_code>()));
+template <class FS>
+using op_remove_dir =
+    decltype(lv<FS>().remove_dir(lv<handle_of<FS>>(), lv<const std::string>(), lv<std::error_code>()));
+template <class FS>
+using op_make_dir = decltype(lv<FS>().make_dir(lv<handle_of<FS>>(), lv<const std::string>(), std::uint32_t(0),
+                                               lv<std::error_code>()));
+template <class FS>
+using op_make_symlink = decltype(lv<FS>().make_symlink(lv<handle_of<FS>>(), lv<const std::string>(),
+                                                       lv<const std::string>(), lv<std::error_code>()));
+template <class FS>
+using op_read_link = decltype(std::string(
+    lv<FS>().read_link(lv<handle_of<FS>>(), lv<const std::string>(), lv<std::error_code>())));
+template <class FS>
+using op_now = decltype(std::int64_t(lv<FS>().now()));
+template <class FS>
+using op_set_owner = decltype(lv<FS>().set_owner(lv<handle_of<FS>>(), lv<const std::string>(),
+                                                 std::int64_t(0), std::int64_t(0), lv<std::error_code>()));
+template <class FS>
+using op_make_special = decltype(lv<FS>().make_special(lv<handle_of<FS>>(), lv<const std::string>(),
+                                                       lv<const stat_info>(), lv<std::error_code>()));
+template <class FS>
+using op_link = decltype(lv<FS>().link(lv<handle_of<FS>>(), lv<const std::string>(), lv<handle_of<FS>>(),
+                                       lv<const std::string>(), lv<std::error_code>()));
+template <class FS>
+using op_move = decltype(lv<FS>().move(lv<handle_of<FS>>(), lv<const std::string>(), lv<handle_of<FS>>(),
+                                       lv<const std::string>(), lv<std::error_code>()));
+template <class FS>
+using op_copy_xattrs =
+    decltype(lv<FS>().copy_xattrs(lv<handle_of<FS>>(), lv<handle_of<FS>>(), lv<std::error_code>()));
+template <class FS>
+using op_sync_dir = decltype(lv<FS>().sync_dir(lv<handle_of<FS>>(), lv<std::error_code>()));
+
+template <class FS>
+constexpr bool check_filesystem() {
+  static_assert(has_op<op_stat_path, FS>::value,
+                "treesync: the filesystem lacks stat_info stat_path(const path&, bool follow, error_code&)");
+  static_assert(has_op<op_canonical, FS>::value,
+                "treesync: the filesystem lacks path canonical(const path&, error_code&)");
+  static_assert(has_op<op_make_root, FS>::value,
+                "treesync: the filesystem lacks void make_root(const path&, uint32_t mode, error_code&)");
+  static_assert(has_op<op_open_dir, FS>::value,
+                "treesync: the filesystem lacks dir_handle open_dir(dir_handle&, const string&, bool follow, "
+                "error_code&)");
+  static_assert(has_op<op_copy_file, FS>::value,
+                "treesync: the filesystem lacks copy_result copy_file(dir_handle&, const string&, "
+                "dir_handle&, const string&, const stat_info&, const copy_options&, error_code&)");
+  static_assert(has_op<op_same_content, FS>::value,
+                "treesync: the filesystem lacks bool same_content(dir_handle&, const string&, bool follow, "
+                "dir_handle&, const string&, error_code&)");
+  static_assert(
+      has_op<op_set_mode, FS>::value,
+      "treesync: the filesystem lacks void set_mode(dir_handle&, const string&, uint32_t, error_code&)");
+  static_assert(
+      has_op<op_set_mtime, FS>::value,
+      "treesync: the filesystem lacks void set_mtime(dir_handle&, const string&, int64_t ns, error_code&)");
+  static_assert(has_op<op_rename, FS>::value,
+                "treesync: the filesystem lacks void rename(dir_handle&, const string& from, const string& "
+                "to, error_code&)");
+  static_assert(has_op<op_remove, FS>::value,
+                "treesync: the filesystem lacks void remove(dir_handle&, const string&, error_code&)");
+  static_assert(has_op<op_remove_dir, FS>::value,
+                "treesync: the filesystem lacks void remove_dir(dir_handle&, const string&, error_code&)");
+  static_assert(
+      has_op<op_make_dir, FS>::value,
+      "treesync: the filesystem lacks void make_dir(dir_handle&, const string&, uint32_t mode, error_code&)");
+  static_assert(has_op<op_make_symlink, FS>::value,
+                "treesync: the filesystem lacks void make_symlink(dir_handle&, const string& name, const "
+                "string& target, error_code&)");
+  static_assert(has_op<op_read_link, FS>::value,
+                "treesync: the filesystem lacks string read_link(dir_handle&, const string&, error_code&)");
+  static_assert(has_op<op_now, FS>::value, "treesync: the filesystem lacks int64_t now()");
+  static_assert(has_op<op_set_owner, FS>::value,
+                "treesync: the filesystem lacks void set_owner(dir_handle&, const string&, int64_t uid, "
+                "int64_t gid, error_code&)");
+  static_assert(has_op<op_make_special, FS>::value,
+                "treesync: the filesystem lacks void make_special(dir_handle&, const string&, const "
+                "stat_info&, error_code&)");
+  static_assert(has_op<op_link, FS>::value,
+                "treesync: the filesystem lacks void link(dir_handle& target_dir, const string& target, "
+                "dir_handle&, const string&, error_code&)");
+  static_assert(has_op<op_move, FS>::value,
+                "treesync: the filesystem lacks void move(dir_handle& from, const string&, dir_handle& to, "
+                "const string&, error_code&)");
+  static_assert(
+      has_op<op_copy_xattrs, FS>::value,
+      "treesync: the filesystem lacks void copy_xattrs(dir_handle& src, dir_handle& dst, error_code&)");
+  static_assert(has_op<op_sync_dir, FS>::value,
+                "treesync: the filesystem lacks void sync_dir(dir_handle&, error_code&)");
+  return true;
+}
+}  // namespace detail
 
 // [treesync.api] --------------------------------------------------------------------------------
 //
@@ -1707,8 +1849,49 @@ struct is_exactly {
 template <class F, class... Ps>
 inline constexpr bool has_flag = count_in_pack<is_exactly<F>::template test, Ps...> > 0;
 
+// Near misses: a type that names a category's member (or has a call operator) without meeting its
+// requirement gets a hint naming the category and the expected signature.
+template <class P, class = void>
+struct names_up_to_date : std::false_type {};
+template <class P>
+struct names_up_to_date<P, std::void_t<decltype(&P::up_to_date)>> : std::true_type {};
+template <class P, class = void>
+struct names_removes : std::false_type {};
+template <class P>
+struct names_removes<P, std::void_t<decltype(&P::removes)>> : std::true_type {};
+template <class P, class = void>
+struct names_on_symlink : std::false_type {};
+template <class P>
+struct names_on_symlink<P, std::void_t<decltype(&P::on_symlink)>> : std::true_type {};
+template <class P, class = void>
+struct names_excluded : std::false_type {};
+template <class P>
+struct names_excluded<P, std::void_t<decltype(&P::excluded)>> : std::true_type {};
+template <class P, class = void>
+struct names_call : std::false_type {};
+template <class P>
+struct names_call<P, std::void_t<decltype(&P::operator())>> : std::true_type {};
+
 template <class P>
 constexpr bool check_one_policy() {
+  constexpr bool none = policy_category_count_v<P> == 0;
+  static_assert(!(none && names_up_to_date<P>::value),
+                "treesync::sync: this looks like a compare policy, but its up_to_date is not "
+                "`bool up_to_date(const treesync::file_pair&) const` (is it const? does it take the pair "
+                "by const reference?)");
+  static_assert(!(none && names_removes<P>::value),
+                "treesync::sync: this looks like a deletion policy, but it lacks `bool removes(std::string_view "
+                "rel, treesync::file_type, bool excluded) const` or `std::size_t limit() const`");
+  static_assert(!(none && names_on_symlink<P>::value),
+                "treesync::sync: this looks like a links policy, but its on_symlink is not "
+                "`treesync::link_action on_symlink(std::string_view rel, std::string_view target, bool inside) "
+                "const`");
+  static_assert(!(none && names_excluded<P>::value),
+                "treesync::sync: this looks like an exclude policy, but its excluded is not "
+                "`bool excluded(std::string_view rel, treesync::file_type) const`");
+  static_assert(!(none && names_call<P>::value),
+                "treesync::sync: this callable is neither an observer, callable as `void(const treesync::action&)`, "
+                "nor an exclude predicate, callable as `bool(std::string_view rel, treesync::file_type)`");
   static_assert(policy_category_count_v<P> != 0,
                 "treesync::sync: an argument is not a treesync policy (no category's requirements are met: "
                 "compare, deletion, links, exclude, write, errors, observer, jobs, cancel_on, options, or a flag such as "
@@ -4518,6 +4701,7 @@ template <class FS, class... Ps>
 report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, std::error_code& ec,
                 Ps&... ps) {
   static_assert(is_filesystem_v<FS>, "treesync::sync: the first argument does not meet the filesystem requirements");
+  static_assert(check_filesystem<FS>(), "treesync::sync: the filesystem is incomplete (see the messages above)");
   static_assert(check_policies<Ps...>(), "treesync::sync: invalid policy set");
   ec.clear();
   compare::size_mtime default_compare{};
