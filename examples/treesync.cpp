@@ -40,15 +40,19 @@
 //     "cancelled": false,                 // true when interrupted (the counts are partial)
 //     "signal": null,                     // or "SIGINT" / "SIGTERM"
 //     "counts": {"scanned": 0, "created": 0, "updated": 0, "meta_updated": 0, "deleted": 0,
-//                "excluded": 0, "skipped": 0, "cleaned": 0, "errors": 0, "vanished": 0},
+//                "excluded": 0, "skipped": 0, "cleaned": 0, "settled": 0, "errors": 0, "vanished": 0},
+//                                         // settled: files verified by content whose (already equal)
+//                                         // mtime was set again so later runs trust it; no action
 //     "bytes_copied": 0,
 //     "elapsed_seconds": 0.001234,
 //     "bytes_per_second": 0,
-//     "errors":   [ENTRY...],             // per-entry failures (exit 23)
+//     "errors":   [ENTRY...],             // per-entry failures (exit 23); the lists are sorted as
+//                                         // the actions are
 //     "vanished": [ENTRY...],             // source entries that vanished or changed (exit 24)
 //     "skipped":  [ENTRY...],             // special files, skipped links, other filesystems (-x)
 //     "notices":  [ENTRY...],             // things worth knowing that are not failures
-//     "actions":  [ACTION...]             // only with -i or -v: every action, in the order done
+//     "actions":  [ACTION...]             // only with -i or -v: every action, in the order of -i
+//                                         // (rsync's; see `treesync --help`), whatever -j is
 //   }
 //   ENTRY  = {"path": "sub/f", "operation": "copy", "code": 13, "category": "generic",
 //             "message": "Permission denied"}
@@ -56,6 +60,7 @@
 //             "type": "file",             // file | directory | symlink | fifo | socket | block device |
 //                                         // character device | none
 //             "path": "sub/f",            // relative to SRC/DST, "" for the roots
+//             "target": "../f",           // symlinks created or updated only: the link's target
 //             "itemize": ">f+++++++++",   // the -i code, or null (skip, error, vanished)
 //             "changes": ["size", "mtime", "mode"],  // attributes that differed
 //             "src_size": 10, "dst_size": 0,
@@ -218,8 +223,9 @@ int main(int argc, char** argv) {
                       observer,
                       opt.backup_dir ? *opt.backup_dir : std::string()};
   std::error_code ec;
-  const treesync::report r = run(context, ec);
+  treesync::report r = run(context, ec);
   observer.finish();
+  sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 
   outcome out;
   const int sig = first_signal.load();
