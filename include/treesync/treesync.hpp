@@ -2874,10 +2874,16 @@ class engine {
             } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + e_.racy_window_) {
               // Racily clean, verified by content, and the source is now older than the window:
               // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
-              // The mtime already matched: counted as settled, not reported as an action.
+              // An mtime that already matched is not a change: counted as settled, no action.
+              // One that differed within a compare window (a smudged copy) is a metadata update.
               if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
               if (ec) return fail("utime", ec), false;
-              ++rep_.settled;
+              if (e_.same_mtime(dst_st, st)) {
+                ++rep_.settled;
+              } else {
+                ++rep_.meta_updated;
+                note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mtime);
+              }
             }
             return false;
           }
