@@ -344,7 +344,8 @@ def test_exit_codes():
     os.unlink(os.path.join(src, "a"))
     os.unlink(os.path.join(src, "sub", "b"))
     rc, out, err = run("--max-delete=1", src, dst)
-    check(rc == 2 and "max_delete" in err, "2: --max-delete=1 against a run deleting 2")
+    check(rc == 2 and "would delete 2 entries, --max-delete=1" in err,
+          "2: --max-delete=1 against a run deleting 2, with the counts in CLI spelling (%r)" % err)
     check(snapshot(dst) == before, "refusals touched nothing")
     rc, out, err = run("--max-delete=2", "-i", src, dst)
     check(rc == 0 and out.count("*deleting") == 2, "--max-delete=2 lets a run deleting 2 proceed")
@@ -1505,6 +1506,93 @@ def test_settled():
           re.search(r"^Metadata updated: +0$", out, re.M) is not None, "--stats: the next run settles nothing")
 
 
+# ---- messages and JSON (issue 14, item 5) --------------------------------------------------------------
+
+def test_refusal_messages():
+    w = fresh("refusal_messages")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    for d in ["a", "b", "c"]:
+        for i in range(4):
+            write(os.path.join(src, d, "f%d" % i), "x")
+    rc, out, err = run("-q", src, dst)
+    check(rc == 0, "the mirror is made")
+    shutil.rmtree(os.path.join(src, "a"))
+    shutil.rmtree(os.path.join(src, "b"))
+    before = snapshot(dst)
+    rc, out, err = run("--max-delete=3", src, dst)
+    check(rc == 2 and "treesync: refused: would delete 10 entries, --max-delete=3" in err,
+          "--max-delete: the refusal says how many and the limit, in CLI spelling (%r)" % err)
+    check(snapshot(dst) == before, "--max-delete: nothing touched")
+    rc, out, err = run("--json", "--max-delete=3", src, dst)
+    doc = json.loads(out)
+    check(rc == 2 and doc["status"] == "refused" and "would delete 10 entries, --max-delete=3" in
+          doc["refusal"]["message"] and doc["refusal"]["path"] == dst, "--json: the refusal, its counts and "
+          "the path at fault (%r)" % doc.get("refusal"))
+    empty = os.path.join(w, "empty")
+    os.mkdir(empty)
+    rc, out, err = run(empty, dst)
+    check(rc == 2 and "--allow-empty-source" in err and "allow_empty_source" not in err,
+          "an empty source: the hint names --allow-empty-source, not the library's identifier (%r)" % err)
+    rc, out, err = run("--json", empty, dst)
+    doc = json.loads(out)
+    check(doc["refusal"]["path"] == empty and "--allow-empty-source" in doc["refusal"]["message"],
+          "--json: an empty source's refusal names the source")
+    rc, out, err = run("--json", os.path.join(w, "missing"), dst)
+    doc = json.loads(out)
+    check(rc == 2 and doc["refusal"]["path"] == os.path.join(w, "missing"), "--json: a missing source is the "
+          "path at fault")
+    rc, out, err = run("--json", src, src)
+    doc = json.loads(out)
+    check(rc == 2 and doc["status"] == "refused" and doc["refusal"]["path"] == src,
+          "--json: the same directory twice is refused with a path")
+
+
+def test_json_usage():
+    w = fresh("json_usage")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    write(os.path.join(src, "f"), "f")
+    for args, what in [(["--json", "--bogus", src, dst], "an unknown option"),
+                       (["--bogus", "--json", src, dst], "--json after the bad option"),
+                       (["--json", src], "a missing operand"),
+                       (["--json", "--filter=nonsense x", src, dst], "a --filter that is not a rule"),
+                       (["--json", "--exclude-from=" + os.path.join(w, "missing"), src, dst],
+                        "an unreadable --exclude-from file")]:
+        rc, out, err = run(*args)
+        try:
+            doc = json.loads(out)
+        except ValueError:
+            doc = None
+        check(rc == 1 and doc is not None and out.count("\n") == 1 and doc["status"] == "usage" and
+              doc["exit_code"] == 1 and doc["message"] and err.startswith("treesync: "),
+              "--json with %s: exit 1, one JSON object on stdout (status 'usage', the message), the text on "
+              "stderr (%r)" % (what, out))
+    rc, out, err = run("--bogus", src, dst)
+    check(rc == 1 and out == "", "without --json a usage error prints nothing on stdout")
+
+
+def test_json_utf8():
+    w = fresh("json_utf8")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    raw = b"bad-\xff\xfe-name"
+    os.makedirs(os.fsencode(os.path.join(src, "d")))
+    with open(os.path.join(os.fsencode(src), b"d", raw), "wb") as f:
+        f.write(b"x")
+    os.symlink(b"nowhere", os.path.join(os.fsencode(src), raw + b"-link"))
+    rc, out, err = run("--json", "-i", src, dst)
+    out.encode("utf-8")  # the text itself is valid UTF-8
+    doc = json.loads(out)
+    for key in ("actions", "errors"):
+        for x in doc[key]:
+            x["path"].encode("utf-8")
+    hexed = {x["path_hex"]: x for x in doc["actions"] if "path_hex" in x}
+    check((b"d/" + raw).hex() in hexed, "a non-UTF-8 name: path_hex carries the exact bytes (%r)" % list(hexed))
+    errs = [e for e in doc["errors"] if "path_hex" in e]
+    check(len(errs) == 1 and bytes.fromhex(errs[0]["path_hex"]) == raw + b"-link",
+          "an error entry of a non-UTF-8 name has path_hex too")
+    check(all("path_hex" not in x for x in doc["actions"] if x["path"] in ("", "d")),
+          "a UTF-8 name has no path_hex")
+
+
 GROUPS = {
     "help": test_help_version,
     "usage": test_usage_errors,
@@ -1528,6 +1616,9 @@ GROUPS = {
     "output_order": test_output_order,
     "output_order_errors": test_output_order_errors,
     "settled": test_settled,
+    "refusal_messages": test_refusal_messages,
+    "json_usage": test_json_usage,
+    "json_utf8": test_json_utf8,
 }
 
 

@@ -461,7 +461,8 @@ struct outcome {
 
 /// --json: the report as one object on one line (schema: top of examples/treesync.cpp).
 inline std::string json_report(const options& opt, const treesync::report& r, const outcome& out,
-                               const std::vector<std::string>* actions) {
+                               const std::vector<std::string>* actions, const std::string& refusal_message = {},
+                               const std::string& refusal_path = {}) {
   std::string s = "{\"schema\":1,\"version\":" + json_string(TREESYNC_VERSION_STRING);
   s += ',' + json_path("source", opt.operands[0]);
   s += ',' + json_path("destination", opt.operands[1]);
@@ -469,7 +470,15 @@ inline std::string json_report(const options& opt, const treesync::report& r, co
   s += ",\"jobs\":" + std::to_string(treesync::jobs{opt.jobs}.count());
   s += ",\"status\":" + json_string(out.status);
   s += ",\"exit_code\":" + std::to_string(out.exit_code);
-  s += ",\"refusal\":" + (out.refusal ? '{' + json_error_code(out.refusal) + '}' : std::string("null"));
+  s += ",\"refusal\":";
+  if (out.refusal) {
+    s += "{\"code\":" + std::to_string(out.refusal.value()) + ",\"category\":" +
+         json_string(out.refusal.category().name()) + ",\"message\":" +
+         json_string(refusal_message.empty() ? out.refusal.message() : refusal_message) + ',' +
+         json_path("path", refusal_path) + '}';
+  } else {
+    s += "null";
+  }
   s += ",\"cancelled\":" + std::string(r.cancelled || out.signal ? "true" : "false");
   s += ",\"signal\":" + (out.signal ? json_string(out.signal) : std::string("null"));
   s += ",\"counts\":{\"scanned\":" + std::to_string(r.scanned) + ",\"created\":" + std::to_string(r.created) +
