@@ -20,11 +20,12 @@
 //
 // Interrupts: SIGINT / SIGTERM set the flag passed as treesync::cancel_on: no new work is started,
 // entries in flight complete or are discarded (temporaries removed), nothing partial is left at a
-// final name.  The partial report is printed and the exit status is 130 / 143.  A second signal
-// exits at once (_exit) with the same status: temporaries in flight may stay behind under their
-// `.treesync-tmp-*` names, never at a final name, and the next run removes them.  (--inplace writes
-// at the final name by design: an interrupted --inplace copy leaves a partial file with a wrong
-// mtime, which the next run rewrites.)
+// final name.  The partial report is printed (-i / -v / --json: what was done, in order) and the
+// exit status is 130 / 143.  A second signal exits at once (_exit) with the same status, printing
+// nothing more (the -i / -v lines are kept until the end of the run, so none are printed):
+// temporaries in flight may stay behind under their `.treesync-tmp-*` names, never at a final
+// name, and the next run removes them.  (--inplace writes at the final name by design: an
+// interrupted --inplace copy leaves a partial file with a wrong mtime, which the next run rewrites.)
 //
 // --json schema (version 1).  One object on one line on stdout; nothing else is written to stdout
 // (errors still go to stderr as text).  A usage error (exit 1) with --json on the command line
