@@ -129,8 +129,9 @@ def lines(text):
 
 def age(root, ns=1_500_000_000_000_000_000):
     """Sets every mtime below root (and root's) to `ns`: far from now, so no file is "racily clean"
-    (README, Guarantees, racily clean files: a file copied within the racy window of its source's mtime is settled by
-    content on the next run and its mtime re-stamped, an itemized .f..t...... line)."""
+    (README, Guarantees, racily clean files: a file copied within the racy window of its source's
+    mtime is settled by content on the next run and its mtime re-stamped: counted as settled, not
+    itemized)."""
     for dirpath, dirnames, filenames in os.walk(root, topdown=False):
         for n in filenames + dirnames:
             p = os.path.join(dirpath, n)
@@ -214,11 +215,12 @@ def test_itemize():
 
     rc, out, err = run("-i", "-l", src, dst)
     show(["-i", "-l", "SRC", "DST"], rc, out, err)
-    expected = sorted(["cd+++++++++ ./", ">f+++++++++ same.txt", ">f+++++++++ grow.txt", ">f+++++++++ touch.txt",
-                       ">f+++++++++ mode.sh", ">f+++++++++ gone.txt", "cd+++++++++ sub/", ">f+++++++++ sub/inner.txt",
-                       "cL+++++++++ link"])
-    got = sorted(l for l in lines(out) if not re.match(r"^\d+ scanned", l))
-    check(rc == 0 and got == expected, "cold run: one created line per entry (%r)" % got)
+    # rsync's order: the directory, its files by name, then its sub-directories and their contents
+    expected = ["cd+++++++++ ./", ">f+++++++++ gone.txt", ">f+++++++++ grow.txt", "cL+++++++++ link -> same.txt",
+                ">f+++++++++ mode.sh", ">f+++++++++ same.txt", ">f+++++++++ touch.txt", "cd+++++++++ sub/",
+                ">f+++++++++ sub/inner.txt"]
+    got = [l for l in lines(out) if not re.match(r"^\d+ scanned", l)]
+    check(rc == 0 and got == expected, "cold run: one created line per entry, in rsync's order (%r)" % got)
     summary = [l for l in lines(out) if re.match(r"^\d+ scanned", l)]
     check(len(summary) == 1 and "9 created" in summary[0], "cold run: the summary line counts 9 created")
 
@@ -290,7 +292,7 @@ def test_json():
     check(doc["status"] == "errors" and doc["exit_code"] == 23 and doc["refusal"] is None and doc["signal"] is None,
           "status 'errors', exit_code 23, no refusal, no signal")
     check(set(doc["counts"]) == {"scanned", "created", "updated", "meta_updated", "deleted", "excluded", "skipped",
-                                 "cleaned", "errors", "vanished"}, "counts has the documented keys")
+                                 "cleaned", "settled", "errors", "vanished"}, "counts has the documented keys")
     check(doc["counts"]["created"] == 5 and doc["counts"]["errors"] == 1, "counts: 5 created, 1 error")
     errs = doc["errors"]
     check(len(errs) == 1 and errs[0]["path"] == "dangling\nlink" and errs[0]["operation"]
@@ -343,7 +345,8 @@ def test_exit_codes():
     os.unlink(os.path.join(src, "a"))
     os.unlink(os.path.join(src, "sub", "b"))
     rc, out, err = run("--max-delete=1", src, dst)
-    check(rc == 2 and "max_delete" in err, "2: --max-delete=1 against a run deleting 2")
+    check(rc == 2 and "would delete 2 entries, --max-delete=1" in err,
+          "2: --max-delete=1 against a run deleting 2, with the counts in CLI spelling (%r)" % err)
     check(snapshot(dst) == before, "refusals touched nothing")
     rc, out, err = run("--max-delete=2", "-i", src, dst)
     check(rc == 0 and out.count("*deleting") == 2, "--max-delete=2 lets a run deleting 2 proceed")
@@ -1301,6 +1304,296 @@ def test_sigterm():
     interrupt(signal.SIGTERM, False, ("-j1",))
 
 
+# ---- deterministic output (issue 14, item 4) ------------------------------------------------------------
+
+def order_tree(root):
+    """A tree whose entries sort differently bytewise, by depth and files-before-directories: names
+    like "a", "a-b", "a.txt", "B", nested directories, symlinks, and enough files for -j8 to finish
+    them out of order."""
+    t0 = 1_500_000_000_000_000_000
+    for d in ["", "a", "a/b", "a/b/c", "a-b", "B", "z", "z/deep/er"]:
+        for i in range(12):
+            write(os.path.join(root, d, "f%02d.txt" % i), ("%s %d\n" % (d, i)) * (i + 1), 0o644, t0)
+        write(os.path.join(root, d, "a.txt"), "a\n", 0o644, t0)
+        write(os.path.join(root, d, "Z"), "Z\n", 0o644, t0)
+    os.symlink("f01.txt", os.path.join(root, "a", "link"))
+    os.symlink("../z/deep", os.path.join(root, "a", "b", "up link"))
+    os.symlink("nowhere", os.path.join(root, "dangling"))
+    age(root, t0)
+
+
+def churn(src, dst):
+    """Changes, additions and deletions in several directories of a mirrored pair (the extra entries
+    are put in the destination, so the next run deletes them)."""
+    t1 = 1_500_000_100_000_000_000
+    write(os.path.join(src, "a", "f03.txt"), "changed and longer\n", 0o644, t1)
+    write(os.path.join(src, "a", "b", "c", "f00.txt"), "changed\n", 0o644, t1)
+    write(os.path.join(src, "z", "new.txt"), "new\n", 0o644, t1)
+    write(os.path.join(src, "a-b", "new dir", "x"), "x\n", 0o644, t1)
+    os.chmod(os.path.join(src, "B", "f05.txt"), 0o600)
+    os.unlink(os.path.join(src, "a", "f07.txt"))
+    os.unlink(os.path.join(src, "z", "deep", "er", "f11.txt"))
+    os.unlink(os.path.join(src, "a", "link"))
+    os.symlink("f02.txt", os.path.join(src, "a", "link"))
+    for d in ["", "a", "a/b", "z/deep"]:
+        write(os.path.join(dst, d, "extra.txt"), "extra\n", 0o644, t1)
+        write(os.path.join(dst, d, "old", "sub", "g"), "g\n", 0o644, t1)
+        write(os.path.join(dst, d, "old", "h"), "h\n", 0o644, t1)
+    shutil.rmtree(os.path.join(src, "a", "b", "c"))
+
+
+def copy_tree(a, b):
+    if os.path.exists(b):
+        shutil.rmtree(b)
+    shutil.copytree(a, b, symlinks=True)
+    # copytree keeps mtimes of files; directories get theirs after their contents
+    for dirpath, dirnames, filenames in os.walk(a):
+        rel = os.path.relpath(dirpath, a)
+        st = os.lstat(dirpath)
+        os.utime(os.path.join(b, rel), ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def repeated(w, src, base, args, runs):
+    """The stdout of `treesync ARGS SRC DST` over `runs` fresh copies of `base` (None: a cold DST)."""
+    outs = []
+    dst = os.path.join(w, "dst")
+    for _ in range(runs):
+        if os.path.exists(dst):
+            shutil.rmtree(dst)
+        if base:
+            copy_tree(base, dst)
+        rc, out, err = run(*(list(args) + [src, dst]))
+        check(rc in (0, 23), "treesync %s exits 0 or 23 (got %d: %s)" % (" ".join(args), rc, err.strip()[:200]))
+        outs.append(out)
+    return outs
+
+
+def rsync_order_lines(out):
+    return [l for l in lines(out) if not l.startswith("created directory")]
+
+
+def test_output_order():
+    w = fresh("output_order")
+    src = os.path.join(w, "src")
+    order_tree(src)
+
+    # cold: 20 runs under -j8 give one output, the same as -j1's
+    cold = repeated(w, src, None, ["-i", "-l", "-q", "-j8"], 20)
+    check(len(set(cold)) == 1, "cold tree: 20 runs of -i -j8 print byte-identical output (%d variants)"
+          % len(set(cold)))
+    one = repeated(w, src, None, ["-i", "-l", "-q", "-j1"], 1)[0]
+    check(cold[0] == one, "cold tree: -i -j8 prints what -i -j1 prints")
+    got = lines(cold[0])
+    check(got[0] == "cd+++++++++ ./" and got.index("cd+++++++++ a/") < got.index(">f+++++++++ a/a.txt")
+          < got.index("cd+++++++++ a/b/"), "cold tree: a directory comes before its files, which come before "
+          "its sub-directories (%r)" % got[:5])
+    check("cL+++++++++ a/link -> f01.txt" in got and "cL+++++++++ a/b/up link -> ../z/deep" in got,
+          "cold tree: symlinks are itemized as 'name -> target'")
+    check("cL+++++++++ dangling -> nowhere" in got, "a dangling symlink shows its target too")
+    if shutil.which("rsync"):
+        rs = subprocess.run(["rsync", "-ai", src + "/", os.path.join(w, "rsync-cold") + "/"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        check(rs.returncode == 0 and rsync_order_lines(rs.stdout.decode()) == got,
+              "cold tree: the same lines in the same order as rsync -ai (%r)"
+              % [(a, b) for a, b in zip(rsync_order_lines(rs.stdout.decode()), got) if a != b][:3])
+    else:
+        print("  skip rsync is not installed: the cold order is not compared with rsync's")
+    dry = lines(repeated(w, src, None, ["-i", "-l", "-q", "-n", "-j8"], 1)[0])
+    check(dry == got, "--dry-run itemizes the same lines, symlink targets read from the source")
+
+    # churned: changes, additions and deletions in several directories
+    base = os.path.join(w, "base")
+    rc, out, err = run("-l", "-q", src, base)
+    check(rc == 0, "the base mirror is made")
+    churn(src, base)
+    churned = repeated(w, src, base, ["-i", "-l", "-q", "-j8"], 20)
+    check(any(l.startswith("*deleting   a/b/c/") for l in lines(churned[0])), "a directory removed from the source "
+          "is deleted")
+    check(len(set(churned)) == 1, "churned tree: 20 runs of -i -j8 print byte-identical output (%d variants)"
+          % len(set(churned)))
+    one = repeated(w, src, base, ["-i", "-l", "-q", "-j1"], 1)[0]
+    check(churned[0] == one, "churned tree: -i -j8 prints what -i -j1 prints")
+    got = lines(churned[0])
+    print("\n".join("    " + l for l in got))
+    want = ["*deleting   old/sub/g", "*deleting   old/sub/", "*deleting   old/h", "*deleting   old/",
+            "*deleting   extra.txt"]
+    check([l for l in got if l in want] == want, "deletions in a directory: sub-directories then files, each "
+          "in reverse name order, a directory's contents before it (as rsync)")
+    a = [l for l in got if re.match(r"^\S+ +a/[^/]*/?$", l) or l.startswith(".d") and l.endswith(" a/")]
+    check(a and a[0].endswith(" a/") and a[1] == "*deleting   a/old/",
+          "a directory's own line, then the deletions in it, then its other changes (%r)" % a[:4])
+    first_change = next(k for k, l in enumerate(a) if not l.startswith("*deleting") and not l.endswith(" a/"))
+    check(all(l.startswith("*deleting") for l in a[1:first_change]) and
+          not any(l.startswith("*deleting") for l in a[first_change:]), "all of a/'s deletions come first")
+    check("cL.c....... a/link -> f02.txt" in got or any(l.endswith("a/link -> f02.txt") for l in got),
+          "churned tree: an updated symlink shows its new target")
+    check(got.index(">f+++++++++ z/new.txt") < got.index("*deleting   z/deep/old/sub/g"),
+          "a directory's files come before its sub-directories' changes")
+
+    # --json: the actions in the order of -i
+    dst = os.path.join(w, "dst")
+    copy_tree(base, dst)
+    rc, out, err = run("--json", "-i", "-l", "-j8", src, dst)
+    doc = json.loads(out)
+    as_lines = []
+    for x in doc["actions"]:
+        if x["itemize"] is None:
+            continue
+        path = "." if x["path"] == "" else x["path"]
+        if x["type"] == "directory":
+            path += "/"
+        as_lines.append(x["itemize"] + " " + path + (" -> " + x["target"] if "target" in x else ""))
+    check(as_lines == got, "--json's actions come in the order of -i's lines")
+    check([x["path"] for x in doc["actions"] if x["type"] == "symlink" and x["kind"] != "remove"] ==
+          [x["path"] for x in doc["actions"] if "target" in x], "--json: symlinks written carry their target")
+
+
+def test_output_order_errors():
+    w = fresh("output_order_errors")
+    src = os.path.join(w, "src")
+    # dangling symlinks, copied by their referent (-L, the default): one error each, in several directories
+    for d in ["", "a", "a/b", "b", "a-b", "z/y"]:
+        for n in ["x", "b", "a"]:
+            os.makedirs(os.path.join(src, d), exist_ok=True)
+            os.symlink("nowhere", os.path.join(src, d, "dangling-" + n))
+        write(os.path.join(src, d, "file"), "f\n")
+    age(src)
+    outs, errs, docs = set(), set(), set()
+    for _ in range(10):
+        dst = os.path.join(w, "dst")
+        if os.path.exists(dst):
+            shutil.rmtree(dst)
+        rc, out, err = run("-j8", "-q", src, dst)
+        errs.add(err)
+        shutil.rmtree(dst)
+        rc, out, err = run("-j8", "--json", src, dst)
+        docs.add(json.dumps(json.loads(out)["errors"]))
+    check(len(errs) == 1, "10 runs under -j8 print the errors on stderr in one order (%d variants)" % len(errs))
+    paths = [e["path"] for e in json.loads(docs.pop() if len(docs) == 1 else "[]")]
+    check(len(paths) == 18, "--json: 18 errors in one order over 10 runs (%r)" % paths)
+    # rsync's order: a directory's name compares as if followed by '/', so a-b/ comes before a/
+    want = ["dangling-a", "dangling-b", "dangling-x", "a-b/dangling-a", "a-b/dangling-b", "a-b/dangling-x",
+            "a/dangling-a", "a/dangling-b", "a/dangling-x", "a/b/dangling-a", "a/b/dangling-b", "a/b/dangling-x",
+            "b/dangling-a", "b/dangling-b", "b/dangling-x", "z/y/dangling-a", "z/y/dangling-b",
+            "z/y/dangling-x"]
+    check(paths == want, "the errors are sorted as the actions: by path, a directory's files before its "
+          "sub-directories (%r)" % paths)
+    lines_err = [l for l in lines(errs.pop()) if l.startswith("treesync: ")]
+    check([re.sub(r"^treesync: \S+ (\S+):.*", r"\1", l) for l in lines_err] == want,
+          "stderr lists the errors in that order too")
+
+
+def test_settled():
+    w = fresh("settled")
+    src = os.path.join(w, "src")
+    for d in ["", "a", "b"]:
+        for i in range(5):
+            write(os.path.join(src, d, "f%d" % i), "fresh %d\n" % i)  # mtime: now
+    dst1, dst2 = os.path.join(w, "dst1"), os.path.join(w, "dst2")
+    for dst in (dst1, dst2):
+        rc, out, err = run("-q", src, dst)
+        check(rc == 0, "the first run copies the fresh tree")
+    time.sleep(2.5)  # past the racy window (1 s) of every source mtime
+    rc, out, err = run("-i", "-q", src, dst1)
+    check(rc == 0 and out == "", "an unchanged fresh tree itemizes nothing once the racy window has passed (%r)"
+          % lines(out)[:3])
+    rc, out, err = run("--json", "-i", src, dst2)
+    doc = json.loads(out)
+    check(doc["actions"] == [], "--json: no action for files whose mtime already matched (%r)" % doc["actions"][:2])
+    check(doc["counts"]["meta_updated"] == 0 and doc["counts"]["settled"] == 15,
+          "--json: they are counted as settled (15), not as metadata (%r)" % doc["counts"])
+    rc, out, err = run("--stats", src, dst2)
+    check(rc == 0 and re.search(r"^Settled: +0$", out, re.M) is not None and
+          re.search(r"^Metadata updated: +0$", out, re.M) is not None, "--stats: the next run settles nothing")
+
+
+# ---- messages and JSON (issue 14, item 5) --------------------------------------------------------------
+
+def test_refusal_messages():
+    w = fresh("refusal_messages")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    for d in ["a", "b", "c"]:
+        for i in range(4):
+            write(os.path.join(src, d, "f%d" % i), "x")
+    rc, out, err = run("-q", src, dst)
+    check(rc == 0, "the mirror is made")
+    shutil.rmtree(os.path.join(src, "a"))
+    shutil.rmtree(os.path.join(src, "b"))
+    before = snapshot(dst)
+    rc, out, err = run("--max-delete=3", src, dst)
+    check(rc == 2 and "treesync: refused: would delete 10 entries, --max-delete=3" in err,
+          "--max-delete: the refusal says how many and the limit, in CLI spelling (%r)" % err)
+    check(snapshot(dst) == before, "--max-delete: nothing touched")
+    rc, out, err = run("--json", "--max-delete=3", src, dst)
+    doc = json.loads(out)
+    check(rc == 2 and doc["status"] == "refused" and "would delete 10 entries, --max-delete=3" in
+          doc["refusal"]["message"] and doc["refusal"]["path"] == dst, "--json: the refusal, its counts and "
+          "the path at fault (%r)" % doc.get("refusal"))
+    empty = os.path.join(w, "empty")
+    os.mkdir(empty)
+    rc, out, err = run(empty, dst)
+    check(rc == 2 and "--allow-empty-source" in err and "allow_empty_source" not in err,
+          "an empty source: the hint names --allow-empty-source, not the library's identifier (%r)" % err)
+    rc, out, err = run("--json", empty, dst)
+    doc = json.loads(out)
+    check(doc["refusal"]["path"] == empty and "--allow-empty-source" in doc["refusal"]["message"],
+          "--json: an empty source's refusal names the source")
+    rc, out, err = run("--json", os.path.join(w, "missing"), dst)
+    doc = json.loads(out)
+    check(rc == 2 and doc["refusal"]["path"] == os.path.join(w, "missing"), "--json: a missing source is the "
+          "path at fault")
+    rc, out, err = run("--json", src, src)
+    doc = json.loads(out)
+    check(rc == 2 and doc["status"] == "refused" and doc["refusal"]["path"] == src,
+          "--json: the same directory twice is refused with a path")
+
+
+def test_json_usage():
+    w = fresh("json_usage")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    write(os.path.join(src, "f"), "f")
+    for args, what in [(["--json", "--bogus", src, dst], "an unknown option"),
+                       (["--bogus", "--json", src, dst], "--json after the bad option"),
+                       (["--json", src], "a missing operand"),
+                       (["--json", "--filter=nonsense x", src, dst], "a --filter that is not a rule"),
+                       (["--json", "--exclude-from=" + os.path.join(w, "missing"), src, dst],
+                        "an unreadable --exclude-from file")]:
+        rc, out, err = run(*args)
+        try:
+            doc = json.loads(out)
+        except ValueError:
+            doc = None
+        check(rc == 1 and doc is not None and out.count("\n") == 1 and doc["status"] == "usage" and
+              doc["exit_code"] == 1 and doc["message"] and err.startswith("treesync: "),
+              "--json with %s: exit 1, one JSON object on stdout (status 'usage', the message), the text on "
+              "stderr (%r)" % (what, out))
+    rc, out, err = run("--bogus", src, dst)
+    check(rc == 1 and out == "", "without --json a usage error prints nothing on stdout")
+
+
+def test_json_utf8():
+    w = fresh("json_utf8")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    raw = b"bad-\xff\xfe-name"
+    os.makedirs(os.fsencode(os.path.join(src, "d")))
+    with open(os.path.join(os.fsencode(src), b"d", raw), "wb") as f:
+        f.write(b"x")
+    os.symlink(b"nowhere", os.path.join(os.fsencode(src), raw + b"-link"))
+    rc, out, err = run("--json", "-i", src, dst)
+    out.encode("utf-8")  # the text itself is valid UTF-8
+    doc = json.loads(out)
+    for key in ("actions", "errors"):
+        for x in doc[key]:
+            x["path"].encode("utf-8")
+    hexed = {x["path_hex"]: x for x in doc["actions"] if "path_hex" in x}
+    check((b"d/" + raw).hex() in hexed, "a non-UTF-8 name: path_hex carries the exact bytes (%r)" % list(hexed))
+    errs = [e for e in doc["errors"] if "path_hex" in e]
+    check(len(errs) == 1 and bytes.fromhex(errs[0]["path_hex"]) == raw + b"-link",
+          "an error entry of a non-UTF-8 name has path_hex too")
+    check(all("path_hex" not in x for x in doc["actions"] if x["path"] in ("", "d")),
+          "a UTF-8 name has no path_hex")
+
+
 GROUPS = {
     "help": test_help_version,
     "usage": test_usage_errors,
@@ -1321,6 +1614,12 @@ GROUPS = {
     "interrupt_json": test_interrupt_json,
     "interrupt_twice": test_interrupt_twice,
     "sigterm": test_sigterm,
+    "output_order": test_output_order,
+    "output_order_errors": test_output_order_errors,
+    "settled": test_settled,
+    "refusal_messages": test_refusal_messages,
+    "json_usage": test_json_usage,
+    "json_utf8": test_json_utf8,
 }
 
 

@@ -8,7 +8,8 @@
 // run.hpp and run_*.cpp (the options as policies, and the sync() call).
 //
 // Exit status: 0 done; 1 usage error; 2 refused before anything was touched (missing source, same or
-// nested directories, empty source, --max-delete exceeded); 23 some entries failed; 24 some source
+// nested directories, empty source, --max-delete exceeded: the refusal says how many entries the
+// run would delete, counted by a dry run without the cap); 23 some entries failed; 24 some source
 // entries vanished during the run (23 wins over 24); 130 / 143 interrupted by SIGINT / SIGTERM.
 //
 // Output: every path printed on stdout or stderr goes through treesync_cli::display(): ASCII
@@ -19,14 +20,17 @@
 //
 // Interrupts: SIGINT / SIGTERM set the flag passed as treesync::cancel_on: no new work is started,
 // entries in flight complete or are discarded (temporaries removed), nothing partial is left at a
-// final name.  The partial report is printed and the exit status is 130 / 143.  A second signal
-// exits at once (_exit) with the same status: temporaries in flight may stay behind under their
-// `.treesync-tmp-*` names, never at a final name, and the next run removes them.  (--inplace writes
-// at the final name by design: an interrupted --inplace copy leaves a partial file with a wrong
-// mtime, which the next run rewrites.)
+// final name.  The partial report is printed (-i / -v / --json: what was done, in order) and the
+// exit status is 130 / 143.  A second signal exits at once (_exit) with the same status, printing
+// nothing more (the -i / -v lines are kept until the end of the run, so none are printed):
+// temporaries in flight may stay behind under their `.treesync-tmp-*` names, never at a final
+// name, and the next run removes them.  (--inplace writes at the final name by design: an
+// interrupted --inplace copy leaves a partial file with a wrong mtime, which the next run rewrites.)
 //
 // --json schema (version 1).  One object on one line on stdout; nothing else is written to stdout
-// (errors still go to stderr as text).  Usage errors (exit 1) print no JSON.
+// (errors still go to stderr as text).  A usage error (exit 1) with --json on the command line
+// prints one object too: {"schema": 1, "version": "0.1.0", "status": "usage", "exit_code": 1,
+// "message": "unknown option --bogus"} (the message as on stderr, without "treesync: ").
 //
 //   {
 //     "schema": 1,                        // bumped on incompatible changes
@@ -36,19 +40,26 @@
 //     "jobs": 4,                          // workers used
 //     "status": "ok",                     // "ok" | "errors" | "vanished" | "refused" | "interrupted"
 //     "exit_code": 0,                     // the process's exit status
-//     "refusal": null,                    // or {"code": 2, "category": "generic", "message": "..."}
+//     "refusal": null,                    // or {"code": 2, "category": "generic", "message": "...",
+//                                         //     "path": "DST"}: the message in CLI spelling (flags, counts:
+//                                         // "would delete 312 entries, --max-delete=100 (...)"), the path
+//                                         // at fault ("" when it is about both), + "path_hex" if needed
 //     "cancelled": false,                 // true when interrupted (the counts are partial)
 //     "signal": null,                     // or "SIGINT" / "SIGTERM"
 //     "counts": {"scanned": 0, "created": 0, "updated": 0, "meta_updated": 0, "deleted": 0,
-//                "excluded": 0, "skipped": 0, "cleaned": 0, "errors": 0, "vanished": 0},
+//                "excluded": 0, "skipped": 0, "cleaned": 0, "settled": 0, "errors": 0, "vanished": 0},
+//                                         // settled: files verified by content whose (already equal)
+//                                         // mtime was set again so later runs trust it; no action
 //     "bytes_copied": 0,
 //     "elapsed_seconds": 0.001234,
 //     "bytes_per_second": 0,
-//     "errors":   [ENTRY...],             // per-entry failures (exit 23)
+//     "errors":   [ENTRY...],             // per-entry failures (exit 23); the lists are sorted as
+//                                         // the actions are
 //     "vanished": [ENTRY...],             // source entries that vanished or changed (exit 24)
 //     "skipped":  [ENTRY...],             // special files, skipped links, other filesystems (-x)
 //     "notices":  [ENTRY...],             // things worth knowing that are not failures
-//     "actions":  [ACTION...]             // only with -i or -v: every action, in the order done
+//     "actions":  [ACTION...]             // only with -i or -v: every action, in the order of -i
+//                                         // (rsync's; see `treesync --help`), whatever -j is
 //   }
 //   ENTRY  = {"path": "sub/f", "operation": "copy", "code": 13, "category": "generic",
 //             "message": "Permission denied"}
@@ -56,6 +67,7 @@
 //             "type": "file",             // file | directory | symlink | fifo | socket | block device |
 //                                         // character device | none
 //             "path": "sub/f",            // relative to SRC/DST, "" for the roots
+//             "target": "../f",           // symlinks created or updated only: the link's target
 //             "itemize": ">f+++++++++",   // the -i code, or null (skip, error, vanished)
 //             "changes": ["size", "mtime", "mode"],  // attributes that differed
 //             "src_size": 10, "dst_size": 0,
@@ -143,26 +155,58 @@ bool read_file(const std::string& name, std::string& text, std::error_code& ec) 
   return !failed;
 }
 
-/// A refusal, naming the path at fault where the error code alone does not say which one it is.
-void print_refusal(const std::string& src, const std::string& dst, const std::error_code& ec) {
+/// A refusal in the CLI's spelling: the message (options as flags, with counts) and the path at
+/// fault ("" when the refusal is about both).  `would_delete`: what the run would delete, counted
+/// for a --max-delete refusal.
+struct refusal_text {
+  std::string message;
+  std::string path;
+};
+
+refusal_text describe_refusal(const options& opt, const std::error_code& ec, std::size_t would_delete) {
+  const std::string& src = opt.operands[0];
+  const std::string& dst = opt.operands[1];
   struct stat st;
+  if (ec == treesync::errc::max_delete_exceeded)
+    return {"would delete " + std::to_string(would_delete) + " entries, --max-delete=" +
+                std::to_string(opt.max_delete ? *opt.max_delete : 0) + " (nothing was touched)",
+            dst};
+  if (ec == treesync::errc::empty_source)
+    return {"source " + display(src) + " is empty and destination " + display(dst) +
+                " is not (--allow-empty-source to proceed)",
+            src};
+  if (ec == treesync::errc::same_directory)
+    return {"source " + display(src) + " and destination " + display(dst) + " are the same directory", dst};
+  if (ec == treesync::errc::nested_directory)
+    return {"source " + display(src) + " and destination " + display(dst) + " are nested in each other", dst};
   if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
-    if (::stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      std::fprintf(stderr, "treesync: refused: source %s: %s\n", display(src).c_str(), ec.message().c_str());
-      return;
-    }
-    if (::stat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-      std::fprintf(stderr, "treesync: refused: destination %s: %s\n", display(dst).c_str(), ec.message().c_str());
-      return;
-    }
-    if (ec == std::errc::no_such_file_or_directory) {
-      std::fprintf(stderr, "treesync: refused: destination %s: its parent directory does not exist\n",
-                   display(dst).c_str());
-      return;
-    }
+    if (::stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {"source " + display(src) + ": " + ec.message(), src};
+    if (::stat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+      return {"destination " + display(dst) + ": " + ec.message(), dst};
+    if (ec == std::errc::no_such_file_or_directory)
+      return {"destination " + display(dst) + ": its parent directory does not exist", dst};
   }
-  std::fprintf(stderr, "treesync: refused %s -> %s: %s\n", display(src).c_str(), display(dst).c_str(),
-               ec.message().c_str());
+  return {display(src) + " -> " + display(dst) + ": " + ec.message(), ""};
+}
+
+/// Whether the command line asks for --json (before any "--"): a usage error then prints JSON too.
+bool wants_json(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") return false;
+    if (a == "--json") return true;
+  }
+  return false;
+}
+
+/// --json for a usage error: one object, like the report's head, with the message.
+void print_usage_json(const std::string& message) {
+  std::string text = message.rfind("treesync: ", 0) == 0 ? message.substr(10) : message;
+  const std::size_t nl = text.find('\n');
+  if (nl != std::string::npos) text.resize(nl);
+  std::string s = "{\"schema\":1,\"version\":" + json_string(TREESYNC_VERSION_STRING) +
+                  ",\"status\":\"usage\",\"exit_code\":1,\"message\":" + json_string(text) + "}\n";
+  std::fputs(s.c_str(), stdout);
 }
 
 }  // namespace
@@ -171,11 +215,11 @@ int main(int argc, char** argv) {
   const parse_result parsed = parse(argc, argv);
   if (parsed.exit_now) {
     std::fputs(parsed.message.c_str(), parsed.exit_code == 0 ? stdout : stderr);
+    if (parsed.exit_code != 0 && wants_json(argc, argv)) print_usage_json(parsed.message);
     return parsed.exit_code;
   }
   const options& opt = parsed.opt;
   const std::string& src = opt.operands[0];
-  const std::string& dst = opt.operands[1];
 
   // the filter rules, in command-line order; per-directory rule files (-F, dir-merge) are read
   // from SRC's directories
@@ -186,9 +230,10 @@ int main(int argc, char** argv) {
       case filter_arg::include: patterns.add_plain(f.value, true); break;
       case filter_arg::rule:
         if (!patterns.add_rule(f.value)) {
-          std::fprintf(stderr, "treesync: --filter: not a rule treesync knows: %s (use '+ PATTERN', '- PATTERN', "
-                               "'dir-merge NAME' or '!')\nTry 'treesync --help' for more information.\n",
-                       display(f.value).c_str());
+          const std::string m = "treesync: --filter: not a rule treesync knows: " + display(f.value) +
+                                " (use '+ PATTERN', '- PATTERN', 'dir-merge NAME' or '!')";
+          std::fprintf(stderr, "%s\nTry 'treesync --help' for more information.\n", m.c_str());
+          if (opt.json) print_usage_json(m);
           return 1;
         }
         break;
@@ -197,7 +242,9 @@ int main(int argc, char** argv) {
         std::error_code ec;
         std::string text;
         if (!read_file(f.value, text, ec)) {
-          std::fprintf(stderr, "treesync: read %s: %s\n", display(f.value).c_str(), ec.message().c_str());
+          const std::string m = "treesync: read " + display(f.value) + ": " + ec.message();
+          std::fprintf(stderr, "%s\n", m.c_str());
+          if (opt.json) print_usage_json(m);
           return 1;
         }
         patterns.add_rules(text, f.kind == filter_arg::include_from);
@@ -218,8 +265,9 @@ int main(int argc, char** argv) {
                       observer,
                       opt.backup_dir ? *opt.backup_dir : std::string()};
   std::error_code ec;
-  const treesync::report r = run(context, ec);
+  treesync::report r = run(context, ec);
   observer.finish();
+  sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 
   outcome out;
   const int sig = first_signal.load();
@@ -239,7 +287,24 @@ int main(int argc, char** argv) {
     out.status = "vanished";
   }
 
-  if (out.refusal) print_refusal(src, dst, ec);
+  refusal_text refused;
+  if (out.refusal) {
+    std::size_t would_delete = 0;
+    if (ec == treesync::errc::max_delete_exceeded) {
+      // the library refuses before its first deletion without saying how many it planned: count
+      // them with a dry run of the same command line, without the cap (reads only)
+      options counting = opt;
+      counting.dry_run = true;
+      counting.itemize = counting.verbose = counting.json = counting.progress = false;
+      printer quiet(counting, false);
+      run_context plan{counting, cli_deletion{opt.deletion, treesync::unlimited}, cli_links{opt.links}, patterns,
+                       opt.jobs, &cancel_flag, quiet, std::string()};
+      std::error_code plan_ec;
+      would_delete = run(plan, plan_ec).deleted;
+    }
+    refused = describe_refusal(opt, ec, would_delete);
+    std::fprintf(stderr, "treesync: refused: %s\n", refused.message.c_str());
+  }
   print_errors(r);
   if (!opt.quiet) print_skipped(r);
   if (out.signal)
@@ -247,7 +312,8 @@ int main(int argc, char** argv) {
                          "at a final name; the report is partial\n", out.signal);
 
   if (opt.json) {
-    const std::string text = json_report(opt, r, out, opt.itemize || opt.verbose ? &observer.json_actions() : nullptr);
+    const std::string text = json_report(opt, r, out, opt.itemize || opt.verbose ? &observer.json_actions() : nullptr,
+                                         refused.message, refused.path);
     std::fputs(text.c_str(), stdout);
   } else if (!out.refusal) {
     if (opt.stats)

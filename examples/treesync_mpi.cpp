@@ -404,6 +404,7 @@ void add(treesync::report& into, treesync::report&& r) {
   into.excluded += r.excluded;
   into.skipped += r.skipped;
   into.cleaned += r.cleaned;
+  into.settled += r.settled;
   into.bytes_copied += r.bytes_copied;
   for (auto v : {&treesync::report::errors, &treesync::report::vanished, &treesync::report::skipped_entries,
                   &treesync::report::notices})
@@ -465,7 +466,8 @@ struct reader {
 std::string serialize(const treesync::report& r, const std::vector<recorded_action>& actions, std::uint64_t subtrees) {
   writer w;
   w.u64(subtrees);
-  for (std::size_t v : {r.scanned, r.created, r.updated, r.meta_updated, r.deleted, r.excluded, r.skipped, r.cleaned})
+  for (std::size_t v : {r.scanned, r.created, r.updated, r.meta_updated, r.deleted, r.excluded, r.skipped, r.cleaned,
+                        r.settled})
     w.u64(v);
   w.u64(r.bytes_copied);
   w.u64(r.cancelled ? 1 : 0);
@@ -491,7 +493,7 @@ std::uint64_t deserialize(const std::string& buf, treesync::report& r, std::vect
   reader rd{buf.data(), buf.data() + buf.size()};
   const std::uint64_t subtrees = rd.u64();
   for (std::size_t* v : {&r.scanned, &r.created, &r.updated, &r.meta_updated, &r.deleted, &r.excluded, &r.skipped,
-                         &r.cleaned})
+                         &r.cleaned, &r.settled})
     *v = static_cast<std::size_t>(rd.u64());
   r.bytes_copied = rd.u64();
   r.cancelled = rd.u64() != 0;
@@ -691,7 +693,8 @@ std::string json_report(const options& opt, const treesync::report& r, const out
        ",\"updated\":" + std::to_string(r.updated) + ",\"meta_updated\":" + std::to_string(r.meta_updated) +
        ",\"deleted\":" + std::to_string(r.deleted) + ",\"excluded\":" + std::to_string(r.excluded) +
        ",\"skipped\":" + std::to_string(r.skipped) + ",\"cleaned\":" + std::to_string(r.cleaned) +
-       ",\"errors\":" + std::to_string(r.errors.size()) + ",\"vanished\":" + std::to_string(r.vanished.size()) + '}';
+       ",\"settled\":" + std::to_string(r.settled) + ",\"errors\":" + std::to_string(r.errors.size()) +
+       ",\"vanished\":" + std::to_string(r.vanished.size()) + '}';
   s += ",\"bytes_copied\":" + std::to_string(r.bytes_copied);
   char num[64];
   std::snprintf(num, sizeof num, "%.6f", seconds(r));

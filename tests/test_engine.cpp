@@ -785,6 +785,30 @@ TEST_CASE("a racily clean file is verified by content once, then trusted") {
   CHECK(fs.ops().writes() == 0);
 }
 
+TEST_CASE("settling a racily clean file whose mtime already matched is counted as settled, not as an action") {
+  mock_fs fs;
+  fs.set_granularity(1s);
+  fs.write("/src/gen.h", "v1");
+  sync(fs);  // same tick: the copy is racily clean
+  fs.advance(5s);
+  const std::int64_t mtime = fs.lstat("/src/gen.h").mtime_ns;
+  REQUIRE(fs.lstat("/dst/gen.h").mtime_ns == mtime);
+  std::vector<std::string> seen;
+  const auto r = treesync::sync(fs, "/src", "/dst", [&](const treesync::action& a) {
+    seen.push_back(std::string(treesync::to_string(a.kind)) + ' ' + std::string(a.path));
+  });
+  CAPTURE(seen.size());
+  CHECK(r.ok());
+  CHECK(r.settled == 1);
+  CHECK(r.meta_updated == 0);
+  CHECK(r.updated == 0);
+  CHECK_FALSE(r.unchanged());  // the file's ctime moved
+  CHECK(seen.empty());
+  CHECK(fs.lstat("/dst/gen.h").mtime_ns == mtime);
+  fs.advance(5s);
+  CHECK(sync(fs).settled == 0);  // trusted from now on
+}
+
 TEST_CASE("a file older than the racy window is trusted without reading") {
   mock_fs fs;
   fs.set_granularity(1s);

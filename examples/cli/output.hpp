@@ -9,13 +9,18 @@
 
 #include <treesync/treesync.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <system_error>
+#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace treesync_cli {
 
@@ -93,8 +98,121 @@ inline std::string shown_path(const treesync::action& a) {
   return p;
 }
 
+// ---- the order of the output ----------------------------------------------------------------------
+//
+// The engine's workers report actions in whatever order they finish, so -i, -v and the actions of
+// --json are kept until the end of the run and printed in one order whatever -j is: rsync's order
+// (a depth-first walk in which each directory's own line comes first, then the deletions in it,
+// then its other entries by name, then its sub-directories by name, each followed by its
+// contents).  Deletions go as rsync's --delete-during does them: in a directory, its
+// sub-directories then its other entries, each in reverse name order, and the contents of a deleted
+// directory before the directory itself.  Names compare bytewise.
+//
+// sort_key() encodes that order as a string that compares bytewise.  Per path component: a group
+// byte (1 deletion, 2 not a directory, 3 directory, 9 after the contents of a deleted directory),
+// a byte that puts directories before other entries among deletions, then the name and a
+// terminator: '/' after a directory's name (rsync sorts "a-b/" before "a/" before "a0/"), '\0'
+// after another entry's.  Names hold neither NUL nor '/', so the terminator ends the name.  For
+// the descending order of deletions, name and terminator are written with every byte complemented.
+
+namespace order_detail {
+inline void add_component(std::string& key, char group, bool dir, std::string_view name) {
+  key += group;
+  const bool descending = group == '\1';
+  key += dir ? '\0' : '\1';
+  for (char c : name)
+    key += descending ? static_cast<char>(~static_cast<unsigned char>(c)) : c;
+  const char end = dir ? '/' : '\0';  // rsync compares a directory's name as if followed by '/'
+  key += descending ? static_cast<char>(~static_cast<unsigned char>(end)) : end;
+}
+}  // namespace order_detail
+
+/// What sort_key() needs to know of an ancestor directory of a deleted entry.
+enum class ancestor { kept, deleted, replaced };
+
+/// The sort key of the entry at `path` (relative, '/'-separated; "" is the root).  `removed`: the
+/// entry is deleted; `dir`: it is (or, deleted, was) a directory.  `of(prefix)` tells whether the
+/// ancestor directory at `prefix` of a deleted entry is deleted too (the entry is then among the
+/// deletions of the first such ancestor's parent) or replaced by an entry of another type (the
+/// entry is then deleted just before that entry is written, as rsync does).
+template <class Ancestor>
+std::string sort_key(std::string_view path, bool removed, bool dir, const Ancestor& of) {
+  std::string key;
+  if (path.empty()) return key;  // the root comes first
+  bool deleting = false;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t slash = path.find('/', start);
+    const bool last = slash == std::string_view::npos;
+    const std::string_view name = path.substr(start, last ? std::string_view::npos : slash - start);
+    if (last) {
+      if (removed) {
+        order_detail::add_component(key, '\1', dir, name);
+        if (dir) key += '\x09';
+      } else {
+        order_detail::add_component(key, dir ? '\3' : '\2', dir, name);
+        if (!dir) key += '\x09';  // after the deletions under a directory it replaced
+      }
+      return key;
+    }
+    const ancestor a = removed && !deleting ? of(path.substr(0, slash)) : ancestor::kept;
+    if (a == ancestor::replaced)
+      order_detail::add_component(key, '\2', false, name);
+    else
+      order_detail::add_component(key, deleting || a == ancestor::deleted ? '\1' : '\3', true, name);
+    if (a != ancestor::kept) deleting = true;
+    start = slash + 1;
+  }
+}
+
+/// The entries of report::errors (vanished, skipped, notices) in the order of the output: by path
+/// as above, then by operation and error code.
+inline void sort_entries(std::vector<treesync::entry_error>& v) {
+  const auto none = [](std::string_view) { return ancestor::kept; };
+  std::vector<std::pair<std::string, treesync::entry_error>> keyed;
+  keyed.reserve(v.size());
+  for (auto& e : v) {
+    std::string key = sort_key(e.path, false, false, none);
+    keyed.emplace_back(std::move(key), std::move(e));
+  }
+  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    if (a.first != b.first) return a.first < b.first;
+    if (a.second.operation != b.second.operation) return a.second.operation < b.second.operation;
+    return a.second.code.value() < b.second.code.value();
+  });
+  v.clear();
+  for (auto& k : keyed) v.push_back(std::move(k.second));
+}
+
+inline void sort_entries(treesync::report& r) {
+  sort_entries(r.errors);
+  sort_entries(r.vanished);
+  sort_entries(r.skipped_entries);
+  sort_entries(r.notices);
+}
+
+/// The target of the symlink at `root`/`rel`, or false.
+inline bool link_target(const std::string& root, std::string_view rel, std::string& out) {
+  const std::string name = rel.empty() ? root : root + '/' + std::string(rel);
+  struct stat st;
+  if (::lstat(name.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return false;
+  std::string buf(st.st_size > 0 ? static_cast<std::size_t>(st.st_size) + 1 : 256, '\0');
+  for (;;) {
+    const ssize_t n = ::readlink(name.c_str(), &buf[0], buf.size());
+    if (n < 0) return false;
+    if (static_cast<std::size_t>(n) < buf.size()) {
+      buf.resize(static_cast<std::size_t>(n));
+      out = std::move(buf);
+      return true;
+    }
+    buf.resize(buf.size() * 2);  // the link grew since lstat
+  }
+}
+
 /// The observer passed to treesync::sync().  The engine calls it under its own mutex, one action
-/// at a time, whatever the number of workers.
+/// at a time, whatever the number of workers.  --progress is drawn as the actions arrive; -i, -v
+/// and the actions of --json are kept (one small record per action) and printed by finish() in the
+/// order described above, so an interrupted run still prints, in order, what was done.
 class printer {
  public:
   printer(const options& opt, bool progress_on_tty)
@@ -107,45 +225,104 @@ class printer {
     if (counted) ++done_;
     if ((a.kind == action_kind::create || a.kind == action_kind::update) && a.type == treesync::file_type::regular)
       bytes_ += a.src_size;
-
-    if (opt_.json) {
-      if (opt_.itemize || opt_.verbose) actions_.push_back(json_action(a, opt_.compare == compare_mode::checksum));
-      return;
-    }
-    if (opt_.itemize) {
-      const std::string code = itemize_code(a, opt_.compare == compare_mode::checksum);
-      if (!code.empty()) line(code + ' ' + shown_path(a));
-    } else if (opt_.verbose && a.kind != action_kind::error && a.kind != action_kind::vanished) {
-      line(std::string(verbose_label(a.kind)) + ' ' + shown_path(a));
-    }
+    if (opt_.itemize || opt_.verbose)
+      kept_.push_back(record{std::string(a.path), a.kind, a.type, a.changes, a.src_size, a.dst_size, a.code,
+                             a.method, a.sparse, {}});
     if (progress_) {
       const auto now = std::chrono::steady_clock::now();
       if (now - last_draw_ >= std::chrono::milliseconds(100)) draw(now);
     }
   }
 
-  /// The last progress line, completed with a newline (nothing when not on a terminal).
+  /// After the run: the last progress line (on a terminal), then the kept actions in order, as -i
+  /// or -v lines or, with --json, for json_actions().  A symlink written (or, under --dry-run, to
+  /// be written) is shown as `name -> target`, the target read from the destination after the run
+  /// (from the source under --dry-run, or when the destination's link is gone).
   void finish() {
-    if (!progress_) return;
-    draw(std::chrono::steady_clock::now());
-    std::fputc('\n', stdout);
-    shown_ = 0;
+    if (progress_) {
+      draw(std::chrono::steady_clock::now());
+      std::fputc('\n', stdout);
+      shown_ = 0;
+    }
+    order();
+    const bool checksum = opt_.compare == compare_mode::checksum;
+    for (const record& k : kept_) {
+      const treesync::action a = k.as_action();
+      std::string target;
+      const bool link = a.type == treesync::file_type::symlink &&
+                        (a.kind == treesync::action_kind::create || a.kind == treesync::action_kind::update) &&
+                        ((!opt_.dry_run && link_target(opt_.operands[1], a.path, target)) ||
+                         link_target(opt_.operands[0], a.path, target));
+      if (opt_.json) {
+        actions_.push_back(json_action(a, checksum, link ? &target : nullptr));
+        continue;
+      }
+      const std::string arrow = link ? " -> " + display(target) : std::string();
+      if (opt_.itemize) {
+        const std::string code = itemize_code(a, checksum);
+        if (!code.empty()) line(code + ' ' + shown_path(a) + arrow);
+      } else if (a.kind != treesync::action_kind::error && a.kind != treesync::action_kind::vanished) {
+        line(std::string(verbose_label(a.kind)) + ' ' + shown_path(a) + arrow);
+      }
+    }
+    kept_.clear();
+    kept_.shrink_to_fit();
     std::fflush(stdout);
   }
 
   const std::vector<std::string>& json_actions() const noexcept { return actions_; }
 
  private:
-  void line(const std::string& text) {
-    clear_progress();
-    std::fputs(text.c_str(), stdout);
-    std::fputc('\n', stdout);
+  struct record {
+    std::string path;
+    treesync::action_kind kind;
+    treesync::file_type type;
+    unsigned changes;
+    std::uint64_t src_size, dst_size;
+    std::error_code code;
+    treesync::copy_method method;
+    bool sparse;
+    std::string key;  // sort_key(), filled by order()
+
+    treesync::action as_action() const {
+      treesync::action a{kind, type, path};
+      a.src_size = src_size;
+      a.dst_size = dst_size;
+      a.code = code;
+      a.changes = changes;
+      a.method = method;
+      a.sparse = sparse;
+      return a;
+    }
+  };
+
+  /// Sorts kept_ into the output order (see sort_key); equal paths by kind, then by type.
+  void order() {
+    using treesync::action_kind;
+    using treesync::file_type;
+    std::unordered_map<std::string_view, ancestor> gone;  // deleted directories, entries replaced
+    for (const record& k : kept_) {
+      if (k.kind == action_kind::remove && k.type == file_type::directory)
+        gone.emplace(k.path, ancestor::deleted);
+      else if ((k.kind == action_kind::create || k.kind == action_kind::update) && k.type != file_type::directory)
+        gone[k.path] = ancestor::replaced;
+    }
+    const auto is_gone = [&gone](std::string_view prefix) {
+      const auto it = gone.find(prefix);
+      return it == gone.end() ? ancestor::kept : it->second;
+    };
+    for (record& k : kept_)
+      k.key = sort_key(k.path, k.kind == action_kind::remove, k.type == file_type::directory, is_gone);
+    std::sort(kept_.begin(), kept_.end(), [](const record& a, const record& b) {
+      if (a.key != b.key) return a.key < b.key;
+      if (a.kind != b.kind) return a.kind < b.kind;
+      return a.type < b.type;
+    });
   }
 
-  void clear_progress() {
-    if (shown_ == 0) return;
-    std::fprintf(stdout, "\r%*s\r", static_cast<int>(shown_), "");
-    shown_ = 0;
+  void line(const std::string& text) {
+    std::fputs(text.c_str(), stdout);
+    std::fputc('\n', stdout);
   }
 
   void draw(std::chrono::steady_clock::time_point now) {
@@ -162,10 +339,11 @@ class printer {
     shown_ = len;
   }
 
-  static std::string json_action(const treesync::action& a, bool checksum) {
+  static std::string json_action(const treesync::action& a, bool checksum, const std::string* target) {
     std::string s = "{\"kind\":" + json_string(treesync::to_string(a.kind));
     s += ",\"type\":" + json_string(treesync::to_string(a.type));
     s += ',' + json_path("path", a.path);
+    if (target) s += ',' + json_path("target", *target);
     s += ",\"itemize\":";
     const std::string code = itemize_code(a, checksum);
     s += code.empty() ? std::string("null") : json_string(code);
@@ -197,7 +375,8 @@ class printer {
   std::size_t done_ = 0;
   std::uint64_t bytes_ = 0;
   std::size_t shown_ = 0;  // width of the progress line on screen, 0 when none
-  std::vector<std::string> actions_;
+  std::vector<record> kept_;           // -i, -v, --json: the actions, until finish()
+  std::vector<std::string> actions_;  // --json: the kept actions, in order
 };
 
 // ---- after the run --------------------------------------------------------------------------------
@@ -229,6 +408,7 @@ inline void print_stats(const treesync::report& r, bool dry, bool interrupted) {
   std::printf("Excluded:            %zu\n", r.excluded);
   std::printf("Skipped:             %zu\n", r.skipped);
   std::printf("Temporaries removed: %zu\n", r.cleaned);
+  std::printf("Settled:             %zu\n", r.settled);
   std::printf("Errors:              %zu\n", r.errors.size());
   std::printf("Vanished:            %zu\n", r.vanished.size());
   std::printf("Bytes copied:        %llu (%s)\n", static_cast<unsigned long long>(r.bytes_copied),
@@ -281,7 +461,8 @@ struct outcome {
 
 /// --json: the report as one object on one line (schema: top of examples/treesync.cpp).
 inline std::string json_report(const options& opt, const treesync::report& r, const outcome& out,
-                               const std::vector<std::string>* actions) {
+                               const std::vector<std::string>* actions, const std::string& refusal_message = {},
+                               const std::string& refusal_path = {}) {
   std::string s = "{\"schema\":1,\"version\":" + json_string(TREESYNC_VERSION_STRING);
   s += ',' + json_path("source", opt.operands[0]);
   s += ',' + json_path("destination", opt.operands[1]);
@@ -289,13 +470,21 @@ inline std::string json_report(const options& opt, const treesync::report& r, co
   s += ",\"jobs\":" + std::to_string(treesync::jobs{opt.jobs}.count());
   s += ",\"status\":" + json_string(out.status);
   s += ",\"exit_code\":" + std::to_string(out.exit_code);
-  s += ",\"refusal\":" + (out.refusal ? '{' + json_error_code(out.refusal) + '}' : std::string("null"));
+  s += ",\"refusal\":";
+  if (out.refusal) {
+    s += "{\"code\":" + std::to_string(out.refusal.value()) + ",\"category\":" +
+         json_string(out.refusal.category().name()) + ",\"message\":" +
+         json_string(refusal_message.empty() ? out.refusal.message() : refusal_message) + ',' +
+         json_path("path", refusal_path) + '}';
+  } else {
+    s += "null";
+  }
   s += ",\"cancelled\":" + std::string(r.cancelled || out.signal ? "true" : "false");
   s += ",\"signal\":" + (out.signal ? json_string(out.signal) : std::string("null"));
   s += ",\"counts\":{\"scanned\":" + std::to_string(r.scanned) + ",\"created\":" + std::to_string(r.created) +
        ",\"updated\":" + std::to_string(r.updated) + ",\"meta_updated\":" + std::to_string(r.meta_updated) +
        ",\"deleted\":" + std::to_string(r.deleted) + ",\"excluded\":" + std::to_string(r.excluded) +
-       ",\"skipped\":" + std::to_string(r.skipped) + ",\"cleaned\":" + std::to_string(r.cleaned) +
+       ",\"skipped\":" + std::to_string(r.skipped) + ",\"cleaned\":" + std::to_string(r.cleaned) + ",\"settled\":" + std::to_string(r.settled) +
        ",\"errors\":" + std::to_string(r.errors.size()) + ",\"vanished\":" + std::to_string(r.vanished.size()) + '}';
   s += ",\"bytes_copied\":" + std::to_string(r.bytes_copied);
   char num[64];

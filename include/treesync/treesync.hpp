@@ -313,6 +313,10 @@ struct report {
   std::size_t excluded = 0;      ///< source or destination entries left alone by the exclude policy
   std::size_t skipped = 0;       ///< special files and skipped links
   std::size_t cleaned = 0;       ///< temporaries of an interrupted earlier run removed
+  /// Racily clean files whose content was verified equal and whose mtime, already the source's,
+  /// was set again so that later runs trust the quick check.  Nothing differed: no action is
+  /// reported for them, and they are not counted in meta_updated.
+  std::size_t settled = 0;
   std::uint64_t bytes_copied = 0;
   std::vector<entry_error> errors;    ///< failures; every other entry was still synced
   std::vector<entry_error> vanished;  ///< source entries that vanished / changed during the run
@@ -324,7 +328,7 @@ struct report {
 
   bool ok() const noexcept { return errors.empty(); }
   /// true when the destination was not modified at all
-  bool unchanged() const noexcept { return created + updated + meta_updated + deleted + cleaned == 0; }
+  bool unchanged() const noexcept { return created + updated + meta_updated + deleted + cleaned + settled == 0; }
 };
 
 /// Writes `name` for a terminal or a log: control characters, DEL and backslash are escaped
@@ -2272,6 +2276,7 @@ class engine {
     out_.excluded += r.excluded;
     out_.skipped += r.skipped;
     out_.cleaned += r.cleaned;
+    out_.settled += r.settled;
     out_.bytes_copied += r.bytes_copied;
     const auto append = [](std::vector<entry_error>& to, std::vector<entry_error>& from) {
       to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
@@ -3052,10 +3057,16 @@ class engine {
             } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + e_.racy_window_) {
               // Racily clean, verified by content, and the source is now older than the window:
               // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
+              // An mtime that already matched is not a change: counted as settled, no action.
+              // One that differed within a compare window (a smudged copy) is a metadata update.
               if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
               if (ec) return fail("utime", ec), false;
-              ++rep_.meta_updated;
-              note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mtime);
+              if (e_.same_mtime(dst_st, st)) {
+                ++rep_.settled;
+              } else {
+                ++rep_.meta_updated;
+                note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mtime);
+              }
             }
             return false;
           }
