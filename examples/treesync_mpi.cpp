@@ -29,6 +29,7 @@
 //      the shallow directories (its counts are not added: it only completes the first pass);
 //   5. the per-rank reports are gathered by rank 0: counts summed, errors / vanished / skipped
 //      entries and -i / -v / --json actions merged and sorted by path.
+#include "cli/output.hpp"
 #include "cli/text.hpp"
 
 #include <treesync/treesync.hpp>
@@ -611,37 +612,13 @@ std::string json_action(const treesync::action& a, bool checksum) {
   return s + '}';
 }
 
-double seconds(const treesync::report& r) { return std::chrono::duration<double>(r.elapsed).count(); }
-double rate(const treesync::report& r) {
-  const double s = seconds(r);
-  return s > 0 ? static_cast<double>(r.bytes_copied) / s : 0.0;
-}
-
-void print_summary(const treesync::report& r, bool dry, bool interrupted) {
-  std::printf("%s%s%zu scanned, %zu created, %zu updated, %zu metadata, %zu deleted, %zu excluded, %zu skipped, "
-              "%zu errors, %zu vanished; %llu bytes copied in %.3f s\n",
-              interrupted ? "(interrupted) " : "", dry ? "(dry run) " : "", r.scanned, r.created, r.updated,
-              r.meta_updated, r.deleted, r.excluded, r.skipped, r.errors.size(), r.vanished.size(),
-              static_cast<unsigned long long>(r.bytes_copied), seconds(r));
-}
+// the summary line, the rate and the elapsed seconds are the CLI's (cli/output.hpp)
+using treesync_cli::print_summary;
+using treesync_cli::rate;
+using treesync_cli::seconds;
 
 void print_stats(const treesync::report& r, bool dry, bool interrupted, int ranks) {
-  if (dry) std::printf("Dry run: nothing was changed\n");
-  if (interrupted) std::printf("Interrupted: the counts cover the part that ran\n");
-  std::printf("Entries scanned:     %zu\n", r.scanned);
-  std::printf("Created:             %zu\n", r.created);
-  std::printf("Updated:             %zu\n", r.updated);
-  std::printf("Metadata updated:    %zu\n", r.meta_updated);
-  std::printf("Deleted:             %zu\n", r.deleted);
-  std::printf("Excluded:            %zu\n", r.excluded);
-  std::printf("Skipped:             %zu\n", r.skipped);
-  std::printf("Temporaries removed: %zu\n", r.cleaned);
-  std::printf("Errors:              %zu\n", r.errors.size());
-  std::printf("Vanished:            %zu\n", r.vanished.size());
-  std::printf("Bytes copied:        %llu (%s)\n", static_cast<unsigned long long>(r.bytes_copied),
-              human_bytes(static_cast<double>(r.bytes_copied)).c_str());
-  std::printf("Elapsed:             %.3f s\n", seconds(r));
-  std::printf("Rate:                %s/s\n", human_bytes(rate(r)).c_str());
+  treesync_cli::print_stats(r, dry, interrupted);  // the CLI's --stats, then the ranks
   std::printf("Ranks:               %d\n", ranks);
 }
 
