@@ -1114,14 +1114,21 @@ def handler_installed(pid, sig):
 
 
 def signal_pending(pid, sig):
-    """Whether `sig` is still queued for the process or one of its threads (not yet taken)."""
-    if int(proc_status("/proc/%d/status" % pid)["ShdPnd"], 16) & sig_bit(sig):
-        return True
-    for tid in os.listdir("/proc/%d/task" % pid):
+    """Whether `sig` is still queued for the process or one of its threads (not yet taken).
+    A thread or process that ends while its status is read (ENOENT on open, ESRCH on read) has
+    nothing pending."""
+    gone = (FileNotFoundError, ProcessLookupError)
+    try:
+        if int(proc_status("/proc/%d/status" % pid)["ShdPnd"], 16) & sig_bit(sig):
+            return True
+        tids = os.listdir("/proc/%d/task" % pid)
+    except gone:
+        return False
+    for tid in tids:
         try:
             if int(proc_status("/proc/%d/task/%s/status" % (pid, tid))["SigPnd"], 16) & sig_bit(sig):
                 return True
-        except FileNotFoundError:  # the thread ended
+        except gone:
             pass
     return False
 
