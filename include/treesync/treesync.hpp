@@ -2039,302 +2039,110 @@ inline constexpr std::size_t anchor_levels = 64;
 /// while a subdirectory is emptied and reopen it (checked by device+inode) to go on.
 inline constexpr std::size_t delete_open_levels = 64;
 
-template <class FS, class Cmp, class Del, class Lnk, class Exc, class Obs>
-class engine {
+// The engine has five parts, each with one job:
+//   run_state  what a run's workers share: filesystem, policies, options, time model, the stop flag;
+//   journal    one worker's record of the run: counts, errors, notices, the observer's actions;
+//   walker     lists and merges each directory pair and decides what every entry needs (a `plan`);
+//              it reads, never writes, and never asks whether this is a dry run;
+//   applier    carries a plan out; every new entry reaches its final name through one `install`;
+//   scheduler  the work list, the lifetime of each directory pair and the open-descriptor window.
+// A `worker` (one per thread) puts a journal, a walker, an applier and a pruner (which empties
+// and removes directory trees) together; a dry run is a worker whose applier is never called.
+
+/// What the walker decided for one entry; the worker hands it to the applier (unless this is a
+/// dry run) and then to the journal.
+struct plan {
+  enum class step : std::uint8_t {
+    none,   ///< nothing to do
+    write,  ///< a new file, link or node at the name (a file possibly in place)
+    meta,   ///< mode and/or mtime set by name; the entry itself stays
+  };
+  step what = step::none;
+  file_type type = file_type::none;  ///< the source entry's type (after following a link)
+  file_type old = file_type::none;   ///< what the destination holds at that name
+  bool follow = false;               ///< the source entry is reached through a symlink
+  bool temp = false;                 ///< write: under a temporary name, then renamed
+  bool in_place = false;             ///< write: into the existing file
+  bool unseen = false;               ///< write: a new name inside a staged directory (final at once)
+  bool set_mtime = false;            ///< meta
+  bool set_mode = false;             ///< meta
+  bool settle = false;               ///< meta: re-stamps an mtime that may already match
+  const char* op = "utime";          ///< meta: the operation named if it fails
+  unsigned changes = 0;              ///< meta: what differs (a mask of `changed` bits)
+  stat_info src;
+  stat_info dst;  ///< the destination entry, when it was stat'ed
+  std::string target;  ///< a symlink's
+
+  action_kind kind() const noexcept { return old == file_type::none ? action_kind::create : action_kind::update; }
+};
+
+/// The metadata a directory gets once its content is complete.
+struct dir_plan {
+  bool owner = false, group = false, mode = false, mtime = false, fsync = false;
+  bool meta = false;  ///< an existing directory's metadata changes: reported as update_meta
+};
+
+// Keeps a relative path equal to that of the entry being processed.
+class rel_scope {
  public:
-  using handle = typename FS::dir_handle;
-  using node = dir_node<handle>;
-  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
-
-  engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, const run_options& opt,
-         report& rep)
-      : fs_(fs), cmp_(cmp), del_(del), lnk_(lnk), exc_(exc), obs_(obs), opt_(opt), dry_(opt.dry_run),
-        allow_empty_(opt.allow_empty_source), jobs_(opt.jobs == 0 ? 1 : opt.jobs), cancel_(opt.cancel), out_(rep),
-        racy_window_(fs.racy_window()) {}
-
-  /// Runs the whole sync.  Returns a refusal (nothing touched), the first error under
-  /// errors::stop, or an empty code.
-  std::error_code run(const std::filesystem::path& src_in, const std::filesystem::path& dst_in) {
-    const std::filesystem::path src = strip_trailing_separators(src_in);
-    const std::filesystem::path dst = strip_trailing_separators(dst_in);
-    std::error_code ec;
-    const stat_info ss = fs_.stat_path(src, true, ec);
-    if (ec) return ec;
-    if (ss.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
-    const stat_info ds = fs_.stat_path(dst, true, ec);
-    bool dst_exists = true;
-    if (ec) {
-      if (!is_enoent(ec)) return ec;
-      ec.clear();
-      dst_exists = false;
-    }
-    if (dst_exists && ds.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
-    if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
-    if (auto e = check_nesting(src, ss, dst, dst_exists ? &ds : nullptr)) return e;
-    if (!opt_.backup_dir.empty() && !opt_.backup_dir.is_relative()) {
-      if (auto e = check_backup_dir(nullptr)) return e;
-    }
-
-    root_dev_ = ss.dev;
-    if (!opt_.backup_dir.empty()) {
-      std::filesystem::path b = opt_.backup_dir.lexically_normal();
-      if (b.is_relative()) {
-        backup_rel_ = strip_trailing_separators(b).generic_string();
-      } else {
-        const std::filesystem::path rel = b.lexically_relative(dst.lexically_normal());
-        if (!rel.empty() && *rel.begin() != "..") backup_rel_ = strip_trailing_separators(rel).generic_string();
-      }
-      if (backup_rel_ == ".") backup_rel_.clear();
-    }
-    auto root = std::make_unique<node>();
-    root->name = opt_.subtree;
-    root->src_st = ss;
-    root->dst_st = ds;
-    root->dst_type = dst_exists ? file_type::directory : file_type::none;
-    live_add(ss);
-    root->src = fs_.open_root(src, ec);
-    if (ec) return ec;
-    worker first(*this);
-    first.set_rel(opt_.subtree);
-    if (dst_exists) {
-      root->dst = fs_.open_root(dst, ec);
-      if (ec) return ec;
-      root->have_dst = true;
-      dst_known_ = true;
-      dst_dev_ = ds.dev;
-      dst_ino_ = ds.ino;
-      if (!opt_.backup_dir.empty() && opt_.backup_dir.is_relative()) {
-        if (auto e = check_backup_dir(&root->dst)) return e;
-      }
-    } else {
-      if (!dry_) {
-        fs_.make_root(dst, 0700, ec);
-        if (ec) return ec;
-        root->dst = fs_.open_root(dst, ec);
-        if (ec) return ec;
-        root->have_dst = true;
-        const stat_info created = fs_.stat(root->dst, ".", false, ec);
-        if (ec) return ec;
-        dst_known_ = true;
-        dst_dev_ = created.dev;
-        dst_ino_ = created.ino;
-      }
-      root->cold = true;
-    }
-    if (root->have_dst) {  // once per run: what the destination's filesystem keeps of timestamps
-      if constexpr (has_timestamps<FS>::value) {
-        std::error_code tec;
-        const time_model m = fs_.timestamps(root->dst, tec);
-        if (!tec) time_ = m;
-      }
-      if (time_.resolution_ns < 1) time_.resolution_ns = 1;
-    }
-    if (!dst_exists) {
-      ++first.rep_.created;
-      first.note(action_kind::create, file_type::directory, 0, 0, {}, changed::all);
-    }
-    // The root's listings are taken, and the empty-source guard decided, before any work starts.
-    // The root node, and with it the two root handles, lives until the end of the run: whatever
-    // comes after the start (hard links, backups, reopening deep directories) goes through them,
-    // never through the roots' paths again (issue 12: the destination's parent may be writable by
-    // someone who renames the destination away and leaves a symlink in its place).
-    root_ = std::move(root);
-    node* r = root_.get();
-    if (!first.list_and_merge(*r, true)) {
-      first.release(r);
-      merge_reports(first);
-      return refusal_ ? refusal_ : stop_error_;
-    }
-    first.schedule_batches(*r);
-    first.release(r);
-    run_pool(first);
-    if (stop_error_) return stop_error_;
-    if (cancel_ && cancel_->load()) {
-      out_.cancelled = true;
-      return std::make_error_code(std::errc::operation_canceled);
-    }
-    return {};
+  rel_scope(std::string& rel, const std::string& name) : rel_(rel), saved_(rel.size()) {
+    if (!rel_.empty()) rel_ += '/';
+    rel_ += name;
   }
-
-  /// Equal mtimes at the destination's timestamp resolution.
-  bool same_mtime(const stat_info& a, const stat_info& b) const noexcept {
-    const std::int64_t d = a.mtime_ns - b.mtime_ns;
-    return (d < 0 ? -d : d) < time_.resolution_ns;
-  }
-  /// The destination copy `d` of source file `s` may predate a change the source's size and mtime
-  /// do not show (file_pair::racy).  With a ctime: it was written within the racy window of the
-  /// source's mtime.  Without one: it carries the smudge mark its writer gave it.  A file whose
-  /// ctime differs from its mtime has a ctime of its own, whatever the filesystem was taken for.
-  bool racily_clean(const stat_info& s, const stat_info& d) const noexcept {
-    if (time_.ctime || d.ctime_ns != d.mtime_ns) return d.ctime_ns <= s.mtime_ns + racy_window_;
-    const std::int64_t m = smudged_mtime(s.mtime_ns) - d.mtime_ns;
-    return (m < 0 ? -m : m) < time_.resolution_ns;
-  }
-  /// A copy made now of a source last modified at `mtime_ns` is racy: the source may still change
-  /// within its timestamp tick.  On a destination without ctime it must be smudged.
-  bool smudge_copy(std::int64_t mtime_ns) const {
-    return !time_.ctime && fs_.now() <= mtime_ns + racy_window_;
-  }
-
-  /// The source directories of the nodes alive (a multiset by dev+ino): every ancestor of a node is
-  /// alive, so a directory that is not live cannot close a cycle.
-  bool live(const stat_info& st) {
-    std::lock_guard<std::mutex> lock(live_mu_);
-    return live_.count({st.dev, st.ino}) != 0;
-  }
-  void live_add(const stat_info& st) {
-    std::lock_guard<std::mutex> lock(live_mu_);
-    ++live_[{st.dev, st.ino}];
-  }
-  void live_remove(const stat_info& st) {
-    std::lock_guard<std::mutex> lock(live_mu_);
-    const auto it = live_.find({st.dev, st.ino});
-    if (it != live_.end() && --it->second == 0) live_.erase(it);
-  }
-
-  /// Stopped by errors::stop, an exception, or cancel_on.
-  bool halted() const noexcept {
-    return stopped_.load(std::memory_order_relaxed) || (cancel_ && cancel_->load(std::memory_order_relaxed));
-  }
+  ~rel_scope() { rel_.resize(saved_); }
+  rel_scope(const rel_scope&) = delete;
+  rel_scope& operator=(const rel_scope&) = delete;
 
  private:
-  class worker;
-  struct task {
-    node* n;
-    std::size_t begin;  // start task when begin == npos
-    std::size_t end;
-  };
+  std::string& rel_;
+  std::size_t saved_;
+};
 
-  // ---- the pool: a LIFO stack of tasks (depth first, so open directories stay few) -------------
-
-  void push(const task& t) {
-    {
-      std::lock_guard<std::mutex> lock(queue_mu_);
-      queue_.push_back(t);
+// Descends `cur` along a relative path, never following links, making missing directories when
+// `create`; false when a step fails.
+template <class FS>
+bool descend(FS& fs, typename FS::dir_handle& cur, const std::string& rel, bool create, std::error_code& ec) {
+  std::size_t pos = 0;
+  while (pos <= rel.size()) {
+    std::size_t end = rel.find('/', pos);
+    if (end == std::string::npos) end = rel.size();
+    const std::string comp = rel.substr(pos, end - pos);
+    pos = end + 1;
+    if (comp.empty() || comp == ".") continue;
+    auto next = fs.open_dir(cur, comp, false, ec);
+    if (create && is_enoent(ec)) {
+      fs.make_dir(cur, comp, 0700, ec);
+      if (ec && ec != std::errc::file_exists) return false;
+      next = fs.open_dir(cur, comp, false, ec);
     }
-    queue_cv_.notify_one();
+    if (ec) return false;
+    cur = std::move(next);
   }
+  return true;
+}
 
-  bool pop(task& t) {
-    std::unique_lock<std::mutex> lock(queue_mu_);
-    queue_cv_.wait(lock, [&] { return !queue_.empty() || active_ == 0; });
-    if (queue_.empty()) return false;
-    t = queue_.back();
-    queue_.pop_back();
-    ++active_;
-    return true;
-  }
+// ---- the backup directory ----------------------------------------------------------------------
 
-  void done_one() {
-    std::lock_guard<std::mutex> lock(queue_mu_);
-    if (--active_ == 0 && queue_.empty()) queue_cv_.notify_all();
-  }
+/// The directory replaced and deleted entries are moved to (backup_dir): entered one component at
+/// a time without following a link, from the destination root's handle (a relative path) or "/".
+template <class FS>
+class backup_tree {
+ public:
+  using handle = typename FS::dir_handle;
 
-  void work(worker& w) {
-    task t{};
-    while (pop(t)) {
-      try {
-        w.execute(t);
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!exception_) exception_ = std::current_exception();
-        stopped_.store(true);
-      }
-      done_one();
-    }
-  }
+  backup_tree(FS& fs, const std::filesystem::path& dir) : fs_(fs), dir_(dir) {}
 
-  void run_pool(worker& first) {
-    std::vector<std::unique_ptr<worker>> helpers;
-    std::vector<std::thread> threads;
-    for (unsigned i = 1; i < jobs_; ++i) {
-      helpers.push_back(std::make_unique<worker>(*this));
-      threads.emplace_back([this, w = helpers.back().get()] { work(*w); });
-    }
-    work(first);
-    for (auto& th : threads) th.join();
-    if (!link_requests_.empty() && !halted() && !exception_) first.link_pass();
-    merge_reports(first);
-    for (auto& h : helpers) merge_reports(*h);
-    if (exception_) std::rethrow_exception(exception_);
-    const auto by_path = [](const entry_error& a, const entry_error& b) {
-      return std::tie(a.path, a.operation) < std::tie(b.path, b.operation);
-    };
-    std::stable_sort(out_.errors.begin(), out_.errors.end(), by_path);
-    std::stable_sort(out_.vanished.begin(), out_.vanished.end(), by_path);
-    std::stable_sort(out_.skipped_entries.begin(), out_.skipped_entries.end(), by_path);
-    std::stable_sort(out_.notices.begin(), out_.notices.end(), by_path);
-  }
+  bool enabled() const { return !dir_.empty(); }
+  bool relative() const { return dir_.is_relative(); }
 
-  void merge_reports(worker& w) {
-    report& r = w.rep_;
-    out_.scanned += r.scanned;
-    out_.created += r.created;
-    out_.updated += r.updated;
-    out_.meta_updated += r.meta_updated;
-    out_.deleted += r.deleted;
-    out_.excluded += r.excluded;
-    out_.skipped += r.skipped;
-    out_.cleaned += r.cleaned;
-    out_.settled += r.settled;
-    out_.bytes_copied += r.bytes_copied;
-    const auto append = [](std::vector<entry_error>& to, std::vector<entry_error>& from) {
-      to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
-    };
-    append(out_.errors, r.errors);
-    append(out_.vanished, r.vanished);
-    append(out_.skipped_entries, r.skipped_entries);
-    append(out_.notices, r.notices);
-    r = report{};
-  }
-
-  // ---- backups ---------------------------------------------------------------------------------
-
-  // Opens (creating what is missing) the directory of the backup tree that mirrors the parent of
-  // `rel`.
-  bool backup_parent(const std::string& rel, handle& out, std::error_code& ec) {
-    std::lock_guard<std::mutex> lock(backup_mu_);
-    if (!backup_open_) {
-      handle cur;
-      if (!backup_start(root_ && root_->have_dst ? &root_->dst : nullptr, cur, ec) ||
-          !walk_create(cur, backup_path(), ec)) {
-        if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
-          ec = errc::unsafe_backup_dir;
-        return false;
-      }
-      backup_root_ = std::move(cur);
-      backup_open_ = true;
-    }
-    const auto slash = rel.rfind('/');
-    std::error_code probe;
-    out = fs_.open_dir(backup_root_, ".", false, probe);
-    if (probe) return ec = probe, false;
-    if (slash == std::string::npos) return true;
-    return walk_create(out, rel.substr(0, slash), ec);
-  }
-
-  // Where the backup directory's path starts: the destination root's handle for a relative path,
-  // "/" for an absolute one.  Every component from there is entered without following a link.
-  bool backup_start(handle* dst_root, handle& cur, std::error_code& ec) {
-    if (opt_.backup_dir.is_relative()) {
-      if (!dst_root) return ec = std::make_error_code(std::errc::no_such_file_or_directory), false;
-      cur = fs_.open_dir(*dst_root, ".", false, ec);
-    } else {
-      cur = fs_.open_root(opt_.backup_dir.root_path(), ec);
-    }
-    return !ec;
-  }
-  std::string backup_path() const { return opt_.backup_dir.relative_path().lexically_normal().generic_string(); }
-
-  // Refuses the run, before anything is written, when a component of the backup directory's path
-  // that exists is a symlink or not a directory (errc::unsafe_backup_dir).  Missing components
-  // are made when the first backup is (never following a link either).  `dst_root`: the
-  // destination root's handle, for a relative path.
-  std::error_code check_backup_dir(handle* dst_root) {
+  /// Refuses the run, before anything is written, when a component of the path that exists is a
+  /// symlink or not a directory (errc::unsafe_backup_dir).  Missing ones are made at the first
+  /// backup (never following a link either).
+  std::error_code check(handle* dst_root) {
     std::error_code ec;
     handle cur;
-    if (!backup_start(dst_root, cur, ec)) return ec;
-    const std::string rel = backup_path();
+    if (!start(dst_root, cur, ec)) return ec;
+    const std::string rel = path();
     std::size_t pos = 0;
     while (pos <= rel.size()) {
       std::size_t end = rel.find('/', pos);
@@ -2352,1335 +2160,1719 @@ class engine {
     return {};
   }
 
-  // Descends `cur` along a relative path, never following links, making missing directories when
-  // `create`; false when a step fails.
-  bool walk(handle& cur, const std::string& rel, bool create, std::error_code& ec) {
-    std::size_t pos = 0;
-    while (pos <= rel.size()) {
-      std::size_t end = rel.find('/', pos);
-      if (end == std::string::npos) end = rel.size();
-      const std::string comp = rel.substr(pos, end - pos);
-      pos = end + 1;
-      if (comp.empty() || comp == ".") continue;
-      handle next = fs_.open_dir(cur, comp, false, ec);
-      if (create && is_enoent(ec)) {
-        fs_.make_dir(cur, comp, 0700, ec);
-        if (ec && ec != std::errc::file_exists) return false;
-        next = fs_.open_dir(cur, comp, false, ec);
+  /// Opens (creating what is missing) the directory of the backup tree that mirrors the parent
+  /// of `rel`.
+  bool parent_of(handle* dst_root, const std::string& rel, handle& out, std::error_code& ec) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!open_) {
+      handle cur;
+      if (!start(dst_root, cur, ec) || !descend(fs_, cur, path(), true, ec)) {
+        if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
+          ec = errc::unsafe_backup_dir;
+        return false;
       }
-      if (ec) return false;
-      cur = std::move(next);
+      root_ = std::move(cur);
+      open_ = true;
+    }
+    const auto slash = rel.rfind('/');
+    std::error_code probe;
+    out = fs_.open_dir(root_, ".", false, probe);
+    if (probe) return ec = probe, false;
+    if (slash == std::string::npos) return true;
+    return descend(fs_, out, rel.substr(0, slash), true, ec);
+  }
+
+ private:
+  bool start(handle* dst_root, handle& cur, std::error_code& ec) {
+    if (dir_.is_relative()) {
+      if (!dst_root) return ec = std::make_error_code(std::errc::no_such_file_or_directory), false;
+      cur = fs_.open_dir(*dst_root, ".", false, ec);
+    } else {
+      cur = fs_.open_root(dir_.root_path(), ec);
+    }
+    return !ec;
+  }
+  std::string path() const { return dir_.relative_path().lexically_normal().generic_string(); }
+
+  FS& fs_;
+  std::filesystem::path dir_;
+  std::mutex mu_;
+  handle root_;
+  bool open_ = false;
+};
+
+// ---- the shared state of a run -----------------------------------------------------------------
+
+template <class FS, class Cmp, class Del, class Lnk, class Exc, class Obs>
+struct run_state {
+  using fs_type = FS;
+  using links_type = Lnk;
+  using handle = typename FS::dir_handle;
+  using node = dir_node<handle>;
+
+  run_state(FS& f, const Cmp& c, const Del& d, const Lnk& l, const Exc& x, Obs& o, const run_options& op, report& r)
+      : fs(f), cmp(c), del(d), lnk(l), exc(x), obs(o), opt(op), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
+        racy_window(f.racy_window()), backups(f, op.backup_dir) {}
+
+  FS& fs;
+  const Cmp& cmp;
+  const Del& del;
+  const Lnk& lnk;
+  const Exc& exc;
+  Obs& obs;
+  const run_options opt;
+  const unsigned jobs;
+  report& out;
+  const std::int64_t racy_window;
+  time_model time;  // the destination's, asked once at the start of the run
+  std::uint64_t root_dev = 0;
+  bool dst_known = false;  // the destination root's identity, once it exists
+  std::uint64_t dst_dev = 0, dst_ino = 0;
+  std::unique_ptr<node> root;  // the root directory pair, whose handles stay open for the whole run
+  backup_tree<FS> backups;
+  std::string backup_rel;  // the backup directory's path inside the destination, if it is inside
+
+  std::mutex links_mu;  // hard_links: the first name seen of each multiply-linked source inode
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_name;
+  std::vector<std::pair<std::string, std::string>> link_requests;  // (relative path, first's)
+
+  std::mutex mu;  // stop_error, exception
+  std::atomic<bool> stopped{false};
+  std::error_code stop_error;
+  std::error_code refusal;
+  std::exception_ptr exception;
+
+  /// Equal mtimes at the destination's timestamp resolution.
+  bool same_mtime(const stat_info& a, const stat_info& b) const noexcept {
+    const std::int64_t d = a.mtime_ns - b.mtime_ns;
+    return (d < 0 ? -d : d) < time.resolution_ns;
+  }
+  /// The destination copy `d` of source file `s` may predate a change the source's size and mtime
+  /// do not show (file_pair::racy).  With a ctime: it was written within the racy window of the
+  /// source's mtime.  Without one: it carries the smudge mark its writer gave it.  A file whose
+  /// ctime differs from its mtime has a ctime of its own, whatever the filesystem was taken for.
+  bool racily_clean(const stat_info& s, const stat_info& d) const noexcept {
+    if (time.ctime || d.ctime_ns != d.mtime_ns) return d.ctime_ns <= s.mtime_ns + racy_window;
+    const std::int64_t m = smudged_mtime(s.mtime_ns) - d.mtime_ns;
+    return (m < 0 ? -m : m) < time.resolution_ns;
+  }
+  /// A copy made now of a source last modified at `mtime_ns` is racy: the source may still change
+  /// within its timestamp tick.  On a destination without ctime it must be smudged.
+  bool smudge_copy(std::int64_t mtime_ns) const { return !time.ctime && fs.now() <= mtime_ns + racy_window; }
+  /// The racy window of a source mtime has passed.
+  bool settled(std::int64_t mtime_ns) const { return fs.now() > mtime_ns + racy_window; }
+
+  /// The source directories of the nodes alive (a multiset by dev+ino): every ancestor of a node
+  /// is alive, so a directory that is not live cannot close a cycle.
+  bool live(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    return live_.count({st.dev, st.ino}) != 0;
+  }
+  void live_add(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    ++live_[{st.dev, st.ino}];
+  }
+  void live_remove(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    const auto it = live_.find({st.dev, st.ino});
+    if (it != live_.end() && --it->second == 0) live_.erase(it);
+  }
+
+  /// Stopped by errors::stop, an exception, or the cancel flag.
+  bool halted() const noexcept {
+    return stopped.load(std::memory_order_relaxed) || (opt.cancel && opt.cancel->load(std::memory_order_relaxed));
+  }
+  void stop_on(std::error_code ec) {
+    if (opt.errors != error_mode::stop) return;
+    std::lock_guard<std::mutex> lock(mu);
+    stopped.store(true);
+    if (!stop_error) stop_error = ec;
+  }
+  void stop_on(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!exception) exception = e;
+    stopped.store(true);
+  }
+
+  void observe(const action& a) {
+    std::lock_guard<std::mutex> lock(observer_mu_);
+    obs(a);
+  }
+  void hand_out(std::string_view rel) {  // frontier: a subtree left to its own sync
+    std::lock_guard<std::mutex> lock(observer_mu_);
+    if (opt.on_subtree) opt.on_subtree(rel);
+  }
+
+  std::string temp_name() { return temp_stem_ + std::to_string(++temp_counter_); }
+
+  /// The backup directory's path inside the destination ("" when it is outside or unset).
+  void locate_backups(const std::filesystem::path& dst) {
+    if (opt.backup_dir.empty()) return;
+    const std::filesystem::path b = opt.backup_dir.lexically_normal();
+    if (b.is_relative()) {
+      backup_rel = strip_trailing_separators(b).generic_string();
+    } else {
+      const std::filesystem::path rel = b.lexically_relative(dst.lexically_normal());
+      if (!rel.empty() && *rel.begin() != "..") backup_rel = strip_trailing_separators(rel).generic_string();
+    }
+    if (backup_rel == ".") backup_rel.clear();
+  }
+
+ private:
+  std::mutex observer_mu_;  // observers need not be thread-safe
+  std::mutex live_mu_;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> live_;
+  std::atomic<std::uint64_t> temp_counter_{0};
+  const std::string temp_stem_ = std::string(temp_prefix) + std::to_string(process_token()) + "-";  // once a run
+};
+
+// ---- the journal -------------------------------------------------------------------------------
+
+/// One worker's record of the run: its counts and lists (merged into the run's report at the end)
+/// and the actions it shows the observer.  `rel` is the relative path of the entry at hand.
+template <class S>
+class journal {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+
+  explicit journal(S& s) : s_(s) {}
+
+  report rep;
+  std::string rel;
+
+  void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
+            std::error_code code = {}, unsigned changes = 0, copy_method method = copy_method::none,
+            bool sparse = false) {
+    s_.observe(action{kind, type, std::string_view(rel), src_size, dst_size, code, changes, method, sparse});
+  }
+  void fail(const char* op, std::error_code ec) {
+    rep.errors.push_back({rel, op, ec});
+    note(action_kind::error, file_type::none, 0, 0, ec);
+    s_.stop_on(ec);
+  }
+  void vanish(const char* op, std::error_code ec) {
+    rep.vanished.push_back({rel, op, ec});
+    note(action_kind::vanished, file_type::none, 0, 0, ec);
+  }
+  /// A failed source operation: vanished when the entry is gone, a failure otherwise.
+  void source_failure(handle& s, const std::string& name, const char* op, std::error_code ec) {
+    if (is_enoent(ec)) {
+      std::error_code probe;
+      s_.fs.stat(s, name, false, probe);
+      if (is_enoent(probe)) return vanish(op, errc::vanished);
+    }
+    fail(op, ec);
+  }
+  void skip(file_type t, const char* op, std::error_code why) {
+    ++rep.skipped;
+    rep.skipped_entries.push_back({rel, op, why});
+    note(action_kind::skip, t, 0, 0, why);
+  }
+  void notice(const char* op, std::error_code ec) { rep.notices.push_back({rel, op, ec}); }
+  void count(action_kind k) { k == action_kind::create ? ++rep.created : ++rep.updated; }
+  void removed(file_type t) {
+    ++rep.deleted;
+    note(action_kind::remove, t);
+  }
+  void cleaned(file_type t) {
+    ++rep.cleaned;
+    note(action_kind::remove, t);
+  }
+
+  /// A written entry (created or replaced).
+  void wrote(const plan& p, const copy_result& r) {
+    const action_kind kind = p.kind();
+    count(kind);
+    if (p.type == file_type::regular) {
+      rep.bytes_copied += r.bytes;
+      note(kind, p.type, p.src.size, p.dst.size, {},
+           differences(p.src, p.old == file_type::regular ? &p.dst : nullptr), r.method, r.sparse);
+    } else if (p.type == file_type::symlink) {
+      note(kind, p.type, p.src.size, 0, {}, kind == action_kind::create ? changed::all : changed::size);
+    } else {
+      note(kind, p.type, 0, 0, {}, changed::all);
+    }
+  }
+  /// Metadata set by name.  A settled mtime that already matched is no change: counted apart.
+  void touched(const plan& p) {
+    if (p.settle && s_.same_mtime(p.dst, p.src)) {
+      ++rep.settled;
+      return;
+    }
+    ++rep.meta_updated;
+    const bool file = p.type == file_type::regular;
+    note(action_kind::update_meta, p.type, file ? p.src.size : 0, file ? p.dst.size : 0, {}, p.changes);
+  }
+
+  /// rel = a node's relative path, assembled from the names up its parent chain (see dir_node).
+  void set_rel_of(const node& n) {
+    std::vector<const std::string*>& parts = parts_;  // from the bottom up
+    parts.clear();
+    const node* a = &n;
+    for (; a->parent && a->segment.empty(); a = a->parent) parts.push_back(&a->name);
+    for (; a->parent; a = a->anchor) parts.push_back(&a->segment);
+    std::size_t len = a->name.size();
+    for (const std::string* p : parts) len += p->size() + 1;
+    rel.clear();
+    rel.reserve(len);
+    rel = a->name;  // the root: the roots' own relative path (subtree), usually empty
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+      if (!rel.empty()) rel += '/';
+      rel += **it;
+    }
+  }
+
+  /// Adds this worker's record to the run's report and starts afresh.
+  void merge_into(report& out) {
+    out.scanned += rep.scanned;
+    out.created += rep.created;
+    out.updated += rep.updated;
+    out.meta_updated += rep.meta_updated;
+    out.deleted += rep.deleted;
+    out.excluded += rep.excluded;
+    out.skipped += rep.skipped;
+    out.cleaned += rep.cleaned;
+    out.settled += rep.settled;
+    out.bytes_copied += rep.bytes_copied;
+    const auto append = [](std::vector<entry_error>& to, std::vector<entry_error>& from) {
+      to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+    };
+    append(out.errors, rep.errors);
+    append(out.vanished, rep.vanished);
+    append(out.skipped_entries, rep.skipped_entries);
+    append(out.notices, rep.notices);
+    rep = report{};
+  }
+
+ private:
+  S& s_;
+  std::vector<const std::string*> parts_;  // set_rel_of's scratch
+};
+
+// ---- the pruner: removing entries and whole trees ------------------------------------------------
+
+enum class removal { done, kept, failed };
+
+template <class S>
+class applier;
+
+/// Removes destination entries; a directory is emptied first, through handles opened without
+/// following links, so a symlink inside it is removed, never walked through.  Entries inside it
+/// that the deletion policy protects (excluded ones, under deletion::extraneous) are kept, and
+/// then so is the directory.  It decides as it walks; the writes are the applier's, and a dry run
+/// (no applier) walks, decides and records the same way without them.
+template <class S>
+class pruner {
+ public:
+  using handle = typename S::handle;
+
+  pruner(S& s, journal<S>& j, applier<S>* a) : s_(s), fs_(s.fs), j_(j), ap_(a) {}
+
+  /// Removes an entry.  `count_top`: the entry itself is reported as deleted.  `leftover`: a
+  /// staged directory an interrupted run left: everything in it goes, whatever the deletion
+  /// policy (none of it ever was at a final path).
+  removal remove_entry(handle& d, const std::string& name, file_type t, bool count_top, bool leftover = false) {
+    if (t == file_type::unknown) {
+      std::error_code ec;
+      const stat_info st = fs_.stat(d, name, false, ec);
+      if (ec) return is_enoent(ec) ? removal::done : (j_.fail("stat", ec), removal::failed);
+      t = st.type;
+    }
+    if (t == file_type::directory) return remove_tree(d, name, count_top, leftover);
+    if (ap_ && !ap_->remove_file(d, name, !leftover)) return removal::failed;
+    if (count_top) j_.removed(t);
+    return removal::done;
+  }
+
+  /// Clears the way for an entry of another type: false (reported) when that is not possible.
+  bool replace_dir(handle& d, const std::string& name) {
+    const removal r = remove_entry(d, name, file_type::directory, false);
+    if (r == removal::kept) j_.fail("rmdir", std::make_error_code(std::errc::directory_not_empty));
+    return r == removal::done;
+  }
+
+  /// A destination entry inside the backup directory's own path: never deleted.
+  bool is_backup_dir() const { return !s_.backup_rel.empty() && j_.rel == s_.backup_rel; }
+
+ private:
+  // One directory of a tree being deleted.
+  struct level {
+    handle h;
+    bool open = true;
+    bool known = false;  // dev, ino taken (before the handle was first closed)
+    std::uint64_t dev = 0, ino = 0;
+    std::string name;  // in the level above (for the first level: in the caller's directory)
+    std::vector<dir_entry> children;
+    std::size_t next = 0;
+    bool ok = true;
+    bool kept = false;
+    std::size_t rel_size = 0;  // rel's length without this level's name
+  };
+  enum class entered { pushed, gone, swapped, failed };
+
+  static void fold(level& l, removal r) {
+    if (r == removal::failed) l.ok = false;
+    if (r == removal::kept) l.kept = true;
+  }
+
+  // Opens and lists the directory `name` of `parent` as a new level.
+  entered enter_level(handle& parent, const std::string& name, std::vector<level>& levels) {
+    std::error_code ec;
+    level l;
+    l.h = fs_.open_dir(parent, name, false, ec);
+    // swapped for a link or a file since it was listed: removed as such, never walked
+    if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) return entered::swapped;
+    if (ec) {
+      if (is_enoent(ec)) return entered::gone;
+      j_.fail("opendir", ec);
+      return entered::failed;
+    }
+    l.children = fs_.list(l.h, ec);
+    if (ec) {
+      j_.fail("list", ec);
+      return entered::failed;
+    }
+    if (ap_ && !l.children.empty()) ap_->open_up(l.h);
+    l.name = name;
+    levels.push_back(std::move(l));
+    return entered::pushed;
+  }
+
+  // Closes a level's handle while a level below it is emptied (past delete_open_levels).
+  void close_level(level& l) {
+    if (!l.known) {
+      std::error_code ec;
+      const stat_info id = fs_.stat(l.h, ".", false, ec);
+      if (ec) return;  // stays open
+      l.dev = id.dev;
+      l.ino = id.ino;
+      l.known = true;
+    }
+    l.h = handle{};
+    l.open = false;
+  }
+
+  // Reopens the closed level above `below` (just emptied, still open): through its "..", else
+  // down from the deepest level still open (or the caller's directory), by name; every
+  // directory checked by dev+ino.
+  bool reopen_level(std::vector<level>& levels, handle& top, level& below) {
+    level& up = levels.back();
+    std::error_code ec;
+    handle h = fs_.open_dir(below.h, "..", false, ec);
+    if (!ec) {
+      const stat_info id = fs_.stat(h, ".", false, ec);
+      if (!ec && (id.dev != up.dev || id.ino != up.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+    }
+    if (ec) {
+      std::size_t i = levels.size() - 1;
+      while (i > 0 && !levels[i - 1].open) --i;
+      ec.clear();
+      h = fs_.open_dir(i > 0 ? levels[i - 1].h : top, ".", false, ec);
+      for (; !ec && i < levels.size(); ++i) {
+        handle next = fs_.open_dir(h, levels[i].name, false, ec);
+        if (ec) break;
+        const stat_info id = fs_.stat(next, ".", false, ec);
+        if (!ec && (id.dev != levels[i].dev || id.ino != levels[i].ino))
+          ec = std::make_error_code(std::errc::no_such_file_or_directory);
+        h = std::move(next);
+      }
+    }
+    if (ec) return j_.fail("opendir", ec), false;
+    up.h = std::move(h);
+    up.open = true;
+    return true;
+  }
+
+  // The next child of the deepest level: removed, kept, or (a directory) pushed as a new level.
+  // False when the removal must stop (halted).
+  bool step_into(std::vector<level>& levels, bool leftover) {
+    level& l = levels.back();
+    const dir_entry c = l.children[l.next++];
+    std::string& rel = j_.rel;
+    const std::size_t saved = rel.size();
+    if (!rel.empty()) rel += '/';
+    rel += c.name;
+    file_type ct = c.type;
+    if (ct == file_type::unknown) {
+      std::error_code ec;
+      const stat_info cs = fs_.stat(l.h, c.name, false, ec);
+      if (ec) {
+        if (!is_enoent(ec)) l.ok = (j_.fail("stat", ec), false);
+        return rel.resize(saved), true;
+      }
+      ct = cs.type;
+    }
+    if (!leftover && (is_backup_dir() || (!is_temp_name(c.name) && !removes(ct)))) {
+      l.kept = true;
+      return rel.resize(saved), true;
+    }
+    removal r = removal::done;
+    if (ct == file_type::directory) {
+      const entered en = enter_level(l.h, c.name, levels);  // may move the levels: `l` is stale
+      if (en == entered::pushed) {
+        levels.back().rel_size = saved;
+        if (levels.size() > delete_open_levels + 1) close_level(levels[levels.size() - 2]);
+        return true;
+      }
+      if (en == entered::failed) r = removal::failed;
+      if (en == entered::swapped) r = remove_entry(levels.back().h, c.name, file_type::symlink, !leftover, leftover);
+    } else {
+      r = remove_entry(l.h, c.name, ct, !leftover, leftover);
+    }
+    fold(levels.back(), r);
+    rel.resize(saved);
+    return leftover || !s_.halted();
+  }
+
+  // Whether the deletion policy removes the entry at rel inside a directory being deleted.
+  bool removes(file_type t) {
+    const bool ex = call_excluded(s_.exc, std::string_view(j_.rel), t);
+    if (s_.del.removes(std::string_view(j_.rel), t, ex)) return true;
+    if (ex) ++j_.rep.excluded;
+    return false;
+  }
+
+  // The deepest level is empty (or keeps something): removes it and folds the outcome into the
+  // level above.  Returns the outcome when it was the top level.
+  std::optional<removal> step_out(std::vector<level>& levels, handle& top, bool count_top, bool leftover) {
+    level done = std::move(levels.back());
+    levels.pop_back();
+    if (!levels.empty() && !levels.back().open && !reopen_level(levels, top, done)) return removal::failed;
+    removal r = !done.ok ? removal::failed : done.kept ? removal::kept : removal::done;
+    if (r == removal::done) {
+      done.h = handle{};
+      if (ap_ && !ap_->remove_dir(levels.empty() ? top : levels.back().h, done.name)) {
+        r = removal::failed;
+      } else if (!leftover && (!levels.empty() || count_top)) {
+        j_.removed(file_type::directory);
+      }
+    }
+    j_.rel.resize(done.rel_size);
+    if (levels.empty()) return r;
+    fold(levels.back(), r);
+    if (!leftover && s_.halted()) return removal::failed;
+    return std::nullopt;
+  }
+
+  // A directory and everything in it, without recursion: a stack of levels, of which only the
+  // first delete_open_levels and the one being emptied hold a descriptor.
+  removal remove_tree(handle& top, const std::string& top_name, bool count_top, bool leftover) {
+    std::vector<level> levels;
+    const std::size_t base = j_.rel.size();  // rel names the directory already
+    switch (enter_level(top, top_name, levels)) {
+      case entered::swapped: return remove_entry(top, top_name, file_type::symlink, count_top, leftover);
+      case entered::gone: return removal::done;
+      case entered::failed: return removal::failed;
+      case entered::pushed: break;
+    }
+    levels.back().rel_size = base;
+    for (;;) {
+      if (levels.back().next < levels.back().children.size()) {
+        if (!step_into(levels, leftover)) return j_.rel.resize(base), removal::failed;
+        continue;
+      }
+      if (const auto r = step_out(levels, top, count_top, leftover)) return j_.rel.resize(base), *r;
+    }
+  }
+
+  S& s_;
+  typename S::fs_type& fs_;
+  journal<S>& j_;
+  applier<S>* ap_;  // null in a dry run
+};
+
+// ---- the applier -------------------------------------------------------------------------------
+
+/// Carries plans out: every write of the run is made here.  A new entry is made under a temporary
+/// name (or, inside a directory still staged, at its final name) and `install` puts it in place.
+template <class S>
+class applier {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+
+  applier(S& s, journal<S>& j, pruner<S>& p) : s_(s), fs_(s.fs), j_(j), pruner_(p) {}
+
+  /// Carries out an entry's plan in its directory `n`.  Returns whether the directory's entries
+  /// changed (its mtime is then restored when it is finished).
+  bool apply(node& n, const std::string& name, const plan& p) {
+    if (p.what == plan::step::meta) return touch(n.dst, name, p), false;
+    prepare_write(n);
+    switch (p.type) {
+      case file_type::regular: return write_file(n, name, p);
+      case file_type::symlink: return write_link(n.dst, name, p);
+      default: return write_special(n.dst, name, p);
+    }
+  }
+
+  /// Puts the entry made as `made` in `d` at `name`.  What the destination held there (`old`)
+  /// goes first: a directory with its content, anything else into the backup directory when
+  /// there is one.  Then `made` is renamed over the name, unless it was made there.  On failure
+  /// the made entry is discarded, the failure reported, and false returned.
+  bool install(handle& d, const std::string& made, const std::string& name, file_type old) {
+    if (old == file_type::directory ? !pruner_.replace_dir(d, name) : old != file_type::none && !backup(d, name)) {
+      discard(d, made);
+      return false;
+    }
+    if (made == name) return true;
+    std::error_code ec;
+    fs_.rename(d, made, name, ec);
+    if (ec) {
+      discard(d, made);
+      j_.fail("rename", ec);
+      return false;
     }
     return true;
   }
-  bool walk_open(handle& cur, const std::string& rel, std::error_code& ec) { return walk(cur, rel, false, ec); }
-  bool walk_create(handle& cur, const std::string& rel, std::error_code& ec) { return walk(cur, rel, true, ec); }
 
-  // ---- guards ----------------------------------------------------------------------------------
-
-  std::error_code check_nesting(const std::filesystem::path& src, const stat_info& ss, const std::filesystem::path& dst,
-                                const stat_info* ds) {
+  /// Makes a directory the source has and the destination lacks: under a temporary name when the
+  /// parent keeps its handle to the end (the rename needs it) and no other run finishes the
+  /// subtree (frontier); inside a staged directory the name is final already.
+  bool make_dir(node& n) {
+    node& p = *n.parent;
     std::error_code ec;
-    // Is the destination (or, when it does not exist yet, the directory it will be created in)
-    // the source or inside it?  Walk the canonical path's ancestors comparing device+inode, so
-    // symlinks and bind mounts cannot hide the relation.
-    std::filesystem::path probe;
-    if (ds) {
-      probe = fs_.canonical(dst, ec);
-    } else {
-      std::filesystem::path parent = dst.parent_path();
-      if (parent.empty()) parent = ".";
-      probe = fs_.canonical(parent, ec);
+    const bool stage =
+        !p.unseen && n.dst_type == file_type::none && s_.opt.frontier_depth == 0 && p.depth <= open_levels;
+    const std::string made = stage ? s_.temp_name() : n.name;
+    fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
+    if (ec) return j_.fail("mkdir", ec), false;
+    p.modified.store(true);
+    if (stage) n.staged = made;
+    n.unseen = stage || p.unseen;
+    n.dst = fs_.open_dir(p.dst, made, false, ec);
+    if (ec) return j_.fail("opendir", ec), false;
+    n.have_dst = true;
+    if (s_.opt.xattrs) {
+      fs_.copy_xattrs(n.src, n.dst, ec);
+      if (ec) j_.fail("xattr", ec);
     }
+    return true;
+  }
+
+  /// A directory's metadata, once its content is complete; a staged one then takes its name.
+  bool finish_dir(node& n, const dir_plan& p) {
+    const stat_info& st = n.src_st;
+    handle& d = n.dst;
+    std::error_code ec;
+    if (p.owner || p.group) {  // before the chmod, which a chown may undo
+      fs_.set_owner(d, ".", p.owner ? std::int64_t(st.uid) : -1, p.group ? std::int64_t(st.gid) : -1, ec);
+      if (ec) return j_.fail("chown", ec), false;
+    }
+    if (p.mode) fs_.set_mode(d, ".", st.mode, ec);
+    if (ec) return j_.fail("chmod", ec), false;
+    if (p.mtime) fs_.set_mtime(d, ".", st.mtime_ns, ec);
+    if (ec) return j_.fail("utime", ec), false;
+    if (p.fsync) fs_.sync_dir(d, ec);
+    if (ec) return j_.fail("fsync", ec), false;
+    if (!n.staged.empty()) {  // complete: into place (the parent's handle is open: see make_dir)
+      fs_.rename(n.parent->dst, n.staged, n.name, ec);
+      if (ec) return j_.fail("rename", ec), false;  // left under its temporary name: the next run removes it
+      n.staged.clear();
+    }
+    return true;
+  }
+
+  /// Another name for a file already in the destination (hard_links), installed at `name` in `d`.
+  bool link(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) {
+    std::error_code ec;
+    const std::string made = s_.temp_name();
+    fs_.link(fdir, fname, d, made, ec);
+    if (ec) return j_.fail("link", ec), false;
+    return install(d, made, name, old);
+  }
+
+  /// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
+  bool remove_file(handle& d, const std::string& name, bool keep_copy) {
+    if (keep_copy && s_.opt.backup_dir.empty() == false && !is_temp_name(name)) return backup(d, name);
+    std::error_code ec;
+    fs_.remove(d, name, ec);
+    if (ec && !is_enoent(ec)) return j_.fail("unlink", ec), false;
+    return true;
+  }
+  bool remove_dir(handle& parent, const std::string& name) {
+    std::error_code ec;
+    fs_.remove_dir(parent, name, ec);
+    if (ec && !is_enoent(ec)) return j_.fail("rmdir", ec), false;
+    return true;
+  }
+  /// A directory about to be emptied is made writable first.
+  void open_up(handle& d) {
+    std::error_code ec;
+    const stat_info self = fs_.stat(d, ".", false, ec);
+    if (!ec && (self.mode & 0200) == 0) fs_.set_mode(d, ".", self.mode | 0700, ec);
+  }
+
+  /// A destination directory without write permission is made writable before its first change;
+  /// finish_dir restores the source's mode.
+  void prepare_write(node& n) {
+    if (n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0) return;
+    std::lock_guard<std::mutex> lock(n.mu);
+    if (n.made_writable) return;
+    std::error_code ec;
+    fs_.set_mode(n.dst, ".", n.dst_st.mode | 0700, ec);
+    n.made_writable = !ec;
+  }
+
+  void discard(handle& d, const std::string& name) {
+    std::error_code ignored;
+    fs_.remove(d, name, ignored);
+  }
+
+ private:
+  // Moves the destination entry at rel (about to be replaced or deleted) into the backup
+  // directory.  True when there is no backup directory or the move worked.
+  bool backup(handle& d, const std::string& name) {
+    if (s_.opt.backup_dir.empty()) return true;
+    std::error_code ec;
+    handle parent;
+    if (s_.backups.parent_of(s_.root && s_.root->have_dst ? &s_.root->dst : nullptr, j_.rel, parent, ec))
+      fs_.move(d, name, parent, name, ec);
+    if (ec) return j_.fail("backup", ec), false;
+    return true;
+  }
+
+  void touch(handle& d, const std::string& name, const plan& p) {
+    std::error_code ec;
+    if (p.set_mtime) fs_.set_mtime(d, name, p.src.mtime_ns, ec);
+    if (!ec && p.set_mode) fs_.set_mode(d, name, p.src.mode, ec);  // the file's own: the directory is not written
+    if (ec) return j_.fail(p.op, ec);
+    j_.touched(p);
+  }
+
+  // A partial or unfinished new file never reaches a final path: made under a temporary name
+  // (or a new name in a staged directory) it is discarded.  Returns whether `d` changed.
+  bool write_file(node& n, const std::string& name, const plan& p) {
+    handle& d = n.dst;
+    const std::string made = p.temp ? s_.temp_name() : name;
+    const bool discardable = p.temp || p.unseen;
+    copy_options opts;
+    opts.follow = p.follow;
+    opts.replace = p.in_place;
+    opts.sync = s_.opt.durable;
+    opts.owner = s_.opt.owner;
+    opts.group = s_.opt.group;
+    opts.xattrs = s_.opt.xattrs;
+    std::error_code ec;
+    const copy_result copied = fs_.copy_file(n.src, name, d, made, p.src, opts, ec);
+    if (ec) {
+      if (discardable) discard(d, made);
+      ec == errc::changed_during_copy ? j_.vanish("copy", ec) : j_.source_failure(n.src, name, "copy", ec);
+      return !discardable;
+    }
+    if (s_.smudge_copy(p.src.mtime_ns)) {  // no ctime will tell the next run this copy was racy
+      fs_.set_mtime(d, made, smudged_mtime(p.src.mtime_ns), ec);
+      if (ec) {
+        if (discardable) discard(d, made);
+        j_.fail("utime", ec);
+        return !discardable;
+      }
+    }
+    if (!install(d, made, name, p.in_place ? file_type::none : p.old)) return true;
+    j_.wrote(p, copied);
+    return !p.in_place;
+  }
+
+  bool write_link(handle& d, const std::string& name, const plan& p) {
+    const std::string made = p.unseen ? name : s_.temp_name();
+    std::error_code ec;
+    fs_.make_symlink(d, made, p.target, ec);
+    if (ec) return j_.fail("symlink", ec), false;
+    if (!install(d, made, name, p.old)) return true;
+    j_.wrote(p, {});
+    return true;
+  }
+
+  // A FIFO, socket or device node, made (never opened) with its owner, mode and mtime.
+  bool write_special(handle& d, const std::string& name, const plan& p) {
+    const stat_info& st = p.src;
+    const std::string made = s_.temp_name();
+    std::error_code ec;
+    fs_.make_special(d, made, st, ec);
+    if (ec) return j_.fail("mknod", ec), false;
+    if (s_.opt.owner || s_.opt.group)
+      fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(st.uid) : -1, s_.opt.group ? std::int64_t(st.gid) : -1, ec);
+    if (!ec) fs_.set_mode(d, made, st.mode, ec);
+    if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
+    if (ec) {
+      discard(d, made);
+      return j_.fail("mknod", ec), true;
+    }
+    if (!install(d, made, name, p.old)) return true;
+    j_.wrote(p, {});
+    return true;
+  }
+
+  S& s_;
+  typename S::fs_type& fs_;
+  journal<S>& j_;
+  pruner<S>& pruner_;
+};
+
+// ---- the walker --------------------------------------------------------------------------------
+
+/// What the walker found an entry needs, besides a plan: nothing, the plan carried out, or the
+/// destination entry of that name removed (`remove`: by the deletion policy; `clean`: a
+/// temporary an interrupted run left).
+enum class verdict { none, apply, remove, clean };
+
+/// Lists and merges each directory pair and decides what each entry needs.  Reads only.
+template <class S>
+class walker {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  walker(S& s, journal<S>& j) : s_(s), fs_(s.fs), j_(j) {}
+
+  /// Opens a node's source directory, and its destination directory when there is one.
+  bool open(node& n) {
+    node& p = *n.parent;
+    std::error_code ec;
+    n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
+    if (ec) return j_.source_failure(p.src, n.name, "opendir", ec), false;
+    if (n.dst_type != file_type::directory) return true;
+    n.dst = fs_.open_dir(p.dst, n.name, false, ec);
+    if (ec) return j_.fail("opendir", ec), false;
+    n.have_dst = true;
+    return true;
+  }
+
+  /// Lists both sides of a node, sorts, merges.  False when the pair cannot be processed (for the
+  /// root, also when the empty-source guard refuses the run).
+  bool list_and_merge(node& n, bool root) {
+    std::error_code ec;
+    n.sl = fs_.list(n.src, ec);
+    if (ec) return j_.fail("list", ec), false;  // and delete nothing below: unreadable is not empty
+    if (!n.cold && n.have_dst) {
+      n.dl = fs_.list(n.dst, ec);
+      if (ec) return j_.fail("list", ec), false;
+    }
+    const auto by_name = [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; };
+    std::sort(n.sl.begin(), n.sl.end(), by_name);
+    std::sort(n.dl.begin(), n.dl.end(), by_name);
+    if (s_.opt.case_collisions) report_case_collisions(n);
+    if (root && !s_.opt.allow_empty_source && n.sl.empty() &&
+        std::any_of(n.dl.begin(), n.dl.end(), [](const dir_entry& d) { return !is_temp_name(d.name); })) {
+      s_.refusal = errc::empty_source;
+      return false;
+    }
+    n.merged.reserve(std::max(n.sl.size(), n.dl.size()));
+    std::size_t i = 0, j = 0;
+    while (i < n.sl.size() || j < n.dl.size()) {
+      if (j == n.dl.size() || (i < n.sl.size() && n.sl[i].name < n.dl[j].name))
+        n.merged.push_back({i++, npos});
+      else if (i == n.sl.size() || n.dl[j].name < n.sl[i].name)
+        n.merged.push_back({npos, j++});
+      else
+        n.merged.push_back({i++, j++});
+    }
+    n.finish = true;
+    return true;
+  }
+
+  /// A source entry, with its destination counterpart if the listing had one.  A directory
+  /// becomes a child node; a file, link or special file may get a plan.
+  verdict source_entry(node& n, const dir_entry& e, const dir_entry* de, std::vector<node*>& children, plan& p) {
+    ++j_.rep.scanned;
+    p.type = e.type;
+    if (!resolve(n.src, e, p) || p.type == file_type::none) return verdict::none;  // none: a skipped link
+    if (excluded(p.type)) {
+      ++j_.rep.excluded;
+      return de && n.have_dst ? verdict::remove : verdict::none;
+    }
+    if (s_.opt.hard_links && p.type == file_type::regular && p.src.nlink > 1 && !first_name(p.src))
+      return verdict::none;  // another name of a file already being synced: linked at the end
+    switch (p.type) {
+      case file_type::regular: return decide_file(n, e.name, de, p);
+      case file_type::directory: return enter_dir(n, e.name, de, p, children), verdict::none;
+      case file_type::symlink: return decide_link(n, e.name, de, p);
+      default:
+        // special files are never opened: opening a FIFO blocks, a device may have side effects
+        if (s_.opt.specials) return decide_special(n, e.name, de, p);
+        j_.skip(p.type, "open", errc::special_file);
+        return verdict::none;
+    }
+  }
+
+  /// A destination entry the source lacks: a temporary an interrupted run left is always
+  /// removed; anything else as the deletion policy says.
+  verdict extraneous(node& n, const dir_entry& de, file_type& t) {
+    t = de.type;
+    if (is_temp_name(de.name)) return verdict::clean;
+    return consider_removal(n, de, t);
+  }
+
+  /// A destination entry with no source counterpart to sync (the source lacks it, or excludes
+  /// its own entry of that name): its type, and whether the deletion policy removes it.
+  verdict consider_removal(node& n, const dir_entry& de, file_type& t) {
+    t = de.type;
+    if (s_.backup_rel == j_.rel && !s_.backup_rel.empty()) return verdict::none;
+    if (t == file_type::unknown) {
+      std::error_code ec;
+      const stat_info st = fs_.stat(n.dst, de.name, false, ec);
+      if (ec) return is_enoent(ec) ? verdict::none : (j_.fail("stat", ec), verdict::none);
+      t = st.type;
+    }
+    const bool ex = excluded(t);
+    if (s_.del.removes(std::string_view(j_.rel), t, ex)) return verdict::remove;
+    if (ex) ++j_.rep.excluded;
+    return verdict::none;
+  }
+
+  /// The metadata a finished directory needs.  An existing one whose metadata changes is an
+  /// update_meta; one this run made gets all of it.
+  dir_plan finish(const node& n) const {
+    const stat_info& st = n.src_st;
+    const stat_info* old = n.cold ? nullptr : &n.dst_st;
+    dir_plan p;
+    p.owner = s_.opt.owner && (!old || old->uid != st.uid);
+    p.group = s_.opt.group && (!old || old->gid != st.gid);
+    p.mode = !old || old->mode != st.mode || p.owner || p.group;
+    const bool content_changed = n.modified.load();
+    p.mtime = !old || content_changed || !s_.same_mtime(*old, st);
+    p.fsync = s_.opt.durable && (!old || content_changed);
+    p.meta = old && (old->mode != st.mode || !s_.same_mtime(*old, st) || p.owner || p.group);
+    return p;
+  }
+
+ private:
+  bool excluded(file_type t) const { return call_excluded(s_.exc, std::string_view(j_.rel), t); }
+
+  // hard_links: true for the first name of a multiply-linked source file; a later name is queued
+  // for the link pass.
+  bool first_name(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(s_.links_mu);
+    const auto seen = s_.first_name.emplace(std::make_pair(st.dev, st.ino), j_.rel);
+    if (!seen.second) s_.link_requests.emplace_back(j_.rel, seen.first->second);
+    return seen.second;
+  }
+
+  // One stat per entry: d_type decides whether it is taken with or without following.  Fills
+  // p.src and p.type (none: a link to skip) and, for a kept link, p.target.  False when reported.
+  bool resolve(handle& s, const dir_entry& e, plan& p) {
+    std::error_code ec;
+    if (p.type != file_type::symlink) {
+      p.src = fs_.stat(s, e.name, false, ec);
+      if (ec) return j_.source_failure(s, e.name, "stat", ec), false;
+      if (p.type != file_type::unknown && p.src.type == file_type::symlink)  // replaced since the listing
+        return j_.vanish("stat", errc::vanished), false;
+      p.type = p.src.type;
+      if (p.type != file_type::symlink) return true;
+    }
+    if constexpr (links_needs_target<typename S::links_type>::value) {
+      if (!read_target(s, e.name, p)) return false;
+    }
+    switch (s_.lnk.on_symlink(j_.rel, p.target, link_stays_inside(j_.rel, p.target))) {
+      case link_action::skip: return skip_link(p), true;
+      case link_action::preserve:
+        if (!links_needs_target<typename S::links_type>::value && !read_target(s, e.name, p)) return false;
+        p.src.type = file_type::symlink;
+        p.src.size = p.target.size();
+        return true;
+      default: return follow_link(s, e.name, p);
+    }
+  }
+
+  bool read_target(handle& s, const std::string& name, plan& p) {
+    std::error_code ec;
+    p.target = fs_.read_link(s, name, ec);
+    if (ec) return j_.source_failure(s, name, "readlink", ec), false;
+    return true;
+  }
+
+  // A link the links policy skips: an excluded one is the exclusion's (p.type stays symlink),
+  // others are reported skipped (p.type none).
+  void skip_link(plan& p) {
+    if (excluded(file_type::symlink)) return;
+    p.type = file_type::none;
+    ++j_.rep.skipped;
+    j_.note(action_kind::skip, file_type::symlink);
+  }
+
+  bool follow_link(handle& s, const std::string& name, plan& p) {
+    std::error_code ec;
+    const stat_info ft = fs_.stat(s, name, true, ec);
+    if (!ec) {
+      p.src = ft;
+      p.type = ft.type;
+      p.follow = true;
+      return true;
+    }
+    if (excluded(file_type::symlink)) return true;  // excluded: its failure is nobody's business (rsync)
+    if (!is_enoent(ec)) return j_.fail("stat", ec), false;
+    std::error_code probe;
+    fs_.stat(s, name, false, probe);
+    if (is_enoent(probe)) return j_.vanish("stat", errc::vanished), false;
+    return j_.fail("stat", errc::dangling_symlink), false;
+  }
+
+  // Type and (when the type alone does not settle it) stat of a destination entry; false when
+  // the stat failed (reported).
+  bool probe_dst(node& n, const std::string& name, const dir_entry* de, plan& p) {
+    p.old = file_type::none;
+    if (!de) return true;
+    p.old = de->type;
+    if (p.old != file_type::unknown && p.old != p.type) return true;  // d_type tells a type swap
+    std::error_code ec;
+    p.dst = fs_.stat(n.dst, name, false, ec);
+    if (ec) {
+      p.old = file_type::none;
+      return is_enoent(ec) ? true : (j_.fail("stat", ec), false);
+    }
+    p.old = p.dst.type;
+    return true;
+  }
+
+  // Whether owner or group of the destination file `d` must change to match the source's `s`.
+  bool owner_changes(const stat_info& s, const stat_info& d) const {
+    return (s_.opt.owner && d.uid != s.uid) || (s_.opt.group && d.gid != s.gid);
+  }
+
+  // A destination regular file whose data is current needs a fresh inode (a copy under a
+  // temporary name, renamed over it) rather than a metadata change by name when that change
+  // would otherwise act on an inode treesync did not just write (issue 12):
+  //  - its owner or group must change: never chown data treesync did not write (an attacker's
+  //    file with the quick-check size and mtime would become root's);
+  //  - a set-user/group-ID bit must be added: never to data treesync did not write;
+  //  - any metadata must change and the file has other links: the other name may be a hard
+  //    link planted from outside the destination, whose inode a chmod or utime would change.
+  bool fresh_inode_needed(const stat_info& s, const stat_info& d, bool settle) const {
+    if (owner_changes(s, d)) return true;
+    const bool mode = d.mode != s.mode;
+    if (mode && (s.mode & ~d.mode & 06000) != 0) return true;
+    const bool restamp = restamps(s_.cmp) && !s_.same_mtime(d, s);
+    return d.nlink > 1 && (mode || restamp || (settle && s_.settled(s.mtime_ns)));
+  }
+
+  struct content_ctx {
+    walker* self;
+    handle* s;
+    handle* d;
+    const std::string* name;
+    bool follow;
+    bool checked;
+    std::error_code ec;
+  };
+  static bool content_thunk(void* p) {
+    auto& c = *static_cast<content_ctx*>(p);
+    c.checked = true;
+    std::error_code ec;
+    const bool same = c.self->fs_.same_content(*c.s, *c.name, c.follow, *c.d, *c.name, ec);
+    if (ec) c.ec = ec;
+    return same || ec;  // undecidable: the engine reports the error and leaves the file alone
+  }
+
+  verdict decide_file(node& n, const std::string& name, const dir_entry* de, plan& p) {
+    if (!probe_dst(n, name, de, p)) return verdict::none;
+    if (p.old == file_type::regular) {
+      const bool racy = s_.racily_clean(p.src, p.dst);
+      content_ctx ctx{this, &n.src, &n.dst, &name, p.follow, false, {}};
+      const file_pair pair(p.src, p.dst, racy, &content_thunk, &ctx, s_.time.resolution_ns);
+      const bool current = s_.cmp.up_to_date(pair);
+      if (ctx.ec) return j_.fail("compare", ctx.ec), verdict::none;
+      // The data is current; what is left is metadata, changed by name only where that cannot
+      // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise the
+      // file is written afresh, and the new inode gets owner, group and mode.
+      if (current && !fresh_inode_needed(p.src, p.dst, ctx.checked && racy))
+        return decide_meta(p, ctx.checked && racy);
+    }
+    // In place only into an inode that is this name's alone, whose owner and group stay, and
+    // that gets no set-ID bit: anything else is written afresh (temporary name + rename).
+    p.what = plan::step::write;
+    p.in_place = s_.opt.write == write_mode::in_place && p.old == file_type::regular && s_.opt.backup_dir.empty() &&
+                 p.dst.nlink <= 1 && !owner_changes(p.src, p.dst) && (p.src.mode & 06000) == 0;
+    p.unseen = n.unseen && p.old == file_type::none;  // a new name in a staged directory
+    p.temp = !p.in_place && !p.unseen && (s_.opt.write == write_mode::atomic || p.old != file_type::none);
+    return verdict::apply;
+  }
+
+  // A current file's metadata: its mtime restamped (a compare that restamps), its mode, or, once
+  // a racily clean copy verified by content is past the window, its mtime set again so the
+  // ctime leaves the window and later runs trust it.
+  verdict decide_meta(plan& p, bool verified_racy) {
+    p.what = plan::step::meta;
+    if (restamps(s_.cmp) && !s_.same_mtime(p.dst, p.src)) {
+      p.set_mtime = true;
+      p.set_mode = p.dst.mode != p.src.mode;
+      p.changes = differences(p.src, &p.dst) & ~changed::size;
+    } else if (p.dst.mode != p.src.mode) {
+      p.set_mode = true;
+      p.op = "chmod";
+      p.changes = changed::mode;
+    } else if (verified_racy && s_.settled(p.src.mtime_ns)) {
+      p.set_mtime = p.settle = true;
+      p.changes = changed::mtime;
+    } else {
+      return verdict::none;
+    }
+    return verdict::apply;
+  }
+
+  verdict decide_link(node& n, const std::string& name, const dir_entry* de, plan& p) {
+    std::error_code ec;
+    p.old = de ? de->type : file_type::none;
+    if (p.old == file_type::unknown) {
+      const stat_info ds = fs_.stat(n.dst, name, false, ec);
+      if (ec && !is_enoent(ec)) return j_.fail("stat", ec), verdict::none;
+      p.old = ec ? file_type::none : ds.type;
+      ec.clear();
+    }
+    if (p.old == file_type::symlink) {
+      const std::string current = fs_.read_link(n.dst, name, ec);
+      if (!ec && current == p.target) return verdict::none;
+      if (ec && !is_enoent(ec)) return j_.fail("readlink", ec), verdict::none;
+    }
+    p.what = plan::step::write;
+    p.unseen = n.unseen && p.old == file_type::none;
+    return verdict::apply;
+  }
+
+  // The same kind of node needs its metadata only, unless it has other links (a hard link planted
+  // from outside would have its mode changed): then it is made afresh like a node of another kind.
+  verdict decide_special(node& n, const std::string& name, const dir_entry* de, plan& p) {
+    if (!probe_dst(n, name, de, p)) return verdict::none;
+    if (p.old == p.type && p.dst.rdev == p.src.rdev && p.dst.nlink <= 1) {
+      if (p.dst.mode == p.src.mode && s_.same_mtime(p.dst, p.src)) return verdict::none;
+      p.what = plan::step::meta;
+      p.set_mode = p.set_mtime = true;
+      p.op = "chmod";
+      p.changes = differences(p.src, &p.dst) & ~changed::size;
+      return verdict::apply;
+    }
+    p.what = plan::step::write;
+    return verdict::apply;
+  }
+
+  // A source directory: becomes a node of its own, entered by whichever worker takes it.
+  void enter_dir(node& n, const std::string& name, const dir_entry* de, plan& p, std::vector<node*>& children) {
+    const stat_info& st = p.src;
+    if (s_.dst_known && st.dev == s_.dst_dev && st.ino == s_.dst_ino) {
+      // a followed link into a directory that holds the destination: entering it would copy the
+      // destination into itself, level after level
+      return j_.fail("opendir", errc::nested_directory);
+    }
+    if (s_.opt.one_file_system && st.dev != s_.root_dev) return j_.skip(file_type::directory, "opendir", errc::other_filesystem);
+    // A cycle: the directory is one of the source directories from here up to the root.  Those
+    // are all live nodes, so only a directory that is live somewhere needs the walk up.
+    if (s_.live(st)) {
+      for (const node* a = &n; a; a = a->parent)
+        if (same_identity(a->src_st, st)) return j_.fail("opendir", errc::symlink_cycle);
+    }
+    if (!probe_dst(n, name, de, p)) return;
+    auto child = std::make_unique<node>();
+    child->dst_type = p.old;
+    child->dst_st = p.dst;
+    child->parent = &n;
+    child->name = name;
+    child->src_st = st;
+    child->follow = p.follow;
+    child->depth = n.depth + 1;
+    s_.live_add(st);
+    child->anchor = n.segment.empty() && n.parent ? n.anchor : &n;
+    if (child->depth % anchor_levels == 0) set_segment(*child);
+    n.pending.fetch_add(1);
+    children.push_back(child.release());
+  }
+
+  // An anchor keeps the names from the anchor above it down to itself.
+  static void set_segment(node& c) {
+    std::size_t len = c.name.size();
+    for (const node* a = c.parent; a != c.anchor; a = a->parent) len += a->name.size() + 1;
+    c.segment.resize(len);
+    std::size_t end = len - c.name.size();
+    c.segment.replace(end, c.name.size(), c.name);
+    for (const node* a = c.parent; a != c.anchor; a = a->parent) {
+      c.segment[--end] = '/';
+      end -= a->name.size();
+      c.segment.replace(end, a->name.size(), a->name);
+    }
+  }
+
+  void report_case_collisions(const node& n) {
+    std::vector<std::pair<std::string, const std::string*>> folded;
+    folded.reserve(n.sl.size());
+    for (const auto& e : n.sl) {
+      std::string f = e.name;
+      for (char& c : f)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      folded.emplace_back(std::move(f), &e.name);
+    }
+    std::sort(folded.begin(), folded.end());
+    for (std::size_t i = 0; i < folded.size(); ++i) {
+      const bool prev = i > 0 && folded[i - 1].first == folded[i].first;
+      const bool next = i + 1 < folded.size() && folded[i + 1].first == folded[i].first;
+      if (!prev && !next) continue;
+      rel_scope scope(j_.rel, *folded[i].second);
+      j_.notice("list", errc::case_collision);
+    }
+  }
+
+  S& s_;
+  typename S::fs_type& fs_;
+  journal<S>& j_;
+};
+
+// ---- the worker --------------------------------------------------------------------------------
+
+/// One thread's share of the run: it walks the directory pairs the scheduler hands it, and hands
+/// each decision to its applier, which a dry run does not have.
+template <class S>
+class worker {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  explicit worker(S& s)
+      : s_(s), journal_(s), applier_(s, journal_, pruner_), pruner_(s, journal_, s.opt.dry_run ? nullptr : &applier_),
+        walker_(s, journal_), apply_(s.opt.dry_run ? nullptr : &applier_) {}
+  worker(const worker&) = delete;
+  worker& operator=(const worker&) = delete;
+
+  journal<S>& record() { return journal_; }
+  walker<S>& walk() { return walker_; }
+  pruner<S>& prune() { return pruner_; }
+
+  /// Opens (and, when missing or of another type in the destination, makes) the directory of a
+  /// node its parent saw in its listing; then lists and merges.
+  bool start_dir(node& n) {
+    journal_.set_rel_of(n);
+    if (!walker_.open(n)) return false;
+    if (n.dst_type != file_type::directory && !create_dir(n)) return false;
+    if (s_.opt.frontier_depth != 0 && n.depth > s_.opt.frontier_depth) {
+      s_.hand_out(std::string_view(journal_.rel));
+      return false;  // not entered, not finished: the subtree's own sync does both
+    }
+    return walker_.list_and_merge(n, false);
+  }
+
+  /// Entries [begin, end) of a node's merged listing; directories found become `children`.
+  void run_batch(node& n, std::size_t begin, std::size_t end, std::vector<node*>& children) {
+    journal_.set_rel_of(n);
+    bool modified = false;
+    for (std::size_t k = begin; k < end && !s_.halted(); ++k) {
+      const auto [i, j] = n.merged[k];
+      const dir_entry& e = i == npos ? n.dl[j] : n.sl[i];
+      rel_scope scope(journal_.rel, e.name);
+      plan p;
+      file_type t = file_type::none;
+      verdict v = i == npos ? walker_.extraneous(n, e, t)
+                            : walker_.source_entry(n, e, j == npos ? nullptr : &n.dl[j], children, p);
+      if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
+      if (v == verdict::apply) modified |= carry_out(n, e.name, p);
+      if (v == verdict::remove) modified |= remove(n, n.dl[j].name, t);
+      if (v == verdict::clean) modified |= clean(n, e.name, t);
+    }
+    if (modified) n.modified.store(true);
+  }
+
+  /// Directory metadata, after the content is complete.
+  void finish_dir(node& n) {
+    const dir_plan p = walker_.finish(n);
+    if (apply_ && n.have_dst && !apply_->finish_dir(n, p)) return;
+    if (p.meta) {
+      ++journal_.rep.meta_updated;
+      journal_.note(action_kind::update_meta, file_type::directory, 0, 0, {},
+                    differences(n.src_st, &n.dst_st) & ~changed::size);
+    }
+  }
+
+  /// A staged directory whose run stopped before it was complete never reaches its final name:
+  /// it goes rather than stay behind as a temporary.
+  void drop_staged(node& n) {
+    n.dst = handle{};
+    pruner_.remove_entry(n.parent->dst, n.staged, file_type::directory, false, true);
+  }
+
+  /// hard_links: each further name of a multiply-linked source file becomes a hard link to the
+  /// first name's copy (unless it already is one), and its directory gets its mtime back.
+  void link_pass() {
+    auto& requests = s_.link_requests;
+    std::sort(requests.begin(), requests.end());
+    if (!s_.root->have_dst) return journal_.fail("open", std::make_error_code(std::errc::no_such_file_or_directory));
+    for (const auto& [rel, first] : requests) {
+      if (s_.halted()) return;
+      journal_.rel = rel;
+      link_one(rel, first);
+    }
+  }
+
+ private:
+  // The one place a dry run differs: there the plan is recorded as if carried out.
+  bool carry_out(node& n, const std::string& name, const plan& p) {
+    if (apply_) return apply_->apply(n, name, p);
+    if (p.what == plan::step::meta) return journal_.touched(p), false;
+    if (p.old == file_type::directory && !pruner_.replace_dir(n.dst, name)) return false;
+    copy_result as_if;
+    as_if.bytes = p.type == file_type::regular ? p.src.size : 0;
+    journal_.wrote(p, as_if);
+    return true;
+  }
+
+  bool remove(node& n, const std::string& name, file_type t) {
+    if (apply_) apply_->prepare_write(n);
+    return pruner_.remove_entry(n.dst, name, t, true) == removal::done;
+  }
+
+  bool clean(node& n, const std::string& name, file_type t) {
+    if (apply_) apply_->prepare_write(n);
+    if (t == file_type::directory || t == file_type::unknown) {  // a staged directory
+      if (apply_) {
+        const removal r = pruner_.remove_entry(n.dst, name, t, false, true);
+        if (r != removal::done) return r != removal::failed;
+        t = file_type::directory;
+      }
+    } else if (apply_ && !apply_->remove_file(n.dst, name, false)) {
+      return false;
+    }
+    journal_.cleaned(t);
+    return true;
+  }
+
+  bool create_dir(node& n) {
+    node& p = *n.parent;
+    if (apply_) apply_->prepare_write(p);
+    if (n.dst_type != file_type::none) {
+      if (pruner_.remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
+      p.modified.store(true);
+    }
+    if (apply_ && !apply_->make_dir(n)) return false;
+    n.cold = true;
+    const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
+    journal_.count(kind);
+    journal_.note(kind, file_type::directory, 0, 0, {}, changed::all);
+    return true;
+  }
+
+  // One link request: `rel` becomes a hard link to `first`, both reached from the destination
+  // root's handle (never its path).
+  void link_one(const std::string& rel, const std::string& first) {
+    const auto split = [](const std::string& r) {
+      const auto slash = r.rfind('/');
+      return slash == std::string::npos ? std::make_pair(std::string(), r)
+                                        : std::make_pair(r.substr(0, slash), r.substr(slash + 1));
+    };
+    const auto [dir, name] = split(rel);
+    const auto [fdir, fname] = split(first);
+    std::error_code ec;
+    handle parent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+    handle fparent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+    if (ec || !descend(s_.fs, parent, dir, false, ec) || !descend(s_.fs, fparent, fdir, false, ec))
+      return journal_.fail("link", ec);
+    const stat_info target = s_.fs.stat(fparent, fname, false, ec);
+    if (ec || target.type != file_type::regular)
+      return journal_.fail("link", ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory));
+    const stat_info current = s_.fs.stat(parent, name, false, ec);
+    const file_type dt = ec ? file_type::none : current.type;
+    if (dt == file_type::regular && same_identity(current, target)) return;
+    if (apply_) {
+      if (!apply_->link(fparent, fname, parent, name, dt)) return;
+      restore_dir_mtime(parent, dir);
+    }
+    const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
+    journal_.count(kind);
+    journal_.note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {}, changed::all);
+  }
+
+  // The link changed the directory: it gets back the source directory's mtime.
+  void restore_dir_mtime(handle& parent, const std::string& dir) {
+    std::error_code ec;
+    handle sdir = s_.fs.open_dir(s_.root->src, ".", false, ec);
+    if (!ec && descend(s_.fs, sdir, dir, false, ec)) {
+      const stat_info sst = s_.fs.stat(sdir, ".", false, ec);
+      if (!ec) s_.fs.set_mtime(parent, ".", sst.mtime_ns, ec);
+    }
+    if (ec) journal_.fail("utime", ec);
+  }
+
+  S& s_;
+  journal<S> journal_;
+  applier<S> applier_;
+  pruner<S> pruner_;
+  walker<S> walker_;
+  applier<S>* apply_;  // null in a dry run
+};
+
+// ---- the scheduler -----------------------------------------------------------------------------
+
+/// The work list (a LIFO stack of tasks, so the walk goes depth first and open directories stay
+/// few), the threads, and the lifetime of each directory pair: a node lives while `pending`
+/// counts work for it; the worker that brings it to zero finishes the directory (post-order,
+/// without a global barrier) and releases the parent.  Below open_levels a node waiting only for
+/// its subdirectories closes its handles, and reopens its destination (checked by dev+ino) to
+/// finish: a 10,000-level chain needs a bounded number of descriptors.
+template <class S>
+class scheduler {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+  using worker_type = worker<S>;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  explicit scheduler(S& s) : s_(s), fs_(s.fs) {}
+
+  /// Splits a node's merged listing into batches: one per directory when serial; when parallel,
+  /// small enough that the entries of one directory spread over the workers.
+  void schedule_batches(node& n) {
+    const std::size_t total = n.merged.size();
+    if (total == 0) return;
+    std::size_t size = total;
+    if (s_.jobs > 1) size = std::min<std::size_t>(64, std::max<std::size_t>(1, total / (2 * s_.jobs)));
+    const std::size_t count = (total + size - 1) / size;
+    n.pending.fetch_add(count);
+    n.batches.fetch_add(count);
+    for (std::size_t k = count; k-- > 0;) push({&n, k * size, std::min(total, (k + 1) * size)});
+  }
+
+  /// Runs the work list to its end on `first` and jobs - 1 more workers; then the link pass, and
+  /// every worker's journal into the run's report.
+  void run(worker_type& first) {
+    std::vector<std::unique_ptr<worker_type>> helpers;
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < s_.jobs; ++i) {
+      helpers.push_back(std::make_unique<worker_type>(s_));
+      threads.emplace_back([this, w = helpers.back().get()] { work(*w); });
+    }
+    work(first);
+    for (auto& th : threads) th.join();
+    if (!s_.link_requests.empty() && !s_.halted() && !s_.exception) first.link_pass();
+    first.record().merge_into(s_.out);
+    for (auto& h : helpers) h->record().merge_into(s_.out);
+    if (s_.exception) std::rethrow_exception(s_.exception);
+    const auto by_path = [](const entry_error& a, const entry_error& b) {
+      return std::tie(a.path, a.operation) < std::tie(b.path, b.operation);
+    };
+    for (auto* list : {&s_.out.errors, &s_.out.vanished, &s_.out.skipped_entries, &s_.out.notices})
+      std::stable_sort(list->begin(), list->end(), by_path);
+  }
+
+  /// Drops one pending unit of a node; the last one finishes the directory and moves up.
+  void release(worker_type& w, node* n) {
+    node* done = nullptr;  // the child finished just before: its handle leads back up
+    while (n && n->pending.fetch_sub(1) == 1) {
+      node* parent = n->parent;
+      if (n->finish && !s_.halted()) {
+        // through the directory's own handle: no name lookup, nothing to race with
+        w.record().set_rel_of(*n);
+        if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
+        if (!n->closed || !n->have_dst || reopen(w, *n, done)) w.finish_dir(*n);
+      } else if (!n->staged.empty()) {
+        w.record().set_rel_of(*n);
+        w.drop_staged(*n);
+      }
+      retire(done);
+      done = n;
+      n = parent;
+    }
+    if (done && done->parent) retire(done);  // the root is the engine's, until the end of the run
+  }
+
+ private:
+  struct task {
+    node* n;
+    std::size_t begin;  // a start task when begin == npos
+    std::size_t end;
+  };
+
+  void push(const task& t) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(t);
+    }
+    cv_.notify_one();
+  }
+
+  bool pop(task& t) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !queue_.empty() || active_ == 0; });
+    if (queue_.empty()) return false;
+    t = queue_.back();
+    queue_.pop_back();
+    ++active_;
+    return true;
+  }
+
+  void done_one() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--active_ == 0 && queue_.empty()) cv_.notify_all();
+  }
+
+  void work(worker_type& w) {
+    task t{};
+    while (pop(t)) {
+      try {
+        execute(w, t);
+      } catch (...) {
+        s_.stop_on(std::current_exception());
+      }
+      done_one();
+    }
+  }
+
+  void execute(worker_type& w, const task& t) {
+    node* n = t.n;
+    struct releaser {
+      scheduler& sch;
+      worker_type& w;
+      node* n;
+      ~releaser() { sch.release(w, n); }
+    } guard{*this, w, n};
+    if (t.begin == npos) {
+      const bool ok = !s_.halted() && w.start_dir(*n);
+      n->parent->unstarted.fetch_sub(1);  // done with the parent's handles
+      maybe_close(*n->parent, 0);
+      if (ok) schedule_batches(*n);
+      return;
+    }
+    std::vector<node*> children;
+    w.run_batch(*n, t.begin, t.end, children);
+    n->unstarted.fetch_add(children.size());
+    // in reverse, so the LIFO work list enters them in name order
+    for (auto it = children.rbegin(); it != children.rend(); ++it) push({*it, npos, npos});
+    if (n->batches.fetch_sub(1) == 1) {  // the last batch: the listings are no longer needed
+      std::vector<dir_entry>().swap(n->sl);
+      std::vector<dir_entry>().swap(n->dl);
+      std::vector<std::pair<std::size_t, std::size_t>>().swap(n->merged);
+    }
+    maybe_close(*n, 1);  // this batch's own pending unit is still counted
+  }
+
+  // Deep trees: closes a node's handles while it only waits for its subdirectories.
+  void maybe_close(node& n, std::size_t own_units) {
+    if (n.depth <= open_levels || n.batches.load() != 0 || n.unstarted.load() != 0 ||
+        n.pending.load() <= own_units)  // no subdirectory in flight: it finishes next anyway
+      return;
+    std::lock_guard<std::mutex> lock(n.mu);
+    if (n.closed || n.batches.load() != 0 || n.unstarted.load() != 0) return;
+    if (n.have_dst) {
+      std::error_code ec;
+      const stat_info id = fs_.stat(n.dst, ".", false, ec);
+      if (ec) return;
+      n.dst_dev = id.dev;
+      n.dst_ino = id.ino;
+      n.dst = handle{};
+    }
+    n.src = handle{};
+    n.closed = true;
+  }
+
+  // Reopens a closed node's destination directory: through ".." from the child that just
+  // finished, or else down from the nearest ancestor whose handle is open, by the names of the
+  // nodes between; either way every directory is checked by dev+ino.  Never from the root's path.
+  bool reopen(worker_type& w, node& n, node* child) {
+    std::error_code ec = std::make_error_code(std::errc::bad_file_descriptor);
+    handle h;
+    if (child && child->have_dst && !child->closed) h = fs_.open_dir(child->dst, "..", false, ec);
+    if (!ec) {
+      const stat_info id = fs_.stat(h, ".", false, ec);
+      if (!ec && (id.dev != n.dst_dev || id.ino != n.dst_ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+    }
+    if (ec) h = reopen_from_ancestor(n, ec);
+    if (ec) return w.record().fail("opendir", ec), false;
+    n.dst = std::move(h);
+    n.closed = false;
+    return true;
+  }
+
+  handle reopen_from_ancestor(node& n, std::error_code& ec) {
+    const auto gone = [&ec] { return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{}; };
+    std::vector<node*> chain;  // n and its closed ancestors, from the bottom up
+    handle h;
+    for (node* a = &n;; a = a->parent) {
+      if (!a) return gone();
+      if (a != &n) {
+        std::lock_guard<std::mutex> lock(a->mu);  // maybe_close may be closing it
+        if (!a->closed) {
+          if (!a->have_dst) return gone();
+          h = fs_.open_dir(a->dst, ".", false, ec);
+          if (ec) return handle{};
+          break;
+        }
+      }
+      chain.push_back(a);
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      // a directory this run is still populating is on disk under its temporary name
+      handle next = fs_.open_dir(h, (*it)->staged.empty() ? (*it)->name : (*it)->staged, false, ec);
+      if (ec) return handle{};
+      const stat_info id = fs_.stat(next, ".", false, ec);
+      if (ec) return handle{};
+      if (id.dev != (*it)->dst_dev || id.ino != (*it)->dst_ino) return gone();
+      h = std::move(next);
+    }
+    return h;
+  }
+
+  void retire(node* n) {
+    if (!n) return;
+    s_.live_remove(n->src_st);
+    delete n;
+  }
+
+  S& s_;
+  typename S::fs_type& fs_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<task> queue_;
+  std::size_t active_ = 0;
+};
+
+// ---- the engine --------------------------------------------------------------------------------
+
+// nested_directory when `p` or one of its ancestors is `id`; fails closed: an ancestor that
+// cannot be stat'ed refuses the run with that error rather than passing as "not nested".
+template <class FS>
+std::error_code ancestor_matches(FS& fs, std::filesystem::path p, const stat_info& id) {
+  for (;;) {
+    std::error_code ec;
+    const stat_info st = fs.stat_path(p, true, ec);
     if (ec) return ec;
-    if (auto e = ancestor_matches(probe, ss)) return e;
-    if (ds) {
-      const std::filesystem::path csrc = fs_.canonical(src, ec);
-      if (ec) return ec;
-      if (auto e = ancestor_matches(csrc, *ds)) return e;
+    if (same_identity(st, id)) return errc::nested_directory;
+    if (!p.has_relative_path()) return {};
+    p = p.parent_path();
+  }
+}
+
+// Is the destination (or, when it does not exist yet, the directory it will be created in) the
+// source or inside it, or the source inside the destination?  The canonical paths' ancestors are
+// compared by device+inode, so symlinks and bind mounts cannot hide the relation.
+template <class FS>
+std::error_code check_nesting(FS& fs, const std::filesystem::path& src, const stat_info& ss,
+                              const std::filesystem::path& dst, const stat_info* ds) {
+  std::error_code ec;
+  std::filesystem::path probe;
+  if (ds) {
+    probe = fs.canonical(dst, ec);
+  } else {
+    std::filesystem::path parent = dst.parent_path();
+    if (parent.empty()) parent = ".";
+    probe = fs.canonical(parent, ec);
+  }
+  if (ec) return ec;
+  if (auto e = ancestor_matches(fs, probe, ss)) return e;
+  if (!ds) return {};
+  const std::filesystem::path csrc = fs.canonical(src, ec);
+  if (ec) return ec;
+  return ancestor_matches(fs, csrc, *ds);
+}
+
+/// One run: the checks that may refuse it before anything is touched, the two roots, then the
+/// scheduler over the tree.
+template <class FS, class Cmp, class Del, class Lnk, class Exc, class Obs>
+class engine {
+ public:
+  using state = run_state<FS, Cmp, Del, Lnk, Exc, Obs>;
+  using handle = typename FS::dir_handle;
+  using node = dir_node<handle>;
+
+  engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, const run_options& opt,
+         report& rep)
+      : s_(fs, cmp, del, lnk, exc, obs, opt, rep) {}
+
+  /// Runs the whole sync.  Returns a refusal (nothing touched), the first error under
+  /// errors::stop, or an empty code.
+  std::error_code run(const std::filesystem::path& src_in, const std::filesystem::path& dst_in) {
+    const std::filesystem::path src = strip_trailing_separators(src_in);
+    const std::filesystem::path dst = strip_trailing_separators(dst_in);
+    stat_info ss, ds;
+    bool dst_exists = false;
+    if (auto e = preflight(src, dst, ss, ds, dst_exists)) return e;
+    s_.root_dev = ss.dev;
+    s_.locate_backups(dst);
+    worker<state> first(s_);
+    first.record().rel = s_.opt.subtree;
+    if (auto e = open_roots(src, dst, ss, ds, dst_exists, first)) return e;
+    // The root's listings are taken, and the empty-source guard decided, before any work starts.
+    // The root node, and with it the two root handles, lives until the end of the run: whatever
+    // comes after the start (hard links, backups, reopening deep directories) goes through them,
+    // never through the roots' paths again (issue 12: the destination's parent may be writable by
+    // someone who renames the destination away and leaves a symlink in its place).
+    node* r = s_.root.get();
+    scheduler<state> sched(s_);
+    if (!first.walk().list_and_merge(*r, true)) {
+      sched.release(first, r);
+      first.record().merge_into(s_.out);
+      return s_.refusal ? s_.refusal : s_.stop_error;
+    }
+    sched.schedule_batches(*r);
+    sched.release(first, r);
+    sched.run(first);
+    if (s_.stop_error) return s_.stop_error;
+    if (s_.opt.cancel && s_.opt.cancel->load()) {
+      s_.out.cancelled = true;
+      return std::make_error_code(std::errc::operation_canceled);
     }
     return {};
   }
 
-  // nested_directory when `p` or one of its ancestors is `id`; fails closed: an ancestor that
-  // cannot be stat'ed refuses the run with that error rather than passing as "not nested".
-  std::error_code ancestor_matches(std::filesystem::path p, const stat_info& id) {
-    for (;;) {
-      std::error_code ec;
-      const stat_info st = fs_.stat_path(p, true, ec);
-      if (ec) return ec;
-      if (same_identity(st, id)) return errc::nested_directory;
-      if (!p.has_relative_path()) return {};
-      p = p.parent_path();
-    }
+ private:
+  // What refuses the run before anything is touched: a source that is not a directory, a
+  // destination of another type, the same or nested directories, an unsafe backup directory.
+  std::error_code preflight(const std::filesystem::path& src, const std::filesystem::path& dst, stat_info& ss,
+                            stat_info& ds, bool& dst_exists) {
+    std::error_code ec;
+    ss = s_.fs.stat_path(src, true, ec);
+    if (ec) return ec;
+    if (ss.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
+    ds = s_.fs.stat_path(dst, true, ec);
+    dst_exists = !ec;
+    if (ec && !is_enoent(ec)) return ec;
+    if (dst_exists && ds.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
+    if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
+    if (auto e = check_nesting(s_.fs, src, ss, dst, dst_exists ? &ds : nullptr)) return e;
+    if (s_.backups.enabled() && !s_.backups.relative()) return s_.backups.check(nullptr);
+    return {};
   }
 
-  // ---- one worker's view: its own relative path and its own report ----------------------------
-
-  class worker {
-   public:
-    explicit worker(engine& e)
-        : e_(e), fs_(e.fs_), cmp_(e.cmp_), del_(e.del_), lnk_(e.lnk_), exc_(e.exc_), dry_(e.dry_) {}
-
-    report rep_;
-
-    void execute(const task& t) {
-      node* n = t.n;
-      struct releaser {
-        worker& w;
-        node* n;
-        ~releaser() { w.release(n); }
-      } guard{*this, n};
-      if (t.begin == npos) {
-        const bool ok = !e_.halted() && start_dir(*n);
-        n->parent->unstarted.fetch_sub(1);  // done with the parent's handles
-        maybe_close(*n->parent, 0);
-        if (ok) schedule_batches(*n);
-      } else {
-        run_batch(*n, t.begin, t.end);
-        if (n->batches.fetch_sub(1) == 1) {  // the last batch: the listings are no longer needed
-          std::vector<dir_entry>().swap(n->sl);
-          std::vector<dir_entry>().swap(n->dl);
-          std::vector<std::pair<std::size_t, std::size_t>>().swap(n->merged);
-        }
-        maybe_close(*n, 1);  // this batch's own pending unit is still counted
+  // Opens the source root, and the destination root (made first when missing, unless this is a
+  // dry run); asks once what the destination keeps of timestamps.
+  std::error_code open_roots(const std::filesystem::path& src, const std::filesystem::path& dst, const stat_info& ss,
+                             const stat_info& ds, bool dst_exists, worker<state>& first) {
+    std::error_code ec;
+    auto root = std::make_unique<node>();
+    root->name = s_.opt.subtree;
+    root->src_st = ss;
+    root->dst_st = ds;
+    root->dst_type = dst_exists ? file_type::directory : file_type::none;
+    s_.live_add(ss);
+    root->src = s_.fs.open_root(src, ec);
+    if (ec) return ec;
+    if (dst_exists || !s_.opt.dry_run) {
+      if (!dst_exists) s_.fs.make_root(dst, 0700, ec);
+      if (!ec) root->dst = s_.fs.open_root(dst, ec);
+      if (ec) return ec;
+      root->have_dst = true;
+      const stat_info id = dst_exists ? ds : s_.fs.stat(root->dst, ".", false, ec);
+      if (ec) return ec;
+      s_.dst_known = true;
+      s_.dst_dev = id.dev;
+      s_.dst_ino = id.ino;
+      if (dst_exists && s_.backups.enabled() && s_.backups.relative()) {
+        if (auto e = s_.backups.check(&root->dst)) return e;
       }
+      read_time_model(root->dst);
     }
-
-    // Deep trees: closes a node's handles while it only waits for its subdirectories.
-    void maybe_close(node& n, std::size_t own_units) {
-      if (n.depth <= open_levels || n.batches.load() != 0 || n.unstarted.load() != 0 ||
-          n.pending.load() <= own_units)  // no subdirectory in flight: it finishes next anyway
-        return;
-      std::lock_guard<std::mutex> lock(n.mu);
-      if (n.closed || n.batches.load() != 0 || n.unstarted.load() != 0) return;
-      if (n.have_dst) {
-        std::error_code ec;
-        const stat_info id = fs_.stat(n.dst, ".", false, ec);
-        if (ec) return;
-        n.dst_dev = id.dev;
-        n.dst_ino = id.ino;
-        n.dst = handle{};
-      }
-      n.src = handle{};
-      n.closed = true;
+    if (!dst_exists) {
+      root->cold = true;
+      first.record().count(action_kind::create);
+      first.record().note(action_kind::create, file_type::directory, 0, 0, {}, changed::all);
     }
+    s_.root = std::move(root);
+    return {};
+  }
 
-    // Reopens a closed node's destination directory: through ".." from the child that just
-    // finished, or else down from the nearest ancestor whose handle is open, by the names of the
-    // nodes between; either way every directory is checked by dev+ino.  Never from the root's path.
-    bool reopen(node& n, node* child) {
-      std::error_code ec = std::make_error_code(std::errc::bad_file_descriptor);
-      handle h;
-      if (child && child->have_dst && !child->closed) h = fs_.open_dir(child->dst, "..", false, ec);
-      if (!ec) {
-        const stat_info id = fs_.stat(h, ".", false, ec);
-        if (!ec && (id.dev != n.dst_dev || id.ino != n.dst_ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
-      }
-      if (ec) h = reopen_from_ancestor(n, ec);
-      if (ec) return fail("opendir", ec), false;
-      n.dst = std::move(h);
-      n.closed = false;
-      return true;
-    }
-
-    handle reopen_from_ancestor(node& n, std::error_code& ec) {
-      std::vector<node*> chain;  // n and its closed ancestors, from the bottom up
-      handle h;
-      for (node* a = &n;; a = a->parent) {
-        if (!a) return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{};
-        if (a != &n) {
-          std::lock_guard<std::mutex> lock(a->mu);  // maybe_close may be closing it
-          if (!a->closed) {
-            if (!a->have_dst) return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{};
-            h = fs_.open_dir(a->dst, ".", false, ec);
-            if (ec) return handle{};
-            break;
-          }
-        }
-        chain.push_back(a);
-      }
-      for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-        // a directory this run is still populating is on disk under its temporary name
-        handle next = fs_.open_dir(h, (*it)->staged.empty() ? (*it)->name : (*it)->staged, false, ec);
-        if (ec) return handle{};
-        const stat_info id = fs_.stat(next, ".", false, ec);
-        if (ec) return handle{};
-        if (id.dev != (*it)->dst_dev || id.ino != (*it)->dst_ino)
-          return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{};
-        h = std::move(next);
-      }
-      return h;
-    }
-
-    // Lists both sides of a node, sorts, merges.  False when the pair cannot be processed.
-    bool list_and_merge(node& n, bool root) {
-      set_rel_of(n);
+  void read_time_model(handle& dst_root) {
+    if constexpr (has_timestamps<FS>::value) {
       std::error_code ec;
-      n.sl = fs_.list(n.src, ec);
-      if (ec) {
-        fail("list", ec);  // and delete nothing below: an unreadable source is not an empty one
-        return false;
-      }
-      if (!n.cold && n.have_dst) {
-        n.dl = fs_.list(n.dst, ec);
-        if (ec) {
-          fail("list", ec);
-          return false;
-        }
-      }
-      const auto by_name = [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; };
-      std::sort(n.sl.begin(), n.sl.end(), by_name);
-      std::sort(n.dl.begin(), n.dl.end(), by_name);
-      if (e_.opt_.case_collisions) report_case_collisions(n);
-      if (root && !e_.allow_empty_ && n.sl.empty() &&
-          std::any_of(n.dl.begin(), n.dl.end(), [](const dir_entry& d) { return !is_temp_name(d.name); })) {
-        e_.refusal_ = errc::empty_source;
-        return false;
-      }
-      n.merged.reserve(std::max(n.sl.size(), n.dl.size()));
-      std::size_t i = 0, j = 0;
-      while (i < n.sl.size() || j < n.dl.size()) {
-        if (j == n.dl.size() || (i < n.sl.size() && n.sl[i].name < n.dl[j].name)) {
-          n.merged.push_back({i++, npos});
-        } else if (i == n.sl.size() || n.dl[j].name < n.sl[i].name) {
-          n.merged.push_back({npos, j++});
-        } else {
-          n.merged.push_back({i++, j++});
-        }
-      }
-      n.finish = true;
-      return true;
+      const time_model m = s_.fs.timestamps(dst_root, ec);
+      if (!ec) s_.time = m;
     }
+    if (s_.time.resolution_ns < 1) s_.time.resolution_ns = 1;
+  }
 
-    void report_case_collisions(const node& n) {
-      std::vector<std::pair<std::string, const std::string*>> folded;
-      folded.reserve(n.sl.size());
-      for (const auto& e : n.sl) {
-        std::string f = e.name;
-        for (char& c : f)
-          if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-        folded.emplace_back(std::move(f), &e.name);
-      }
-      std::sort(folded.begin(), folded.end());
-      for (std::size_t i = 0; i < folded.size(); ++i) {
-        const bool prev = i > 0 && folded[i - 1].first == folded[i].first;
-        const bool next = i + 1 < folded.size() && folded[i + 1].first == folded[i].first;
-        if (!prev && !next) continue;
-        rel_scope scope(rel_, *folded[i].second);
-        rep_.notices.push_back({rel_, "list", errc::case_collision});
-      }
-    }
-
-    // Splits a node's merged listing into batches: one per directory when serial; when parallel,
-    // small enough that the entries of one directory spread over the workers.
-    void schedule_batches(node& n) {
-      const std::size_t total = n.merged.size();
-      if (total == 0) return;
-      std::size_t size = total;
-      if (e_.jobs_ > 1) size = std::min<std::size_t>(64, std::max<std::size_t>(1, total / (2 * e_.jobs_)));
-      const std::size_t count = (total + size - 1) / size;
-      n.pending.fetch_add(count);
-      n.batches.fetch_add(count);
-      for (std::size_t k = count; k-- > 0;) e_.push({&n, k * size, std::min(total, (k + 1) * size)});
-    }
-
-    // Drops one pending unit of a node; the last one finishes the directory and moves up.
-    void release(node* n) {
-      node* done = nullptr;  // the child finished just before: its handle leads back up
-      while (n && n->pending.fetch_sub(1) == 1) {
-        node* parent = n->parent;
-        if (n->finish && !e_.halted()) {
-          // through the directory's own handle: no name lookup, nothing to race with
-          set_rel_of(*n);
-          if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
-          if (!n->closed || !n->have_dst || reopen(*n, done)) finish_dir(*n);
-        } else if (!n->staged.empty()) {
-          // stopped or cancelled before it was complete: a staged directory never reaches its final
-          // name, and goes rather than stay behind as a temporary
-          set_rel_of(*n);
-          n->dst = handle{};
-          remove_entry(n->parent->dst, n->staged, file_type::directory, false, true);
-        }
-        retire(done);
-        done = n;
-        n = parent;
-      }
-      if (done && done->parent) retire(done);  // the root is the engine's, until the end of the run
-    }
-
-    // hard_links: each further name of a multiply-linked source file becomes a hard link to the
-    // first name's copy (unless it already is one), and its directory gets its mtime back.
-    void link_pass() {
-      auto& requests = e_.link_requests_;
-      std::sort(requests.begin(), requests.end());
-      std::error_code ec;
-      if (!e_.root_->have_dst) return fail("open", std::make_error_code(std::errc::no_such_file_or_directory));
-      handle& droot = e_.root_->dst;  // the handles opened at the start, never the paths again
-      handle& sroot = e_.root_->src;
-      const auto split = [](const std::string& rel) {
-        const auto slash = rel.rfind('/');
-        return slash == std::string::npos ? std::make_pair(std::string(), rel)
-                                          : std::make_pair(rel.substr(0, slash), rel.substr(slash + 1));
-      };
-      for (const auto& [rel, first] : requests) {
-        if (e_.halted()) return;
-        rel_ = rel;
-        const auto [dir, name] = split(rel);
-        const auto [fdir, fname] = split(first);
-        handle parent = fs_.open_dir(droot, ".", false, ec);
-        handle fparent = fs_.open_dir(droot, ".", false, ec);
-        if (ec || !e_.walk_open(parent, dir, ec) || !e_.walk_open(fparent, fdir, ec)) {
-          fail("link", ec);
-          continue;
-        }
-        const stat_info target = fs_.stat(fparent, fname, false, ec);
-        if (ec || target.type != file_type::regular) {
-          fail("link", ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory));
-          continue;
-        }
-        const stat_info current = fs_.stat(parent, name, false, ec);
-        const file_type dt = ec ? file_type::none : current.type;
-        if (dt == file_type::regular && current.ino == target.ino && current.dev == target.dev) continue;
-        ec.clear();
-        const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
-        if (!dry_) {
-          const std::string tmp = temp_name();
-          fs_.link(fparent, fname, parent, tmp, ec);
-          if (ec) {
-            fail("link", ec);
-            continue;
-          }
-          if ((dt == file_type::directory && !replace_dir(parent, name)) ||
-              (dt != file_type::none && dt != file_type::directory && !backup_entry(parent, name))) {
-            discard(parent, tmp);
-            continue;
-          }
-          fs_.rename(parent, tmp, name, ec);
-          if (ec) {
-            discard(parent, tmp);
-            fail("rename", ec);
-            continue;
-          }
-          // the link changed the directory: give it back the source directory's mtime
-          handle sdir = fs_.open_dir(sroot, ".", false, ec);
-          if (!ec && e_.walk_open(sdir, dir, ec)) {
-            const stat_info sst = fs_.stat(sdir, ".", false, ec);
-            if (!ec) fs_.set_mtime(parent, ".", sst.mtime_ns, ec);
-          }
-          if (ec) fail("utime", ec);
-        }
-        count(kind);
-        note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {}, changed::all);
-      }
-    }
-
-    void set_rel(const std::string& rel) { rel_ = rel; }
-
-    void retire(node* n) {
-      if (!n) return;
-      e_.live_remove(n->src_st);
-      delete n;
-    }
-
-    // rel_ = a node's relative path, assembled from the names up its parent chain (see dir_node).
-    void set_rel_of(const node& n) {
-      std::vector<const std::string*>& parts = parts_;  // from the bottom up
-      parts.clear();
-      const node* a = &n;
-      for (; a->parent && a->segment.empty(); a = a->parent) parts.push_back(&a->name);
-      for (; a->parent; a = a->anchor) parts.push_back(&a->segment);
-      std::size_t len = a->name.size();
-      for (const std::string* p : parts) len += p->size() + 1;
-      rel_.clear();
-      rel_.reserve(len);
-      rel_ = a->name;  // the root: the roots' own relative path (subtree), usually empty
-      for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
-        if (!rel_.empty()) rel_ += '/';
-        rel_ += **it;
-      }
-    }
-
-    void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
-              std::error_code code = {}, unsigned changes = 0, copy_method method = copy_method::none,
-              bool sparse = false) {
-      std::lock_guard<std::mutex> lock(e_.observer_mu_);
-      e_.obs_(action{kind, type, std::string_view(rel_), src_size, dst_size, code, changes, method, sparse});
-    }
-
-   private:
-    // Keeps rel_ equal to the relative path of the entry being processed.
-    class rel_scope {
-     public:
-      rel_scope(std::string& rel, const std::string& name) : rel_(rel), saved_(rel.size()) {
-        if (!rel_.empty()) rel_ += '/';
-        rel_ += name;
-      }
-      ~rel_scope() { rel_.resize(saved_); }
-      rel_scope(const rel_scope&) = delete;
-      rel_scope& operator=(const rel_scope&) = delete;
-
-     private:
-      std::string& rel_;
-      std::size_t saved_;
-    };
-
-    struct content_ctx {
-      worker* self;
-      handle* s;
-      handle* d;
-      const std::string* name;
-      bool follow;
-      bool checked;
-      std::error_code ec;
-    };
-
-    static bool content_thunk(void* p) {
-      auto& c = *static_cast<content_ctx*>(p);
-      c.checked = true;
-      std::error_code ec;
-      const bool same = c.self->fs_.same_content(*c.s, *c.name, c.follow, *c.d, *c.name, ec);
-      if (ec) {
-        c.ec = ec;
-        return true;  // undecidable: the engine reports the error and leaves the file alone
-      }
-      return same;
-    }
-
-    // ---- reporting
-
-    void fail(const char* op, std::error_code ec) {
-      rep_.errors.push_back({rel_, op, ec});
-      note(action_kind::error, file_type::none, 0, 0, ec);
-      if (e_.opt_.errors == error_mode::stop) {
-        std::lock_guard<std::mutex> lock(e_.mu_);
-        e_.stopped_.store(true);
-        if (!e_.stop_error_) e_.stop_error_ = ec;
-      }
-    }
-
-    void vanish(const char* op, std::error_code ec) {
-      rep_.vanished.push_back({rel_, op, ec});
-      note(action_kind::vanished, file_type::none, 0, 0, ec);
-    }
-
-    // A failed source operation: vanished when the entry is gone, a failure otherwise.
-    void source_failure(handle& s, const std::string& name, const char* op, std::error_code ec) {
-      if (is_enoent(ec)) {
-        std::error_code probe;
-        fs_.stat(s, name, false, probe);
-        if (is_enoent(probe)) {
-          vanish(op, errc::vanished);
-          return;
-        }
-      }
-      fail(op, ec);
-    }
-
-    bool excluded(file_type t) const { return call_excluded(exc_, std::string_view(rel_), t); }
-
-    std::string temp_name() {
-      return e_.temp_stem_ + std::to_string(++e_.temp_counter_);
-    }
-
-    void count(action_kind k) { k == action_kind::create ? ++rep_.created : ++rep_.updated; }
-
-    // ---- a directory pair: entering it, and its entries
-
-    // Opens (and, when missing or of another type in the destination, creates) the directory of a
-    // node whose parent saw it in its listing; then lists and merges.
-    bool start_dir(node& n) {
-      set_rel_of(n);
-      node& p = *n.parent;
-      std::error_code ec;
-      n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
-      if (ec) {
-        source_failure(p.src, n.name, "opendir", ec);
-        return false;
-      }
-      if (n.dst_type == file_type::directory) {
-        n.dst = fs_.open_dir(p.dst, n.name, false, ec);
-        if (ec) {
-          fail("opendir", ec);
-          return false;
-        }
-        n.have_dst = true;
-      } else {
-        prepare_write(p);
-        if (n.dst_type == file_type::directory) {
-          if (!replace_dir(p.dst, n.name)) return false;
-          p.modified.store(true);
-        } else if (n.dst_type != file_type::none) {
-          if (remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
-          p.modified.store(true);
-        }
-        if (!dry_) {
-          // Staged under a temporary name when the parent keeps its handle to the end (the rename
-          // needs it) and no other run finishes the subtree (frontier); inside a staged directory
-          // the name is final already.
-          const bool stage = !p.unseen && n.dst_type == file_type::none && e_.opt_.frontier_depth == 0 &&
-                             p.depth <= open_levels;
-          const std::string made = stage ? temp_name() : n.name;
-          fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
-          if (ec) {
-            fail("mkdir", ec);
-            return false;
-          }
-          p.modified.store(true);
-          if (stage) n.staged = made;
-          n.unseen = stage || p.unseen;
-          n.dst = fs_.open_dir(p.dst, made, false, ec);
-          if (ec) {
-            fail("opendir", ec);
-            return false;
-          }
-          n.have_dst = true;
-          if (e_.opt_.xattrs) {
-            fs_.copy_xattrs(n.src, n.dst, ec);
-            if (ec) fail("xattr", ec);
-            ec.clear();
-          }
-        }
-        n.cold = true;
-        const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
-        count(kind);
-        note(kind, file_type::directory, 0, 0, {}, changed::all);
-      }
-      if (e_.opt_.frontier_depth != 0 && n.depth > e_.opt_.frontier_depth) {
-        std::lock_guard<std::mutex> lock(e_.observer_mu_);
-        if (e_.opt_.on_subtree) e_.opt_.on_subtree(std::string_view(rel_));
-        return false;  // not entered, not finished: the subtree's own sync does both
-      }
-      return list_and_merge(n, false);
-    }
-
-    void run_batch(node& n, std::size_t begin, std::size_t end) {
-      set_rel_of(n);
-      std::vector<node*> children;
-      bool modified = false;
-      for (std::size_t k = begin; k < end && !e_.halted(); ++k) {
-        const auto [i, j] = n.merged[k];
-        if (i == npos)
-          modified |= extraneous_entry(n, n.dl[j]);
-        else
-          modified |= source_entry(n, n.sl[i], j == npos ? nullptr : &n.dl[j], children);
-      }
-      if (modified) n.modified.store(true);
-      n.unstarted.fetch_add(children.size());
-      // in reverse, so the LIFO pool enters them in name order
-      for (auto it = children.rbegin(); it != children.rend(); ++it) e_.push({*it, npos, npos});
-    }
-
-    // A source entry, with its destination counterpart if the listing had one.  Returns whether the
-    // destination directory's entries changed.
-    bool source_entry(node& n, const dir_entry& e, const dir_entry* de, std::vector<node*>& children) {
-      rel_scope scope(rel_, e.name);
-      handle& s = n.src;
-      ++rep_.scanned;
-      std::error_code ec;
-      file_type t = e.type;
-      stat_info st;
-      bool follow = false;
-      std::string target;
-      bool have_target = false;
-
-      // One stat per entry: d_type decides whether it is taken with or without following.
-      if (t != file_type::symlink) {
-        st = fs_.stat(s, e.name, false, ec);
-        if (ec) {
-          source_failure(s, e.name, "stat", ec);
-          return false;
-        }
-        if (t != file_type::unknown && st.type == file_type::symlink) {  // replaced since the listing
-          vanish("stat", errc::vanished);
-          return false;
-        }
-        t = st.type;
-      }
-
-      if (t == file_type::symlink) {
-        if constexpr (links_needs_target<Lnk>::value) {
-          target = fs_.read_link(s, e.name, ec);
-          if (ec) {
-            source_failure(s, e.name, "readlink", ec);
-            return false;
-          }
-          have_target = true;
-        }
-        const link_action a = lnk_.on_symlink(rel_, target, link_stays_inside(rel_, target));
-        if (a == link_action::skip) {
-          if (excluded(file_type::symlink)) {
-            ++rep_.excluded;
-            return de && n.have_dst ? consider_removal(n, *de) : false;
-          }
-          ++rep_.skipped;
-          note(action_kind::skip, file_type::symlink);
-          return false;
-        }
-        if (a == link_action::preserve) {
-          if (!have_target) {
-            target = fs_.read_link(s, e.name, ec);
-            if (ec) {
-              source_failure(s, e.name, "readlink", ec);
-              return false;
-            }
-          }
-          st.type = file_type::symlink;
-          st.size = target.size();
-        }
-        if (a == link_action::follow) {
-          const stat_info ft = fs_.stat(s, e.name, true, ec);
-          if (ec) {
-            if (excluded(file_type::symlink)) {  // excluded: its failure is nobody's business (rsync)
-              ++rep_.excluded;
-              return de && n.have_dst ? consider_removal(n, *de) : false;
-            }
-            if (is_enoent(ec)) {
-              std::error_code probe;
-              fs_.stat(s, e.name, false, probe);
-              if (is_enoent(probe))
-                vanish("stat", errc::vanished);
-              else
-                fail("stat", errc::dangling_symlink);
-            } else {
-              fail("stat", ec);
-            }
-            return false;
-          }
-          st = ft;
-          t = st.type;
-          follow = true;
-        }
-      }
-
-      if (excluded(t)) {
-        ++rep_.excluded;
-        return de && n.have_dst ? consider_removal(n, *de) : false;
-      }
-      if (e_.opt_.hard_links && t == file_type::regular && st.nlink > 1) {
-        std::lock_guard<std::mutex> lock(e_.links_mu_);
-        const auto seen = e_.first_name_.emplace(std::make_pair(st.dev, st.ino), rel_);
-        if (!seen.second) {  // another name of a file already being synced: linked at the end
-          e_.link_requests_.emplace_back(rel_, seen.first->second);
-          return false;
-        }
-      }
-      switch (t) {
-        case file_type::regular: return sync_file(n, e.name, st, follow, de);
-        case file_type::directory: return enter_dir(n, e.name, st, follow, de, children);
-        case file_type::symlink: return sync_link(n, e.name, target, st, de);
-        default:
-          // special files are never opened: opening a FIFO blocks, a device may have side effects
-          if (e_.opt_.specials) return sync_special(n, e.name, st, de);
-          ++rep_.skipped;
-          rep_.skipped_entries.push_back({rel_, "open", errc::special_file});
-          note(action_kind::skip, t, 0, 0, errc::special_file);
-          return false;
-      }
-    }
-
-    // Whether owner or group of the destination file `d` must change to match the source's `s`.
-    bool owner_changes(const stat_info& s, const stat_info& d) const {
-      return (e_.opt_.owner && d.uid != s.uid) || (e_.opt_.group && d.gid != s.gid);
-    }
-
-    // A destination regular file whose data is current needs a fresh inode (a copy under a
-    // temporary name, renamed over it) rather than a metadata change by name when that change
-    // would otherwise act on an inode treesync did not just write (issue 12):
-    //  - its owner or group must change: never chown data treesync did not write (an attacker's
-    //    file with the quick-check size and mtime would become root's);
-    //  - a set-user/group-ID bit must be added: never to data treesync did not write;
-    //  - any metadata must change and the file has other links: the other name may be a hard
-    //    link planted from outside the destination, whose inode a chmod or utime would change.
-    bool fresh_inode_needed(const stat_info& s, const stat_info& d, bool settle) const {
-      if (owner_changes(s, d)) return true;
-      const bool mode = d.mode != s.mode;
-      if (mode && (s.mode & ~d.mode & 06000) != 0) return true;
-      const bool restamp = restamps(cmp_) && !e_.same_mtime(d, s);
-      return d.nlink > 1 && (mode || restamp || (settle && fs_.now() > s.mtime_ns + e_.racy_window_));
-    }
-
-    // Type and (when the caller needs it) stat of a destination entry.
-    file_type probe_dst(handle* d, const std::string& name, const dir_entry* de, file_type wanted, stat_info& out,
-                        bool& failed) {
-      failed = false;
-      if (!de) return file_type::none;
-      const file_type dt = de->type;
-      // d_type already tells a type swap: no stat needed.
-      if (dt != file_type::unknown && dt != wanted) return dt;
-      std::error_code ec;
-      out = fs_.stat(*d, name, false, ec);
-      if (ec) {
-        if (is_enoent(ec)) return file_type::none;
-        fail("stat", ec);
-        failed = true;
-        return file_type::none;
-      }
-      return out.type;
-    }
-
-    bool sync_file(node& n, const std::string& name, const stat_info& st, bool follow, const dir_entry* de) {
-      handle& s = n.src;
-      handle* d = n.have_dst ? &n.dst : nullptr;
-      std::error_code ec;
-      stat_info dst_st;
-      bool failed = false;
-      const file_type dt = probe_dst(d, name, de, file_type::regular, dst_st, failed);
-      if (failed) return false;
-
-      if (dt == file_type::regular) {
-        const bool racy = e_.racily_clean(st, dst_st);
-        content_ctx ctx{this, &s, d, &name, follow, false, {}};
-        const file_pair pair(st, dst_st, racy, &content_thunk, &ctx, e_.time_.resolution_ns);
-        const bool current = cmp_.up_to_date(pair);
-        if (ctx.ec) {
-          fail("compare", ctx.ec);
-          return false;
-        }
-        if (current) {
-          // The data is current; what is left is metadata, changed by name only where that cannot
-          // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise
-          // the file is written afresh below, and the new inode gets owner, group and mode.
-          if (!fresh_inode_needed(st, dst_st, ctx.checked && racy)) {
-            if (restamps(cmp_) && !e_.same_mtime(dst_st, st)) {
-              if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
-              if (!ec && !dry_ && dst_st.mode != st.mode) fs_.set_mode(*d, name, st.mode, ec);
-              if (ec) return fail("utime", ec), false;
-              ++rep_.meta_updated;
-              note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {},
-                   differences(st, &dst_st) & ~changed::size);
-            } else if (dst_st.mode != st.mode) {
-              if (!dry_) fs_.set_mode(*d, name, st.mode, ec);  // the file's own mode: the directory is not written
-              if (ec) return fail("chmod", ec), false;
-              ++rep_.meta_updated;
-              note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mode);
-            } else if (ctx.checked && racy && fs_.now() > st.mtime_ns + e_.racy_window_) {
-              // Racily clean, verified by content, and the source is now older than the window:
-              // re-stamping the mtime moves the ctime out of the window, so later runs trust it.
-              // An mtime that already matched is not a change: counted as settled, no action.
-              // One that differed within a compare window (a smudged copy) is a metadata update.
-              if (!dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
-              if (ec) return fail("utime", ec), false;
-              if (e_.same_mtime(dst_st, st)) {
-                ++rep_.settled;
-              } else {
-                ++rep_.meta_updated;
-                note(action_kind::update_meta, file_type::regular, st.size, dst_st.size, {}, changed::mtime);
-              }
-            }
-            return false;
-          }
-        }
-      }
-
-      // In place only into an inode that is this name's alone, whose owner and group stay, and
-      // that gets no set-ID bit: anything else is written afresh (temporary name + rename).
-      const bool in_place = e_.opt_.write == write_mode::in_place && dt == file_type::regular && e_.opt_.backup_dir.empty() &&
-                            dst_st.nlink <= 1 && !owner_changes(st, dst_st) && (st.mode & 06000) == 0;
-      const bool unseen = n.unseen && dt == file_type::none;  // a new name in a staged directory
-      const bool via_temp = !in_place && !unseen && (e_.opt_.write == write_mode::atomic || dt != file_type::none);
-      const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
-      if (dry_) {
-        if (dt == file_type::directory && !replace_dir(*d, name)) return false;
-        count(kind);
-        rep_.bytes_copied += st.size;
-        note(kind, file_type::regular, st.size, dst_st.size, {},
-             differences(st, dt == file_type::regular ? &dst_st : nullptr));
-        return true;
-      }
-      prepare_write(n);
-      const std::string out_name = via_temp ? temp_name() : name;
-      copy_options opts;
-      opts.follow = follow;
-      opts.replace = in_place;
-      opts.sync = e_.opt_.durable;
-      opts.owner = e_.opt_.owner;
-      opts.group = e_.opt_.group;
-      opts.xattrs = e_.opt_.xattrs;
-      const copy_result copied = fs_.copy_file(s, name, *d, out_name, st, opts, ec);
-      if (ec) {
-        if (via_temp || unseen) discard(*d, out_name);  // a partial file never reaches a final path
-        if (ec == errc::changed_during_copy)
-          vanish("copy", ec);
-        else
-          source_failure(s, name, "copy", ec);
-        return !via_temp && !unseen;
-      }
-      if (e_.smudge_copy(st.mtime_ns)) {  // no ctime will tell the next run this copy was racy
-        fs_.set_mtime(*d, out_name, smudged_mtime(st.mtime_ns), ec);
-        if (ec) {
-          if (via_temp || unseen) discard(*d, out_name);
-          fail("utime", ec);
-          return !via_temp && !unseen;
-        }
-      }
-      if (dt == file_type::directory && !replace_dir(*d, name)) {
-        discard(*d, out_name);
-        return true;
-      }
-      if (dt != file_type::none && dt != file_type::directory && !backup_entry(*d, name)) {
-        discard(*d, out_name);
-        return true;
-      }
-      if (via_temp) {
-        fs_.rename(*d, out_name, name, ec);
-        if (ec) {
-          discard(*d, out_name);
-          fail("rename", ec);
-          return true;
-        }
-      }
-      count(kind);
-      rep_.bytes_copied += copied.bytes;
-      note(kind, file_type::regular, st.size, dst_st.size, {},
-           differences(st, dt == file_type::regular ? &dst_st : nullptr), copied.method, copied.sparse);
-      return !in_place;
-    }
-
-    // A source directory: becomes a node of its own, entered by whichever worker takes it.
-    bool enter_dir(node& n, const std::string& name, const stat_info& st, bool follow, const dir_entry* de,
-                   std::vector<node*>& children) {
-      if (e_.dst_known_ && st.dev == e_.dst_dev_ && st.ino == e_.dst_ino_) {
-        // a followed link into a directory that holds the destination: entering it would copy
-        // the destination into itself, level after level
-        fail("opendir", errc::nested_directory);
-        return false;
-      }
-      if (e_.opt_.one_file_system && st.dev != e_.root_dev_) {
-        ++rep_.skipped;
-        rep_.skipped_entries.push_back({rel_, "opendir", errc::other_filesystem});
-        note(action_kind::skip, file_type::directory, 0, 0, errc::other_filesystem);
-        return false;
-      }
-      // A cycle: the directory is one of the source directories from here up to the root.  Those
-      // are all live nodes, so only a directory that is live somewhere needs the walk up.
-      if (e_.live(st)) {
-        for (const node* a = &n; a; a = a->parent) {
-          if (a->src_st.dev == st.dev && a->src_st.ino == st.ino) {
-            fail("opendir", errc::symlink_cycle);
-            return false;
-          }
-        }
-      }
-      auto child = std::make_unique<node>();
-      bool failed = false;
-      child->dst_type = probe_dst(n.have_dst ? &n.dst : nullptr, name, de, file_type::directory, child->dst_st, failed);
-      if (failed) return false;
-      child->parent = &n;
-      child->name = name;
-      child->src_st = st;
-      child->follow = follow;
-      child->depth = n.depth + 1;
-      e_.live_add(st);
-      child->anchor = n.segment.empty() && n.parent ? n.anchor : &n;
-      if (child->depth % anchor_levels == 0) {  // an anchor: the names from the anchor above down to here
-        std::size_t len = name.size();
-        for (const node* a = &n; a != child->anchor; a = a->parent) len += a->name.size() + 1;
-        child->segment.resize(len);
-        std::size_t end = len;
-        end -= name.size();
-        child->segment.replace(end, name.size(), name);
-        for (const node* a = &n; a != child->anchor; a = a->parent) {
-          child->segment[--end] = '/';
-          end -= a->name.size();
-          child->segment.replace(end, a->name.size(), a->name);
-        }
-      }
-      n.pending.fetch_add(1);
-      children.push_back(child.release());
-      return false;  // the child marks the parent modified if it creates or replaces anything
-    }
-
-    // Directory metadata, after the content is complete.  `old` is null for a directory created by
-    // this run.
-    void finish_dir(node& n) {
-      const stat_info& st = n.src_st;
-      const stat_info* old = n.cold ? nullptr : &n.dst_st;
-      const bool owner = e_.opt_.owner && (!old || old->uid != st.uid);
-      const bool group = e_.opt_.group && (!old || old->gid != st.gid);
-      if (dry_ || !n.have_dst) {
-        if (old && (old->mode != st.mode || !e_.same_mtime(*old, st) || owner || group)) {
-          ++rep_.meta_updated;
-          note(action_kind::update_meta, file_type::directory, 0, 0, {}, differences(st, old) & ~changed::size);
-        }
-        return;
-      }
-      handle& d = n.dst;
-      std::error_code ec;
-      bool meta = false;
-      if (owner || group) {  // before the chmod, which a chown may undo
-        fs_.set_owner(d, ".", owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
-        if (ec) return fail("chown", ec);
-        meta = old != nullptr;
-      }
-      if (!old || old->mode != st.mode || owner || group) {
-        fs_.set_mode(d, ".", st.mode, ec);
-        if (ec) return fail("chmod", ec);
-        meta = meta || (old && old->mode != st.mode);
-      }
-      const bool content_changed = n.modified.load();
-      if (!old || content_changed || !e_.same_mtime(*old, st)) {
-        fs_.set_mtime(d, ".", st.mtime_ns, ec);
-        if (ec) return fail("utime", ec);
-        meta = meta || (old && !e_.same_mtime(*old, st));
-      }
-      if (e_.opt_.durable && (!old || content_changed)) {
-        fs_.sync_dir(d, ec);
-        if (ec) return fail("fsync", ec);
-      }
-      if (!n.staged.empty()) {  // complete: into place (the parent's handle is open: see start_dir)
-        fs_.rename(n.parent->dst, n.staged, n.name, ec);
-        if (ec) return fail("rename", ec);  // left under its temporary name: the next run removes it
-        n.staged.clear();
-      }
-      if (meta) {
-        ++rep_.meta_updated;
-        note(action_kind::update_meta, file_type::directory, 0, 0, {}, differences(st, old) & ~changed::size);
-      }
-    }
-
-    bool sync_link(node& n, const std::string& name, const std::string& target, const stat_info& st,
-                   const dir_entry* de) {
-      handle* d = n.have_dst ? &n.dst : nullptr;
-      std::error_code ec;
-      file_type dt = de ? de->type : file_type::none;
-      if (dt == file_type::unknown) {
-        const stat_info ds = fs_.stat(*d, name, false, ec);
-        if (ec && !is_enoent(ec)) return fail("stat", ec), false;
-        dt = ec ? file_type::none : ds.type;
-        ec.clear();
-      }
-      if (dt == file_type::symlink) {
-        const std::string current = fs_.read_link(*d, name, ec);
-        if (!ec && current == target) return false;
-        if (ec && !is_enoent(ec)) return fail("readlink", ec), false;
-        ec.clear();
-      }
-      const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
-      if (dry_) {
-        if (dt == file_type::directory && !replace_dir(*d, name)) return false;
-        count(kind);
-        note(kind, file_type::symlink, st.size, 0, {}, kind == action_kind::create ? changed::all : changed::size);
-        return true;
-      }
-      prepare_write(n);
-      const bool unseen = n.unseen && dt == file_type::none;  // a new name in a staged directory
-      const std::string tmp = unseen ? name : temp_name();
-      fs_.make_symlink(*d, tmp, target, ec);
-      if (ec) return fail("symlink", ec), false;
-      if (dt == file_type::directory && !replace_dir(*d, name)) {
-        discard(*d, tmp);
-        return true;
-      }
-      if (dt != file_type::none && dt != file_type::directory && !backup_entry(*d, name)) {
-        discard(*d, tmp);
-        return true;
-      }
-      if (!unseen) fs_.rename(*d, tmp, name, ec);
-      if (ec) {
-        discard(*d, tmp);
-        fail("rename", ec);
-        return true;
-      }
-      count(kind);
-      note(kind, file_type::symlink, st.size, 0, {}, kind == action_kind::create ? changed::all : changed::size);
-      return true;
-    }
-
-    // A FIFO, socket or device node, recreated (never opened) under the specials policy.
-    bool sync_special(node& n, const std::string& name, const stat_info& st, const dir_entry* de) {
-      handle* d = n.have_dst ? &n.dst : nullptr;
-      stat_info dst_st;
-      bool failed = false;
-      const file_type dt = probe_dst(d, name, de, st.type, dst_st, failed);
-      if (failed) return false;
-      std::error_code ec;
-      // the same kind of node: metadata only, unless it has other links (a hard link planted from
-      // outside would have its mode changed): then it is recreated like a node of another kind
-      if (dt == st.type && dst_st.rdev == st.rdev && dst_st.nlink <= 1) {
-        if (dst_st.mode == st.mode && e_.same_mtime(dst_st, st)) return false;
-        if (!dry_) fs_.set_mode(*d, name, st.mode, ec);
-        if (!ec && !dry_) fs_.set_mtime(*d, name, st.mtime_ns, ec);
-        if (ec) return fail("chmod", ec), false;
-        ++rep_.meta_updated;
-        note(action_kind::update_meta, st.type, 0, 0, {}, differences(st, &dst_st) & ~changed::size);
-        return false;
-      }
-      const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
-      if (!dry_) {
-        prepare_write(n);
-        const std::string tmp = temp_name();
-        fs_.make_special(*d, tmp, st, ec);
-        if (ec) return fail("mknod", ec), false;
-        if (e_.opt_.owner || e_.opt_.group)
-          fs_.set_owner(*d, tmp, e_.opt_.owner ? std::int64_t(st.uid) : -1, e_.opt_.group ? std::int64_t(st.gid) : -1,
-                        ec);
-        if (!ec) fs_.set_mode(*d, tmp, st.mode, ec);
-        if (!ec) fs_.set_mtime(*d, tmp, st.mtime_ns, ec);
-        if (!ec && dt == file_type::directory && !replace_dir(*d, name)) {
-          discard(*d, tmp);
-          return true;
-        }
-        if (!ec && dt != file_type::none && dt != file_type::directory) backup_entry(*d, name);
-        if (!ec) fs_.rename(*d, tmp, name, ec);
-        if (ec) {
-          discard(*d, tmp);
-          return fail("mknod", ec), true;
-        }
-      } else if (dt == file_type::directory && replace_dir(*d, name) == false) {
-        return false;
-      }
-      count(kind);
-      note(kind, st.type, 0, 0, {}, changed::all);
-      return true;
-    }
-
-    // A destination entry the source lacks.
-    bool extraneous_entry(node& n, const dir_entry& de) {
-      rel_scope scope(rel_, de.name);
-      handle& d = n.dst;
-      if (is_temp_name(de.name)) {  // left by an interrupted run: always removed
-        std::error_code ec;
-        prepare_write(n);
-        if (de.type == file_type::directory || de.type == file_type::unknown) {  // a staged directory
-          if (dry_) {
-            ++rep_.cleaned;
-            note(action_kind::remove, de.type);
-            return true;
-          }
-          const removal r = remove_entry(d, de.name, de.type, false, true);
-          if (r != removal::done) return r != removal::failed;
-          ++rep_.cleaned;
-          note(action_kind::remove, file_type::directory);
-          return true;
-        }
-        if (!dry_) fs_.remove(d, de.name, ec);
-        if (ec && !is_enoent(ec)) return fail("unlink", ec), false;
-        ++rep_.cleaned;
-        note(action_kind::remove, de.type);
-        return true;
-      }
-      return consider_removal(n, de);
-    }
-
-    // A destination entry with no source counterpart to sync: the source lacks it, or excludes
-    // its own entry of that name.  Deleted when the deletion policy says so.
-    bool consider_removal(node& n, const dir_entry& de) {
-      handle& d = n.dst;
-      if (is_backup_dir()) return false;
-      file_type t = de.type;
-      if (t == file_type::unknown) {
-        std::error_code ec;
-        const stat_info st = fs_.stat(d, de.name, false, ec);
-        if (ec) {
-          if (!is_enoent(ec)) fail("stat", ec);
-          return false;
-        }
-        t = st.type;
-      }
-      const bool ex = excluded(t);
-      if (del_.removes(std::string_view(rel_), t, ex)) {
-        prepare_write(n);
-        return remove_entry(d, de.name, t, true) == removal::done;
-      }
-      if (ex) ++rep_.excluded;
-      return false;
-    }
-
-    // Moves the destination entry at rel_ (about to be replaced or deleted) into the backup
-    // directory.  True when there is no backup directory or the move worked.
-    bool backup_entry(handle& d, const std::string& name) {
-      if (e_.opt_.backup_dir.empty() || dry_) return true;
-      std::error_code ec;
-      handle parent;
-      if (e_.backup_parent(rel_, parent, ec)) fs_.move(d, name, parent, name, ec);
-      if (ec) return fail("backup", ec), false;
-      return true;
-    }
-
-    bool is_backup_dir() const { return !e_.backup_rel_.empty() && rel_ == e_.backup_rel_; }
-
-    enum class removal { done, kept, failed };
-
-    // Removes an entry; a directory is emptied first, through handles opened without following
-    // links, so a symlink inside the destination is removed, never walked through.  Entries inside
-    // it that the deletion policy protects (excluded ones, under deletion::extraneous) are kept,
-    // and then so is the directory.  A read-only directory is made writable to be emptied.
-    // `leftover`: a staged directory an interrupted run left: everything in it goes, whatever
-    // the deletion policy (none of it was ever at a final path).
-    removal remove_entry(handle& d, const std::string& name, file_type t, bool count_top, bool leftover = false) {
-      std::error_code ec;
-      if (t == file_type::unknown) {
-        const stat_info st = fs_.stat(d, name, false, ec);
-        if (ec) return is_enoent(ec) ? removal::done : (fail("stat", ec), removal::failed);
-        t = st.type;
-      }
-      if (t == file_type::directory) return remove_tree(d, name, count_top, leftover);
-      if (!leftover && !e_.opt_.backup_dir.empty() && !is_temp_name(name)) {
-        if (!backup_entry(d, name)) return removal::failed;
-      } else {
-        if (!dry_) fs_.remove(d, name, ec);
-      }
-      if (ec && !is_enoent(ec)) return fail("unlink", ec), removal::failed;
-      if (count_top) {
-        ++rep_.deleted;
-        note(action_kind::remove, t);
-      }
-      return removal::done;
-    }
-
-    // One directory of a tree being deleted.
-    struct level {
-      handle h;
-      bool open = true;
-      bool known = false;  // dev, ino taken (before the handle was first closed)
-      std::uint64_t dev = 0, ino = 0;
-      std::string name;  // in the level above (for the first level: in the caller's directory)
-      std::vector<dir_entry> children;
-      std::size_t next = 0;
-      bool ok = true;
-      bool kept = false;
-      std::size_t rel_size = 0;  // rel_'s length without this level's name
-    };
-    enum class entered { pushed, gone, swapped, failed };
-
-    // Opens and lists the directory `name` of `parent` as a new level.
-    entered enter_level(handle& parent, const std::string& name, std::vector<level>& levels) {
-      std::error_code ec;
-      level l;
-      l.h = fs_.open_dir(parent, name, false, ec);
-      // swapped for a link or a file since it was listed: removed as such, never walked
-      if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) return entered::swapped;
-      if (ec) {
-        if (is_enoent(ec)) return entered::gone;
-        fail("opendir", ec);
-        return entered::failed;
-      }
-      l.children = fs_.list(l.h, ec);
-      if (ec) {
-        fail("list", ec);
-        return entered::failed;
-      }
-      if (!dry_ && !l.children.empty()) {
-        const stat_info self = fs_.stat(l.h, ".", false, ec);
-        if (!ec && (self.mode & 0200) == 0) fs_.set_mode(l.h, ".", self.mode | 0700, ec);
-      }
-      l.name = name;
-      levels.push_back(std::move(l));
-      return entered::pushed;
-    }
-
-    // Closes a level's handle while a level below it is emptied (past delete_open_levels).
-    void close_level(level& l) {
-      if (!l.known) {
-        std::error_code ec;
-        const stat_info id = fs_.stat(l.h, ".", false, ec);
-        if (ec) return;  // stays open
-        l.dev = id.dev;
-        l.ino = id.ino;
-        l.known = true;
-      }
-      l.h = handle{};
-      l.open = false;
-    }
-
-    // Reopens the closed level above `below` (just emptied, still open): through its "..", else
-    // down from the deepest level still open (or the caller's directory), by name; every
-    // directory checked by dev+ino.
-    bool reopen_level(std::vector<level>& levels, handle& top, level& below) {
-      level& up = levels.back();
-      std::error_code ec;
-      handle h = fs_.open_dir(below.h, "..", false, ec);
-      if (!ec) {
-        const stat_info id = fs_.stat(h, ".", false, ec);
-        if (!ec && (id.dev != up.dev || id.ino != up.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
-      }
-      if (ec) {
-        std::size_t i = levels.size() - 1;
-        while (i > 0 && !levels[i - 1].open) --i;
-        ec.clear();
-        h = fs_.open_dir(i > 0 ? levels[i - 1].h : top, ".", false, ec);
-        for (; !ec && i < levels.size(); ++i) {
-          handle next = fs_.open_dir(h, levels[i].name, false, ec);
-          if (ec) break;
-          const stat_info id = fs_.stat(next, ".", false, ec);
-          if (!ec && (id.dev != levels[i].dev || id.ino != levels[i].ino))
-            ec = std::make_error_code(std::errc::no_such_file_or_directory);
-          h = std::move(next);
-        }
-      }
-      if (ec) return fail("opendir", ec), false;
-      up.h = std::move(h);
-      up.open = true;
-      return true;
-    }
-
-    // A directory and everything in it, without recursion: a stack of levels, of which only the
-    // first delete_open_levels and the one being emptied hold a descriptor.
-    removal remove_tree(handle& top, const std::string& top_name, bool count_top, bool leftover) {
-      std::vector<level> levels;
-      const std::size_t base = rel_.size();  // rel_ names the directory already
-      switch (enter_level(top, top_name, levels)) {
-        case entered::swapped: return remove_entry(top, top_name, file_type::symlink, count_top, leftover);
-        case entered::gone: return removal::done;
-        case entered::failed: return removal::failed;
-        case entered::pushed: break;
-      }
-      levels.back().rel_size = base;
-      const auto fold = [](level& l, removal r) {
-        if (r == removal::failed) l.ok = false;
-        if (r == removal::kept) l.kept = true;
-      };
-      for (;;) {
-        if (levels.back().next < levels.back().children.size()) {
-          level& l = levels.back();
-          const dir_entry c = l.children[l.next++];
-          const std::size_t saved = rel_.size();
-          if (!rel_.empty()) rel_ += '/';
-          rel_ += c.name;
-          file_type ct = c.type;
-          if (ct == file_type::unknown) {
-            std::error_code ec;
-            const stat_info cs = fs_.stat(l.h, c.name, false, ec);
-            if (ec) {
-              if (!is_enoent(ec)) l.ok = (fail("stat", ec), false);
-              rel_.resize(saved);
-              continue;
-            }
-            ct = cs.type;
-          }
-          if (!leftover && is_backup_dir()) {
-            l.kept = true;
-            rel_.resize(saved);
-            continue;
-          }
-          if (!leftover && !is_temp_name(c.name)) {
-            const bool ex = excluded(ct);
-            if (!del_.removes(std::string_view(rel_), ct, ex)) {
-              if (ex) ++rep_.excluded;
-              l.kept = true;
-              rel_.resize(saved);
-              continue;
-            }
-          }
-          removal r = removal::done;
-          if (ct == file_type::directory) {
-            const entered en = enter_level(l.h, c.name, levels);  // may move the levels: `l` is stale
-            if (en == entered::pushed) {
-              levels.back().rel_size = saved;
-              if (levels.size() > delete_open_levels + 1) close_level(levels[levels.size() - 2]);
-              continue;
-            }
-            if (en == entered::failed) r = removal::failed;
-            if (en == entered::swapped) r = remove_entry(levels.back().h, c.name, file_type::symlink, !leftover, leftover);
-          } else {
-            r = remove_entry(l.h, c.name, ct, !leftover, leftover);
-          }
-          fold(levels.back(), r);
-          rel_.resize(saved);
-          if (!leftover && e_.halted()) return rel_.resize(base), removal::failed;
-          continue;
-        }
-        // every entry of the deepest level is done: remove it, unless something in it is kept
-        level done = std::move(levels.back());
-        levels.pop_back();
-        if (!levels.empty() && !levels.back().open && !reopen_level(levels, top, done))
-          return rel_.resize(base), removal::failed;
-        removal r = !done.ok ? removal::failed : done.kept ? removal::kept : removal::done;
-        if (r == removal::done) {
-          done.h = handle{};
-          std::error_code ec;
-          if (!dry_) fs_.remove_dir(levels.empty() ? top : levels.back().h, done.name, ec);
-          if (ec && !is_enoent(ec)) {
-            fail("rmdir", ec);
-            r = removal::failed;
-          } else if (!leftover && (!levels.empty() || count_top)) {
-            ++rep_.deleted;
-            note(action_kind::remove, file_type::directory);
-          }
-        }
-        rel_.resize(done.rel_size);
-        if (levels.empty()) return r;
-        fold(levels.back(), r);
-        if (!leftover && e_.halted()) return rel_.resize(base), removal::failed;
-      }
-    }
-
-    // Clears the way for an entry of another type: false (reported) when that is not possible.
-    bool replace_dir(handle& d, const std::string& name) {
-      const removal r = remove_entry(d, name, file_type::directory, false);
-      if (r == removal::kept) fail("rmdir", std::make_error_code(std::errc::directory_not_empty));
-      return r == removal::done;
-    }
-
-    // A destination directory without write permission is made writable before its first change;
-    // finish_dir restores the source's mode.
-    void prepare_write(node& n) {
-      if (dry_ || n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0) return;
-      std::lock_guard<std::mutex> lock(n.mu);
-      if (n.made_writable) return;
-      std::error_code ec;
-      fs_.set_mode(n.dst, ".", n.dst_st.mode | 0700, ec);
-      n.made_writable = !ec;
-    }
-
-    void discard(handle& d, const std::string& name) {
-      std::error_code ignored;
-      fs_.remove(d, name, ignored);
-    }
-
-    engine& e_;
-    FS& fs_;
-    const Cmp& cmp_;
-    const Del& del_;
-    const Lnk& lnk_;
-    const Exc& exc_;
-    bool dry_;
-    std::string rel_;
-    std::vector<const std::string*> parts_;  // set_rel_of's scratch
-  };
-
-  FS& fs_;
-  const Cmp& cmp_;
-  const Del& del_;
-  const Lnk& lnk_;
-  const Exc& exc_;
-  Obs& obs_;
-  run_options opt_;
-  bool dry_;
-  bool allow_empty_;
-  unsigned jobs_;
-  const std::atomic<bool>* cancel_;
-  report& out_;
-  std::int64_t racy_window_;
-  time_model time_;  // the destination's, asked once at the start of the run
-  std::uint64_t root_dev_ = 0;
-  bool dst_known_ = false;  // the destination root's identity, once it exists
-  std::uint64_t dst_dev_ = 0, dst_ino_ = 0;
-  std::unique_ptr<node> root_;  // the root directory pair, whose handles stay open for the whole run
-  std::mutex live_mu_;          // live_
-  std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> live_;  // source dirs of live nodes (dev+ino)
-  std::string backup_rel_;  // the backup directory's path inside the destination, if it is inside
-  std::mutex backup_mu_;
-  handle backup_root_;
-  bool backup_open_ = false;
-  std::mutex links_mu_;  // hard_links: the first name seen of each multiply-linked source inode
-  std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_name_;
-  std::vector<std::pair<std::string, std::string>> link_requests_;  // (relative path, first's relative path)
-
-  std::mutex queue_mu_;
-  std::condition_variable queue_cv_;
-  std::vector<task> queue_;
-  std::size_t active_ = 0;
-
-  std::mutex mu_;           // stop_error_, exception_
-  std::mutex observer_mu_;  // observers need not be thread-safe
-  std::atomic<bool> stopped_{false};
-  std::atomic<std::uint64_t> temp_counter_{0};
-  const std::string temp_stem_ = std::string(temp_prefix) + std::to_string(process_token()) + "-";  // once a run
-  std::error_code stop_error_;
-  std::error_code refusal_;
-  std::exception_ptr exception_;
+  state s_;
 };
 
 }  // namespace detail
