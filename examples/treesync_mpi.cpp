@@ -28,12 +28,10 @@
 //   5. the per-rank reports are gathered by rank 0: counts summed, errors / vanished / skipped
 //      entries merged, and the actions of every rank given to the CLI's printer, which prints
 //      -i / -v / --json actions in the CLI's order.
-#include "cli/options.hpp"
+// the CLI's support code (with options.hpp, output.hpp and text.hpp, which these include)
 #include "cli/outcome.hpp"
-#include "cli/output.hpp"
 #include "cli/run.hpp"
 #include "cli/signals.hpp"
-#include "cli/text.hpp"
 
 #include <treesync/treesync.hpp>
 
