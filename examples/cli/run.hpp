@@ -14,11 +14,15 @@
 #include <treesync/treesync.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace treesync_cli {
 
@@ -76,7 +80,6 @@ struct cli_links {
 struct run_context {
   const options& opt;
   cli_deletion deletion;
-  cli_links links;
   const treesync::filter& patterns;  // --exclude, --include, --filter, -F, --*-from
   unsigned jobs;
   const std::atomic<bool>* cancel;
@@ -84,9 +87,9 @@ struct run_context {
   std::string backup_dir;  // empty: no backups
 };
 
-/// The library's run-time options for this command line.
-inline treesync::options library_options(const run_context& c) {
-  const options& o = c.opt;
+/// The library's run-time options for the command line `o`.
+inline treesync::options library_options(const options& o, unsigned jobs, const std::atomic<bool>* cancel,
+                                         const std::string& backup_dir) {
   treesync::options t;
   t.dry_run = o.dry_run;
   t.allow_empty_source = o.allow_empty_source;
@@ -98,17 +101,91 @@ inline treesync::options library_options(const run_context& c) {
   t.hard_links = o.hard_links;
   t.xattrs = o.xattrs;
   t.write = o.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
-  t.jobs = c.jobs;
-  t.cancel = c.cancel;
-  t.backup_dir = c.backup_dir;
+  t.jobs = jobs;
+  t.cancel = cancel;
+  t.backup_dir = backup_dir;
   return t;
+}
+
+inline treesync::options library_options(const run_context& c) {
+  return library_options(c.opt, c.jobs, c.cancel, c.backup_dir);
+}
+
+/// sync() of `src` into `dst` with the policies of the command line `o` (compare, links, and
+/// `deletion` with its limit), the filter and the run-time options `lib`, plus `extra...`: an
+/// observer, and for a run split in pieces treesync::frontier or treesync::subtree
+/// (examples/treesync_mpi.cpp).
+template <class... Extra>
+treesync::report sync_with(const options& o, const cli_deletion& deletion, const treesync::filter& patterns,
+                           const std::filesystem::path& src, const std::filesystem::path& dst,
+                           const treesync::options& lib, std::error_code& ec, Extra&&... extra) {
+  const cli_compare compare{o.compare, std::chrono::nanoseconds(o.modify_window_ns)};
+  return treesync::sync(src, dst, lib, compare, deletion, cli_links{o.links}, patterns,
+                        std::forward<Extra>(extra)..., ec);
 }
 
 /// The one sync() call of the tool.
 inline treesync::report run(run_context& c, std::error_code& ec) {
-  const cli_compare compare{c.opt.compare, std::chrono::nanoseconds(c.opt.modify_window_ns)};
-  return treesync::sync(c.opt.operands[0], c.opt.operands[1], library_options(c), compare, c.deletion, c.links,
-                        c.patterns, c.observer, ec);
+  return sync_with(c.opt, c.deletion, c.patterns, c.opt.operands[0], c.opt.operands[1], library_options(c), ec,
+                   c.observer);
+}
+
+/// Reads the file `name` ("-": stdin) into `text`.
+inline bool read_file(const std::string& name, std::string& text, std::error_code& ec) {
+  std::FILE* f = name == "-" ? stdin : std::fopen(name.c_str(), "rb");
+  if (!f) {
+    ec.assign(errno, std::generic_category());
+    return false;
+  }
+  char buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  if (failed) ec.assign(errno ? errno : EIO, std::generic_category());
+  if (f != stdin) std::fclose(f);
+  return !failed;
+}
+
+/// Why make_filter() failed: the message without the tool's name, and whether it is a usage error
+/// (a --filter rule treesync does not know) or a file that could not be read.
+struct filter_error {
+  std::string message;
+  bool usage = false;
+};
+
+/// The filter rules of the command line, in command-line order; per-directory rule files (-F,
+/// dir-merge) are read from SRC's directories.  `read(name, text, ec)` reads a --exclude-from /
+/// --include-from file (read_file(), or the text rank 0 read and broadcast).  Returns false, with
+/// `error` set, on the first rule or file that fails.
+template <class Read>
+bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filter_error& error) {
+  patterns = treesync::filter::reading(o.operands[0]);
+  for (const auto& f : o.filters) {
+    switch (f.kind) {
+      case filter_arg::exclude: patterns.add_plain(f.value, false); break;
+      case filter_arg::include: patterns.add_plain(f.value, true); break;
+      case filter_arg::rule:
+        if (!patterns.add_rule(f.value)) {
+          error = {"--filter: not a rule treesync knows: " + display(f.value) +
+                       " (use '+ PATTERN', '- PATTERN', 'dir-merge NAME' or '!')",
+                   true};
+          return false;
+        }
+        break;
+      case filter_arg::exclude_from:
+      case filter_arg::include_from: {
+        std::error_code ec;
+        std::string text;
+        if (!read(f.value, text, ec)) {
+          error = {"read " + display(f.value) + ": " + ec.message(), false};
+          return false;
+        }
+        patterns.add_rules(text, f.kind == filter_arg::include_from);
+        break;
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace treesync_cli
