@@ -65,6 +65,7 @@
 #include "detail/apply.hpp"
 #include "detail/walk.hpp"
 #include "detail/engine.hpp"
+#include "detail/posix_io.hpp"
 #include "posix_fs.hpp"
 #include "std_fs.hpp"
 #include "sync.hpp"
