@@ -98,10 +98,32 @@ class exclude {
 
 namespace detail {
 
-// rsync's wildmatch, over one string: `*` and `?` never match '/', a run of two or more stars
-// matches anything ('/' included; unlike glob_match, `**/` does not also match zero directories),
-// `[...]` with `!`/`^`, ranges, `\` escapes and the POSIX classes `[:alpha:]` etc.; `\` escapes.
-inline bool wild_class(std::string_view p, std::size_t& i, unsigned char c, bool& valid) {
+// Whether `c` is in the POSIX character class `name` ("alpha", "digit", ...); `known` is false
+// for a name that is no class.
+inline bool in_char_class(std::string_view name, unsigned char c, bool& known) {
+  const int ci = static_cast<int>(c);
+  known = true;
+  if (name == "alnum") return std::isalnum(ci) != 0;
+  if (name == "alpha") return std::isalpha(ci) != 0;
+  if (name == "blank") return c == ' ' || c == '\t';
+  if (name == "cntrl") return std::iscntrl(ci) != 0;
+  if (name == "digit") return c >= '0' && c <= '9';
+  if (name == "graph") return std::isgraph(ci) != 0;
+  if (name == "lower") return std::islower(ci) != 0;
+  if (name == "print") return std::isprint(ci) != 0;
+  if (name == "punct") return std::ispunct(ci) != 0;
+  if (name == "space") return std::isspace(ci) != 0;
+  if (name == "upper") return std::isupper(ci) != 0;
+  if (name == "xdigit") return std::isxdigit(ci) != 0;
+  known = false;
+  return false;
+}
+
+// The bracket expression at p[i] == '[': `[...]` with `!`/`^`, ranges and `\` escapes, and with
+// `classes` the POSIX classes `[:alpha:]` etc. (rsync's wildmatch; glob has none).  Whether `c`
+// matches; `valid` false for an unterminated bracket (then a literal '['); on a match, `i` moves
+// past the ']'.  An unknown class matches nothing and fails the whole pattern, as in rsync.
+inline bool match_bracket(std::string_view p, std::size_t& i, unsigned char c, bool& valid, bool classes = false) {
   std::size_t j = i + 1;
   bool negate = false;
   if (j < p.size() && (p[j] == '!' || p[j] == '^')) {
@@ -112,33 +134,18 @@ inline bool wild_class(std::string_view p, std::size_t& i, unsigned char c, bool
   bool first = true;
   while (j < p.size() && (first || p[j] != ']')) {
     first = false;
-    if (p[j] == '[' && j + 1 < p.size() && p[j + 1] == ':') {
-      const std::size_t end = p.find(":]", j + 2);
-      if (end != std::string_view::npos) {
-        const std::string_view name = p.substr(j + 2, end - j - 2);
-        const int ci = static_cast<int>(c);
-        bool in = false;
-        if (name == "alnum") in = std::isalnum(ci) != 0;
-        else if (name == "alpha") in = std::isalpha(ci) != 0;
-        else if (name == "blank") in = c == ' ' || c == '\t';
-        else if (name == "cntrl") in = std::iscntrl(ci) != 0;
-        else if (name == "digit") in = c >= '0' && c <= '9';
-        else if (name == "graph") in = std::isgraph(ci) != 0;
-        else if (name == "lower") in = std::islower(ci) != 0;
-        else if (name == "print") in = std::isprint(ci) != 0;
-        else if (name == "punct") in = std::ispunct(ci) != 0;
-        else if (name == "space") in = std::isspace(ci) != 0;
-        else if (name == "upper") in = std::isupper(ci) != 0;
-        else if (name == "xdigit") in = std::isxdigit(ci) != 0;
-        else {  // an unknown class matches nothing and makes the whole pattern fail, as in rsync
-          valid = true;
-          i = p.size();
-          return false;
-        }
-        if (in) matched = true;
-        j = end + 2;
-        continue;
+    const std::size_t end = classes && p[j] == '[' && j + 1 < p.size() && p[j + 1] == ':' ? p.find(":]", j + 2)
+                                                                                          : std::string_view::npos;
+    if (end != std::string_view::npos) {
+      bool known = false;
+      if (in_char_class(p.substr(j + 2, end - j - 2), c, known)) matched = true;
+      if (!known) {
+        valid = true;
+        i = p.size();
+        return false;
       }
+      j = end + 2;
+      continue;
     }
     unsigned char lo = static_cast<unsigned char>(p[j]);
     if (lo == '\\' && j + 1 < p.size()) lo = static_cast<unsigned char>(p[++j]);
@@ -159,10 +166,13 @@ inline bool wild_class(std::string_view p, std::size_t& i, unsigned char c, bool
     return false;
   }
   valid = true;
-  i = j + 1;
+  i = j + 1;  // past ']'
   return matched != negate;
 }
 
+// rsync's wildmatch, over one string: `*` and `?` never match '/', a run of two or more stars
+// matches anything ('/' included; unlike glob_match, `**/` does not also match zero directories),
+// `[...]` with `!`/`^`, ranges, `\` escapes and the POSIX classes `[:alpha:]` etc.; `\` escapes.
 inline bool wild_step(std::string_view p, std::size_t pi, std::string_view s, std::size_t si,
                       std::vector<bool>& failed) {
   const std::size_t key = pi * (s.size() + 1) + si;
@@ -191,7 +201,7 @@ inline bool wild_step(std::string_view p, std::size_t pi, std::string_view s, st
     if (c == '[') {
       bool valid = false;
       std::size_t next = pi;
-      const bool m = wild_class(p, next, sc, valid);
+      const bool m = match_bracket(p, next, sc, valid, true);
       if (valid) {
         if (!m || sc == '/') break;
         pi = next;
@@ -607,40 +617,6 @@ namespace detail {
 
 // Matches a bracket expression starting at p[i] == '['.  Returns false through `valid` when the
 // bracket is not closed (the '[' is then a literal).
-inline bool match_bracket(std::string_view p, std::size_t& i, unsigned char c, bool& valid) {
-  std::size_t j = i + 1;
-  bool negate = false;
-  if (j < p.size() && (p[j] == '!' || p[j] == '^')) {
-    negate = true;
-    ++j;
-  }
-  bool matched = false;
-  bool first = true;
-  while (j < p.size() && (first || p[j] != ']')) {
-    first = false;
-    unsigned char lo = static_cast<unsigned char>(p[j]);
-    if (lo == '\\' && j + 1 < p.size()) lo = static_cast<unsigned char>(p[++j]);
-    ++j;
-    unsigned char hi = lo;
-    if (j + 1 < p.size() && p[j] == '-' && p[j + 1] != ']') {
-      hi = static_cast<unsigned char>(p[j + 1]);
-      if (hi == '\\' && j + 2 < p.size()) {
-        hi = static_cast<unsigned char>(p[j + 2]);
-        ++j;
-      }
-      j += 2;
-    }
-    if (lo <= c && c <= hi) matched = true;
-  }
-  if (j >= p.size()) {
-    valid = false;
-    return false;
-  }
-  valid = true;
-  i = j + 1;  // past ']'
-  return matched != negate;
-}
-
 inline bool glob_step(std::string_view p, std::size_t pi, std::string_view s, std::size_t si, int depth,
                       std::vector<bool>& failed);
 
