@@ -4,7 +4,7 @@
 //
 // Options are spelled as rsync's where the meaning is the same; the content of SRC is mirrored into
 // DST like `rsync -a --delete SRC/ DST/`.  Helpers live in examples/cli/: options.hpp (parsing and
-// the help text), output.hpp (itemize, -v, --progress, --stats, --json), text.hpp (escaping),
+// the help text), output.hpp (itemize, -v, --stats, --json), progress.hpp (--progress), text.hpp (escaping),
 // run.hpp and run_*.cpp (the options as policies, and the sync() call).
 //
 // Exit status: 0 done; 1 usage error; 2 refused before anything was touched (missing source, same or
@@ -86,6 +86,7 @@
 // "destination_hex": the exact bytes, two lowercase hex digits each.
 #include "cli/options.hpp"
 #include "cli/output.hpp"
+#include "cli/progress.hpp"
 #include "cli/run.hpp"
 #include "cli/text.hpp"
 
@@ -98,6 +99,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -189,6 +191,27 @@ refusal_text describe_refusal(const options& opt, const std::error_code& ec, std
   return {display(src) + " -> " + display(dst) + ": " + ec.message(), ""};
 }
 
+/// --progress's totals: a dry run of the same command line (filters, links, -x, --specials, -H)
+/// into a destination that does not exist, next to DST, so that every entry the mirror carries is
+/// reported once, as created; it reads only.  Returns whether it covered the whole source.
+bool count_source(const options& opt, const treesync::filter& patterns, progress_meter& meter) {
+  options counting = opt;
+  counting.dry_run = true;
+  counting.itemize = counting.verbose = counting.json = counting.progress = false;
+  counting.backup_dir.reset();
+  std::string dst = opt.operands[1];
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  const std::filesystem::path parent = std::filesystem::path(dst).parent_path();
+  const std::string name = ".treesync-progress-count-" + std::to_string(::getpid());
+  counting.operands[1] = parent.empty() ? name : (parent / name).string();
+  printer counter(counting, &meter, printer::role::count);
+  run_context context{counting, cli_deletion{deletion_mode::keep, treesync::unlimited}, cli_links{opt.links},
+                      patterns, opt.jobs, meter.count_cancel(), counter, std::string()};
+  std::error_code ec;
+  const treesync::report r = run(context, ec);
+  return !ec && !r.cancelled;
+}
+
 /// Whether the command line asks for --json (before any "--"): a usage error then prints JSON too.
 bool wants_json(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
@@ -255,7 +278,15 @@ int main(int argc, char** argv) {
 
   install_signal_handlers();
 
-  printer observer(opt, opt.progress && ::isatty(STDOUT_FILENO) == 1);
+  // --progress: the meter, and the count of the source that gives it its totals (cli/progress.hpp)
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  std::unique_ptr<progress_meter> meter;
+  if (opt.progress && (terminal || opt.progress_always)) {
+    meter = std::make_unique<progress_meter>(terminal);
+    meter->set_counting_current(!opt.max_delete);  // the library's plan would compare every file twice
+    meter->start([&opt, &patterns, m = meter.get()] { return count_source(opt, patterns, *m); });
+  }
+  printer observer(opt, meter.get());
   run_context context{opt,
                       cli_deletion{opt.deletion, opt.max_delete ? *opt.max_delete : treesync::unlimited},
                       cli_links{opt.links},
@@ -266,6 +297,7 @@ int main(int argc, char** argv) {
                       opt.backup_dir ? *opt.backup_dir : std::string()};
   std::error_code ec;
   treesync::report r = run(context, ec);
+  if (meter) meter->finish(!ec && first_signal.load() == 0);
   observer.finish();
   sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 
@@ -296,7 +328,7 @@ int main(int argc, char** argv) {
       options counting = opt;
       counting.dry_run = true;
       counting.itemize = counting.verbose = counting.json = counting.progress = false;
-      printer quiet(counting, false);
+      printer quiet(counting);
       run_context plan{counting, cli_deletion{opt.deletion, treesync::unlimited}, cli_links{opt.links}, patterns,
                        opt.jobs, &cancel_flag, quiet, std::string()};
       std::error_code plan_ec;

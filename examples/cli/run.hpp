@@ -25,11 +25,18 @@ namespace treesync_cli {
 /// --checksum, --size-only, --update, --modify-window.  restamp(): whether a current file whose
 /// mtime differs gets the source's (true for checksum and size_only, whose verdict ignores mtimes,
 /// like the library's compare::checksum and compare::size_only; false for size_mtime and newer).
+/// `meter`: --progress, told of each file found current (its bytes are then done), or null.
 struct cli_compare {
   compare_mode mode;
   std::chrono::nanoseconds window;
+  progress_meter* meter;
   bool restamp() const { return mode == compare_mode::checksum || mode == compare_mode::size_only; }
   bool up_to_date(const treesync::file_pair& f) const {
+    const bool current = verdict(f);
+    if (current && meter) meter->on_current(f.src.size);
+    return current;
+  }
+  bool verdict(const treesync::file_pair& f) const {
     switch (mode) {
       case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
       case compare_mode::size_only: return treesync::compare::size_only.up_to_date(f);
@@ -106,7 +113,8 @@ inline treesync::options library_options(const run_context& c) {
 
 /// The one sync() call of the tool.
 inline treesync::report run(run_context& c, std::error_code& ec) {
-  const cli_compare compare{c.opt.compare, std::chrono::nanoseconds(c.opt.modify_window_ns)};
+  const cli_compare compare{c.opt.compare, std::chrono::nanoseconds(c.opt.modify_window_ns),
+                            c.observer.current_files_meter()};
   return treesync::sync(c.opt.operands[0], c.opt.operands[1], library_options(c), compare, c.deletion, c.links,
                         c.patterns, c.observer, ec);
 }
