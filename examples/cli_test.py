@@ -754,6 +754,11 @@ def test_progress_pipe():
             ok = False
         check(rc == 0 and ok, "%s: stdout is the JSON object alone (%r)" % (" ".join(args), out[:60]))
 
+    rc, out, err = run("--progress=always", os.path.join(w, "missing"), dst + "-missing")
+    check(rc == 2 and out == "" and "refused" in err, "--progress=always, a refused run: no progress line (%r)" % out)
+    rc, out, err = run("--progress=always", "--max-delete=0", os.path.join(src, "d00"), dst)
+    check(rc == 2 and out == "" and "--max-delete=0" in err, "--progress=always, --max-delete refuses: no progress line")
+
     for bad, words in ((["--info=stats"], "--info=stats: not supported"),
                        (["--info=progress2,stats"], "not supported"),
                        (["--progress=sometimes"], "expected auto, always or never")):

@@ -284,7 +284,7 @@ int main(int argc, char** argv) {
   if (opt.progress && (terminal || opt.progress_always)) {
     meter = std::make_unique<progress_meter>(terminal);
     meter->set_counting_current(!opt.max_delete);  // the library's plan would compare every file twice
-    meter->start([&opt, &patterns, m = meter.get()] { return count_source(opt, patterns, *m); });
+    meter->start([&opt, &patterns, m = meter.get()] { return count_source(opt, patterns, *m); }, &cancel_flag);
   }
   printer observer(opt, meter.get());
   run_context context{opt,
@@ -297,7 +297,10 @@ int main(int argc, char** argv) {
                       opt.backup_dir ? *opt.backup_dir : std::string()};
   std::error_code ec;
   treesync::report r = run(context, ec);
-  if (meter) meter->finish(!ec && first_signal.load() == 0);
+  if (meter) {
+    const bool signalled = first_signal.load() != 0;
+    meter->finish(!ec && !signalled, ec && !signalled && !r.cancelled);  // refused: nothing was done
+  }
   observer.finish();
   sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 

@@ -197,8 +197,10 @@ class progress_meter {
 
   /// Starts `count` (the counting run; returns whether it covered the whole source) and the
   /// drawing, each on a thread of its own with SIGINT and SIGTERM blocked (they are the main
-  /// thread's to handle).
-  void start(std::function<bool()> count) {
+  /// thread's to handle).  `cancel`: the run's cancel flag (SIGINT, SIGTERM), which also stops a
+  /// count that finish() waits for.
+  void start(std::function<bool()> count, const std::atomic<bool>* cancel) {
+    cancel_ = cancel;
     start_ = std::chrono::steady_clock::now();
     sigset_t block, old;
     sigemptyset(&block);
@@ -208,6 +210,11 @@ class progress_meter {
     counter_ = std::thread([this, count = std::move(count)] {
       const bool whole = count();
       totals_final_.store(whole, std::memory_order_release);
+      {
+        std::lock_guard<std::mutex> lock(draw_mu_);
+        counted_ = true;
+      }
+      wake_.notify_all();
     });
     drawer_ = std::thread([this] { draw_loop(); });
     pthread_sigmask(SIG_SETMASK, &old, nullptr);
@@ -216,8 +223,16 @@ class progress_meter {
   /// After the run, before any other output: stops the drawing and draws the last line.
   /// `completed`: the run went through the whole tree (not refused, not interrupted): the count
   /// is waited for, and every entry counts as checked.  Otherwise the count is cancelled.
-  void finish(bool completed) {
+  /// `refused`: the run was refused before it started: no last line unless one was drawn already.
+  void finish(bool completed, bool refused) {
     if (!completed) count_stop_.store(true);
+    if (counter_.joinable()) {
+      std::unique_lock<std::mutex> lock(draw_mu_);
+      while (!counted_) {  // a signal now still stops the count
+        if (cancel_ && cancel_->load()) count_stop_.store(true);
+        wake_.wait_for(lock, std::chrono::milliseconds(50));
+      }
+    }
     if (counter_.joinable()) counter_.join();
     {
       std::lock_guard<std::mutex> lock(draw_mu_);
@@ -225,6 +240,7 @@ class progress_meter {
     }
     wake_.notify_all();
     if (drawer_.joinable()) drawer_.join();
+    if (refused && !drawn_) return;
     progress_state s = snapshot();
     s.last = true;
     if (completed && s.totals_final) s.entries_done = s.entries_total;
@@ -248,6 +264,7 @@ class progress_meter {
   }
 
   void draw(const progress_state& s) {
+    drawn_ = true;
     const std::string text = progress_line(s, terminal_ ? terminal_width(STDOUT_FILENO) : 0);
     if (terminal_) {
       // overwrite the previous line; pad with spaces instead of terminal escapes
@@ -267,7 +284,9 @@ class progress_meter {
     std::unique_lock<std::mutex> lock(draw_mu_);
     for (;;) {
       if (wake_.wait_for(lock, period, [this] { return stopping_; })) return;
+      lock.unlock();  // a slow terminal must not hold up finish() or the count's end
       draw(snapshot());
+      lock.lock();
     }
   }
 
@@ -294,7 +313,10 @@ class progress_meter {
   std::mutex draw_mu_;
   std::condition_variable wake_;
   bool stopping_ = false;
+  bool counted_ = false;  // the counting run has returned
+  const std::atomic<bool>* cancel_ = nullptr;
   std::size_t shown_ = 0;  // columns of the line on screen
+  bool drawn_ = false;     // a line was drawn
   std::thread counter_, drawer_;
 };
 
