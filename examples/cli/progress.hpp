@@ -90,8 +90,11 @@ struct progress_state {
 /// ir-chk=900/1500+ ...".  The last line shows the elapsed time ("in 0:00:03") instead of the ETA.
 inline std::string progress_line(const progress_state& s, std::size_t width) {
   const bool final_totals = s.totals_final;
-  const std::uint64_t total = s.bytes_total;
-  const std::uint64_t done = final_totals && s.bytes_done > total ? total : s.bytes_done;
+  // what the run has done is part of the tree too: a total still counted is at least that
+  const std::uint64_t total = final_totals || s.bytes_total > s.bytes_done ? s.bytes_total : s.bytes_done;
+  const std::uint64_t entries_total =
+      final_totals || s.entries_total > s.entries_done ? s.entries_total : s.entries_done;
+  const std::uint64_t done = s.bytes_done > total ? total : s.bytes_done;
   const auto bytes = [width](std::uint64_t n) {
     return width == 0 ? with_commas(n) : human_bytes(static_cast<double>(n));
   };
@@ -101,8 +104,8 @@ inline std::string progress_line(const progress_state& s, std::size_t width) {
     unsigned pct = 100;
     if (total > 0)
       pct = static_cast<unsigned>(static_cast<double>(done) * 100.0 / static_cast<double>(total));
-    else if (s.entries_total > 0 && s.entries_done < s.entries_total)
-      pct = static_cast<unsigned>(static_cast<double>(s.entries_done) * 100.0 / static_cast<double>(s.entries_total));
+    else if (entries_total > 0 && s.entries_done < entries_total)
+      pct = static_cast<unsigned>(static_cast<double>(s.entries_done) * 100.0 / static_cast<double>(entries_total));
     if (pct > 100) pct = 100;
     std::snprintf(buf, sizeof buf, " %3u%%", pct);
     line += buf;
@@ -120,9 +123,9 @@ inline std::string progress_line(const progress_state& s, std::size_t width) {
   } else {
     line += " ETA -:--:--";
   }
-  const std::uint64_t entries_done = s.entries_done > s.entries_total ? s.entries_total : s.entries_done;
+  const std::uint64_t entries_done = s.entries_done > entries_total ? entries_total : s.entries_done;
   line += final_totals ? " to-chk=" : " ir-chk=";
-  line += std::to_string(s.entries_total - entries_done) + '/' + std::to_string(s.entries_total);
+  line += std::to_string(entries_total - entries_done) + '/' + std::to_string(entries_total);
   if (!final_totals) line += '+';
   if (s.name.empty()) return line;
   if (width == 0) return line + ' ' + s.name;
@@ -164,7 +167,7 @@ class progress_meter {
     if ((a.kind == action_kind::create || a.kind == action_kind::update) && regular)
       bytes_done_.fetch_add(a.src_size, std::memory_order_relaxed);
     if (a.path.empty() || a.kind == action_kind::remove) return;
-    // a regular file found current and re-stamped was counted by counts_current()
+    // a regular file found current and re-stamped was counted by on_current()
     if (a.kind == action_kind::update_meta && regular && counting_current_) return;
     entries_done_.fetch_add(1, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(name_mu_);
