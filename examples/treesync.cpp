@@ -4,8 +4,9 @@
 //
 // Options are spelled as rsync's where the meaning is the same; the content of SRC is mirrored into
 // DST like `rsync -a --delete SRC/ DST/`.  Helpers live in examples/cli/: options.hpp (parsing and
-// the help text), output.hpp (itemize, -v, --stats, --json), progress.hpp (--progress), text.hpp (escaping),
-// run.hpp and run_*.cpp (the options as policies, and the sync() call).
+// the help text), output.hpp (itemize, -v, --stats, --json), progress.hpp (--progress and the
+// count of the source behind its totals), text.hpp (escaping), run.hpp and run_*.cpp (the options
+// as policies, and the sync() call).
 //
 // Exit status: 0 done; 1 usage error; 2 refused before anything was touched (missing source, same or
 // nested directories, empty source, --max-delete exceeded: the refusal says how many entries the

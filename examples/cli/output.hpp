@@ -212,8 +212,9 @@ inline bool link_target(const std::string& root, std::string_view rel, std::stri
 
 /// The observer passed to treesync::sync().  The engine calls it under its own mutex, one action
 /// at a time, whatever the number of workers.  --progress's meter (progress.hpp) is fed as the
-/// actions arrive; -i, -v and the actions of --json are kept (one small record per action) and printed by finish() in the
-/// order described above, so an interrupted run still prints, in order, what was done.
+/// actions arrive; -i, -v and the actions of --json are kept (one small record per action) and
+/// printed by finish() in the order described above, so an interrupted run still prints, in
+/// order, what was done.
 class printer {
  public:
   /// What the printer is for: the run itself, or the counting run of --progress (which only

@@ -105,7 +105,8 @@ inline std::string progress_line(const progress_state& s, std::size_t width) {
     if (total > 0)
       pct = static_cast<unsigned>(static_cast<double>(done) * 100.0 / static_cast<double>(total));
     else if (entries_total > 0 && s.entries_done < entries_total)
-      pct = static_cast<unsigned>(static_cast<double>(s.entries_done) * 100.0 / static_cast<double>(entries_total));
+      pct = static_cast<unsigned>(static_cast<double>(s.entries_done) * 100.0 /
+                                  static_cast<double>(entries_total));
     if (pct > 100) pct = 100;
     std::snprintf(buf, sizeof buf, " %3u%%", pct);
     line += buf;
