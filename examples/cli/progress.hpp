@@ -128,8 +128,11 @@ inline std::string progress_line(const progress_state& s, std::size_t width) {
   line += final_totals ? " to-chk=" : " ir-chk=";
   line += std::to_string(entries_total - entries_done) + '/' + std::to_string(entries_total);
   if (!final_totals) line += '+';
+  if (width == 0) return s.name.empty() ? line : line + ' ' + s.name;
+  // a terminal narrower than the numbers: they are cut, the line must not wrap (all ASCII so far)
+  if (width < 2) return std::string();
+  if (line.size() > width - 1) line.resize(width - 1);
   if (s.name.empty()) return line;
-  if (width == 0) return line + ' ' + s.name;
   // columns, counted as code points (display() output is valid UTF-8)
   const auto columns = [](std::string_view t) {
     std::size_t n = 0;
@@ -138,7 +141,7 @@ inline std::string progress_line(const progress_state& s, std::size_t width) {
     return n;
   };
   const std::size_t used = columns(line) + 1;
-  if (width < 2 || used + 4 > width - 1) return line;  // no room for a name worth showing
+  if (used + 4 > width - 1) return line;  // no room for a name worth showing
   const std::size_t room = width - 1 - used;
   if (columns(s.name) <= room) return line + ' ' + s.name;
   // keep the end of the name: the last `room - 3` code points
@@ -269,13 +272,16 @@ class progress_meter {
 
   void draw(const progress_state& s) {
     drawn_ = true;
-    const std::string text = progress_line(s, terminal_ ? terminal_width(STDOUT_FILENO) : 0);
+    const std::size_t width = terminal_ ? terminal_width(STDOUT_FILENO) : 0;
+    const std::string text = progress_line(s, width);
     if (terminal_) {
-      // overwrite the previous line; pad with spaces instead of terminal escapes
+      // overwrite the previous line; pad with spaces instead of terminal escapes, never past the
+      // last column but one (the terminal may have narrowed since)
       std::size_t len = 0;
       for (char c : text)
         if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++len;
-      std::fprintf(stdout, "\r%s%*s", text.c_str(), static_cast<int>(shown_ > len ? shown_ - len : 0), "");
+      const std::size_t cover = shown_ < width ? shown_ : width - 1;
+      std::fprintf(stdout, "\r%s%*s", text.c_str(), static_cast<int>(cover > len ? cover - len : 0), "");
       shown_ = len;
     } else {
       std::fprintf(stdout, "%s\n", text.c_str());
