@@ -3,10 +3,11 @@
 //   treesync [OPTIONS] SRC DST          (`treesync --help` lists every option)
 //
 // Options are spelled as rsync's where the meaning is the same; the content of SRC is mirrored into
-// DST like `rsync -a --delete SRC/ DST/`.  Helpers live in examples/cli/: options.hpp (parsing and
-// the help text), output.hpp (itemize, -v, --stats, --json), progress.hpp (--progress and the
-// count of the source behind its totals), text.hpp (escaping), run.hpp and run_*.cpp (the options
-// as policies, and the sync() call).
+// DST like `rsync -a --delete SRC/ DST/`.  Helpers live in examples/cli/, shared with treesync_mpi:
+// options.hpp (parsing and the help text), run.hpp (the options as policies and filters, the
+// sync() call, --progress's count of the source), output.hpp (itemize, -v, --stats, --json),
+// progress.hpp (--progress: the meter behind its line), outcome.hpp (exit status, refusals, what
+// is printed after the run), signals.hpp (SIGINT, SIGTERM), text.hpp (escaping).
 //
 // Exit status: 0 done; 1 usage error; 2 refused before anything was touched (missing source, same or
 // nested directories, empty source, --max-delete exceeded: the refusal says how many entries the
@@ -86,196 +87,35 @@
 // and "destination" that is not well-formed UTF-8 is followed by "path_hex" / "source_hex" /
 // "destination_hex": the exact bytes, two lowercase hex digits each.
 #include "cli/options.hpp"
+#include "cli/outcome.hpp"
 #include "cli/output.hpp"
 #include "cli/progress.hpp"
 #include "cli/run.hpp"
+#include "cli/signals.hpp"
 #include "cli/text.hpp"
 
 #include <treesync/treesync.hpp>
 
-#include <atomic>
-#include <cerrno>
-#include <chrono>
-#include <csignal>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <system_error>
-#include <vector>
 
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
-
-namespace {
 
 using namespace treesync_cli;
 
-// ---- interrupts ------------------------------------------------------------------------------------
-
-static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free,
-              "the signal handler needs lock-free atomics");
-std::atomic<bool> cancel_flag{false};  // passed to treesync::cancel_on
-std::atomic<int> first_signal{0};
-
-extern "C" {
-// Async-signal-safe: lock-free atomic operations and _exit only.
-static void on_signal(int sig) {
-  if (first_signal.exchange(sig) != 0) _exit(sig == SIGINT ? 130 : 143);  // a second signal
-  cancel_flag.store(true);
-}
-}
-
-void install_signal_handlers() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaddset(&sa.sa_mask, SIGINT);
-  sigaddset(&sa.sa_mask, SIGTERM);
-  sa.sa_flags = 0;  // no SA_RESTART: a call blocked when the signal arrives returns (EINTR) and the run stops
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-// ---- filter files ----------------------------------------------------------------------------------
-
-bool read_file(const std::string& name, std::string& text, std::error_code& ec) {
-  std::FILE* f = name == "-" ? stdin : std::fopen(name.c_str(), "rb");
-  if (!f) {
-    ec.assign(errno, std::generic_category());
-    return false;
-  }
-  char buf[65536];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  if (failed) ec.assign(errno ? errno : EIO, std::generic_category());
-  if (f != stdin) std::fclose(f);
-  return !failed;
-}
-
-/// A refusal in the CLI's spelling: the message (options as flags, with counts) and the path at
-/// fault ("" when the refusal is about both).  `would_delete`: what the run would delete, counted
-/// for a --max-delete refusal.
-struct refusal_text {
-  std::string message;
-  std::string path;
-};
-
-refusal_text describe_refusal(const options& opt, const std::error_code& ec, std::size_t would_delete) {
-  const std::string& src = opt.operands[0];
-  const std::string& dst = opt.operands[1];
-  struct stat st;
-  if (ec == treesync::errc::max_delete_exceeded)
-    return {"would delete " + std::to_string(would_delete) + " entries, --max-delete=" +
-                std::to_string(opt.max_delete ? *opt.max_delete : 0) + " (nothing was touched)",
-            dst};
-  if (ec == treesync::errc::empty_source)
-    return {"source " + display(src) + " is empty and destination " + display(dst) +
-                " is not (--allow-empty-source to proceed)",
-            src};
-  if (ec == treesync::errc::same_directory)
-    return {"source " + display(src) + " and destination " + display(dst) + " are the same directory", dst};
-  if (ec == treesync::errc::nested_directory)
-    return {"source " + display(src) + " and destination " + display(dst) + " are nested in each other", dst};
-  if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
-    if (::stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {"source " + display(src) + ": " + ec.message(), src};
-    if (::stat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
-      return {"destination " + display(dst) + ": " + ec.message(), dst};
-    if (ec == std::errc::no_such_file_or_directory)
-      return {"destination " + display(dst) + ": its parent directory does not exist", dst};
-  }
-  return {display(src) + " -> " + display(dst) + ": " + ec.message(), ""};
-}
-
-/// --progress's totals: a dry run of the same command line (filters, links, -x, --specials, -H)
-/// into a destination that does not exist, next to DST, so that every entry the mirror carries is
-/// reported once, as created; it reads only.  Returns whether it covered the whole source.
-bool count_source(const options& opt, const treesync::filter& patterns, progress_meter& meter) {
-  options counting = opt;
-  counting.dry_run = true;
-  counting.itemize = counting.verbose = counting.json = counting.progress = false;
-  counting.backup_dir.reset();
-  std::string dst = opt.operands[1];
-  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
-  const std::filesystem::path parent = std::filesystem::path(dst).parent_path();
-  const std::string name = ".treesync-progress-count-" + std::to_string(::getpid());
-  counting.operands[1] = parent.empty() ? name : (parent / name).string();
-  printer counter(counting, &meter, printer::role::count);
-  run_context context{counting, cli_deletion{deletion_mode::keep, treesync::unlimited}, cli_links{opt.links},
-                      patterns, opt.jobs, meter.count_cancel(), counter, std::string()};
-  std::error_code ec;
-  const treesync::report r = run(context, ec);
-  return !ec && !r.cancelled;
-}
-
-/// Whether the command line asks for --json (before any "--"): a usage error then prints JSON too.
-bool wants_json(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--") return false;
-    if (a == "--json") return true;
-  }
-  return false;
-}
-
-/// --json for a usage error: one object, like the report's head, with the message.
-void print_usage_json(const std::string& message) {
-  std::string text = message.rfind("treesync: ", 0) == 0 ? message.substr(10) : message;
-  const std::size_t nl = text.find('\n');
-  if (nl != std::string::npos) text.resize(nl);
-  std::string s = "{\"schema\":1,\"version\":" + json_string(TREESYNC_VERSION_STRING) +
-                  ",\"status\":\"usage\",\"exit_code\":1,\"message\":" + json_string(text) + "}\n";
-  std::fputs(s.c_str(), stdout);
-}
-
-}  // namespace
-
 int main(int argc, char** argv) {
-  const parse_result parsed = parse(argc, argv);
-  if (parsed.exit_now) {
-    std::fputs(parsed.message.c_str(), parsed.exit_code == 0 ? stdout : stderr);
-    if (parsed.exit_code != 0 && wants_json(argc, argv)) print_usage_json(parsed.message);
-    return parsed.exit_code;
-  }
+  const tool_info tool;
+  const parse_result parsed = parse(argc, argv, tool);
+  if (parsed.exit_now) return parse_exit(tool, parsed, argc, argv);
   const options& opt = parsed.opt;
-  const std::string& src = opt.operands[0];
 
-  // the filter rules, in command-line order; per-directory rule files (-F, dir-merge) are read
-  // from SRC's directories
-  treesync::filter patterns = treesync::filter::reading(src);
-  for (const auto& f : opt.filters) {
-    switch (f.kind) {
-      case filter_arg::exclude: patterns.add_plain(f.value, false); break;
-      case filter_arg::include: patterns.add_plain(f.value, true); break;
-      case filter_arg::rule:
-        if (!patterns.add_rule(f.value)) {
-          const std::string m = "treesync: --filter: not a rule treesync knows: " + display(f.value) +
-                                " (use '+ PATTERN', '- PATTERN', 'dir-merge NAME' or '!')";
-          std::fprintf(stderr, "%s\nTry 'treesync --help' for more information.\n", m.c_str());
-          if (opt.json) print_usage_json(m);
-          return 1;
-        }
-        break;
-      case filter_arg::exclude_from:
-      case filter_arg::include_from: {
-        std::error_code ec;
-        std::string text;
-        if (!read_file(f.value, text, ec)) {
-          const std::string m = "treesync: read " + display(f.value) + ": " + ec.message();
-          std::fprintf(stderr, "%s\n", m.c_str());
-          if (opt.json) print_usage_json(m);
-          return 1;
-        }
-        patterns.add_rules(text, f.kind == filter_arg::include_from);
-        break;
-      }
-    }
-  }
+  // the filter rules, in command-line order
+  treesync::filter patterns;
+  filter_error bad;
+  if (!make_filter(opt, read_file, patterns, bad))
+    return usage_exit(tool, opt.json, bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n");
 
   install_signal_handlers();
 
@@ -290,7 +130,6 @@ int main(int argc, char** argv) {
   printer observer(opt, meter.get());
   run_context context{opt,
                       cli_deletion{opt.deletion, opt.max_delete ? *opt.max_delete : treesync::unlimited},
-                      cli_links{opt.links},
                       patterns,
                       opt.jobs,
                       &cancel_flag,
@@ -305,24 +144,7 @@ int main(int argc, char** argv) {
   observer.finish();
   sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 
-  outcome out;
-  const int sig = first_signal.load();
-  if (sig != 0) {
-    out.exit_code = sig == SIGINT ? 130 : 143;
-    out.status = "interrupted";
-    out.signal = sig == SIGINT ? "SIGINT" : "SIGTERM";
-  } else if (ec) {
-    out.exit_code = 2;
-    out.status = "refused";
-    out.refusal = ec;
-  } else if (!r.errors.empty()) {
-    out.exit_code = 23;
-    out.status = "errors";
-  } else if (!r.vanished.empty()) {
-    out.exit_code = 24;
-    out.status = "vanished";
-  }
-
+  const outcome out = decide_outcome(first_signal.load(), ec, r);
   refusal_text refused;
   if (out.refusal) {
     std::size_t would_delete = 0;
@@ -333,33 +155,12 @@ int main(int argc, char** argv) {
       counting.dry_run = true;
       counting.itemize = counting.verbose = counting.json = counting.progress = false;
       printer quiet(counting);
-      run_context plan{counting, cli_deletion{opt.deletion, treesync::unlimited}, cli_links{opt.links}, patterns,
-                       opt.jobs, &cancel_flag, quiet, std::string()};
+      run_context plan{counting, cli_deletion{opt.deletion, treesync::unlimited}, patterns, opt.jobs,
+                       &cancel_flag, quiet, std::string()};
       std::error_code plan_ec;
       would_delete = run(plan, plan_ec).deleted;
     }
     refused = describe_refusal(opt, ec, would_delete);
-    std::fprintf(stderr, "treesync: refused: %s\n", refused.message.c_str());
   }
-  print_errors(r);
-  if (!opt.quiet) print_skipped(r);
-  if (out.signal)
-    std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "
-                         "at a final name; the report is partial\n", out.signal);
-
-  if (opt.json) {
-    const std::string text = json_report(opt, r, out, opt.itemize || opt.verbose ? &observer.json_actions() : nullptr,
-                                         refused.message, refused.path);
-    std::fputs(text.c_str(), stdout);
-  } else if (!out.refusal) {
-    if (opt.stats)
-      print_stats(r, opt.dry_run, out.signal != nullptr);
-    else if (!opt.quiet)
-      print_summary(r, opt.dry_run, out.signal != nullptr);
-  }
-  if (std::fflush(stdout) != 0 && out.exit_code == 0) {
-    std::fprintf(stderr, "treesync: write stdout: %s\n", std::strerror(errno));
-    out.exit_code = 23;
-  }
-  return out.exit_code;
+  return print_report(opt, r, out, refused, opt.itemize || opt.verbose ? &observer.json_actions() : nullptr);
 }

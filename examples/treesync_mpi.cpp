@@ -2,14 +2,13 @@
 //
 //   mpirun -np N treesync_mpi [OPTIONS] SRC DST        (srun treesync_mpi ... under Slurm)
 //
-// Options, output formats (-i, -v, --stats, --json) and exit status are those of the treesync CLI
-// (examples/treesync.cpp, whose --json schema applies unchanged; "jobs" is the per-rank worker
-// count and the object gains "ranks" and "frontier_depth").  Supported: -n, --delete,
-// --no-delete, --delete-excluded, --max-delete=N, --exclude=P, --exclude-from=F,
-// --allow-empty-source, -L, -l, --no-links, --copy-unsafe-links, -c, --size-only, -u,
-// --modify-window=S, --inplace, -j N (threads per rank), -i, -v, -q, --stats, --json, -r -t -p
-// (always on), -h, --version.  Options whose meaning spans the whole tree (-H, -x, --backup-dir)
-// or that the CLI keeps for a single process (--progress) are usage errors.
+// The command line, the policies it selects, the output (-i, -v, --stats, --json, refusals,
+// errors), the signals and the exit status are the treesync CLI's, through the same code
+// (examples/cli/; the --json schema at the top of examples/treesync.cpp applies unchanged: "jobs"
+// is the per-rank worker count and the object gains "ranks", "frontier_depth" and "per_rank").
+// This file holds only the distribution.  Options whose meaning spans the whole tree (-H, -x,
+// --backup-dir) or that need a single process (--progress and its synonym --info=progress2) are
+// usage errors.
 //
 // How the work is split (the library's seam for external schedulers, treesync::frontier and
 // treesync::subtree):
@@ -28,9 +27,12 @@
 //   4. after every rank has finished, rank 0 reruns the shallow pass, which sets the mtimes of
 //      the shallow directories (its counts are not added: it only completes the first pass);
 //   5. the per-rank reports are gathered by rank 0: counts summed, errors / vanished / skipped
-//      entries and -i / -v / --json actions merged and sorted by path.
-#include "cli/output.hpp"
-#include "cli/text.hpp"
+//      entries merged, and the actions of every rank given to the CLI's printer, which prints
+//      -i / -v / --json actions in the CLI's order.
+// the CLI's support code (with options.hpp, output.hpp and text.hpp, which these include)
+#include "cli/outcome.hpp"
+#include "cli/run.hpp"
+#include "cli/signals.hpp"
 
 #include <treesync/treesync.hpp>
 
@@ -41,11 +43,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <condition_variable>
-#include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -61,265 +60,25 @@
 #include <utility>
 #include <vector>
 
-#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 namespace {
 
-using treesync_cli::display;
-using treesync_cli::human_bytes;
-using treesync_cli::json_path;
-using treesync_cli::json_string;
+using namespace treesync_cli;
 
-// ---- options (the CLI's spelling) ------------------------------------------------------------------
-
-enum class compare_mode { size_mtime, checksum, size_only, update };
-enum class links_mode { dereference, preserve, unsafe, skip };
-enum class deletion_mode { extraneous, keep, excluded };
-
-struct options {
-  bool dry_run = false;
-  deletion_mode deletion = deletion_mode::extraneous;
-  std::optional<std::size_t> max_delete;
-  std::vector<std::string> excludes;
-  std::vector<std::string> exclude_files;
-  bool allow_empty_source = false;
-  links_mode links = links_mode::dereference;
-  compare_mode compare = compare_mode::size_mtime;
-  std::int64_t modify_window_ns = 0;
-  bool inplace = false;
-  unsigned jobs = 4;
-  bool itemize = false, verbose = false, quiet = false, stats = false, json = false;
-  std::vector<std::string> operands;
-};
-
-const char* help_text() {
+const char* mpi_help_text() {
   return "usage: mpirun -np N treesync_mpi [OPTIONS] SRC DST\n"
          "Mirror SRC into DST like `treesync SRC DST`, the subtrees shared out over the MPI ranks.\n"
          "\n"
-         "  -n, --dry-run             report what would be done, change nothing\n"
-         "      --delete              delete DST entries SRC lacks (the default)\n"
-         "      --no-delete           keep DST entries SRC lacks\n"
-         "      --delete-excluded     also delete excluded DST entries\n"
-         "      --max-delete=N        refuse the run if it would delete more than N entries (whole run)\n"
-         "      --exclude=PATTERN     neither copy nor delete what matches (repeatable)\n"
-         "      --exclude-from=FILE   read patterns from FILE ('-': stdin of rank 0)\n"
-         "      --allow-empty-source  let an empty SRC empty DST\n"
-         "  -L, --copy-links          copy what symlinks point to (the default)\n"
-         "  -l, --links               copy symlinks as symlinks\n"
-         "      --no-links            skip symlinks\n"
-         "      --copy-unsafe-links   dereference links that point outside SRC, keep the others\n"
-         "  -c, --checksum            compare content, not size and mtime\n"
-         "      --size-only           compare sizes only\n"
-         "  -u, --update              skip files newer in DST\n"
-         "      --modify-window=S     mtimes within S seconds are equal\n"
-         "      --inplace             write into existing DST files\n"
+         "The options, the output and the exit status are those of the treesync CLI (`treesync --help`),\n"
+         "with these differences:\n"
          "  -j, --jobs=N              N worker threads in each rank (default 4; 0 = one per hardware thread)\n"
-         "  -i, --itemize-changes     one rsync-style line per change (sorted by path)\n"
-         "  -v, --verbose             one line per action (sorted by path)\n"
-         "  -q, --quiet               no summary line\n"
-         "      --stats               statistics instead of the summary line\n"
-         "      --json                one JSON object (the CLI's schema) on stdout\n"
-         "  -h, --help                this help\n"
-         "      --version             print the version\n"
-         "\n"
-         "Exit status: 0 done, 1 usage, 2 refused (nothing touched), 23 some entries failed, 24 some\n"
-         "source entries vanished, 130/143 interrupted.\n";
+         "      --max-delete=N        holds for the whole run, summed over the ranks\n"
+         "      --exclude-from=FILE   and --include-from: '-' is the stdin of rank 0\n"
+         "  -H, -x, --backup-dir, --progress, --info: usage errors (they span the whole tree or need one process)\n"
+         "  --stats adds a Ranks line; --json adds \"ranks\", \"frontier_depth\" and \"per_rank\".\n";
 }
-
-struct parse_result {
-  options opt;
-  bool exit_now = false;
-  int exit_code = 0;
-  std::string message;
-};
-
-bool parse_count(std::string_view text, unsigned long long& out) {
-  if (text.empty() || text.size() > 19) return false;
-  unsigned long long v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return false;
-    v = v * 10 + static_cast<unsigned>(c - '0');
-  }
-  out = v;
-  return true;
-}
-
-bool parse_seconds(const std::string& text, std::int64_t& ns) {
-  if (text.empty() || text.find_first_not_of("0123456789.") != std::string::npos) return false;
-  errno = 0;
-  char* end = nullptr;
-  const double s = std::strtod(text.c_str(), &end);
-  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(s) || s < 0 || s > 1e9) return false;
-  ns = static_cast<std::int64_t>(std::llround(s * 1e9));
-  return true;
-}
-
-parse_result parse(int argc, char** argv) {
-  parse_result r;
-  options& o = r.opt;
-  bool copy_links = false, copy_unsafe = false, no_delete = false, delete_excluded = false;
-  int links = -1, compare_given = 0;
-  const auto usage_error = [&](const std::string& what) {
-    r.exit_now = true;
-    r.exit_code = 1;
-    r.message = "treesync_mpi: " + what + "\nTry 'treesync_mpi --help' for more information.\n";
-    return false;
-  };
-  const auto set_compare = [&](compare_mode m) {
-    compare_given = compare_given != 0 && o.compare != m ? 2 : 1;
-    o.compare = m;
-  };
-  const auto apply = [&](const std::string& name, const std::string* value) -> bool {
-    unsigned long long n = 0;
-    if (name == "dry-run" || name == "n") o.dry_run = true;
-    else if (name == "delete" || name == "r" || name == "recursive" || name == "t" || name == "times" ||
-             name == "p" || name == "perms") {
-    } else if (name == "no-delete") {
-      no_delete = true;
-      o.deletion = deletion_mode::keep;
-    } else if (name == "delete-excluded") {
-      delete_excluded = true;
-      o.deletion = deletion_mode::excluded;
-    } else if (name == "max-delete") {
-      if (!parse_count(*value, n)) return usage_error("--max-delete: not a count: " + display(*value));
-      o.max_delete = static_cast<std::size_t>(n);
-    } else if (name == "exclude") o.excludes.push_back(*value);
-    else if (name == "exclude-from") o.exclude_files.push_back(*value);
-    else if (name == "allow-empty-source") o.allow_empty_source = true;
-    else if (name == "copy-links" || name == "L") copy_links = true;
-    else if (name == "links" || name == "l") links = 1;
-    else if (name == "no-links") links = 0;
-    else if (name == "copy-unsafe-links") copy_unsafe = true;
-    else if (name == "checksum" || name == "c") set_compare(compare_mode::checksum);
-    else if (name == "size-only") set_compare(compare_mode::size_only);
-    else if (name == "update" || name == "u") set_compare(compare_mode::update);
-    else if (name == "modify-window") {
-      if (!parse_seconds(*value, o.modify_window_ns))
-        return usage_error("--modify-window: not a number of seconds: " + display(*value));
-    } else if (name == "inplace") o.inplace = true;
-    else if (name == "jobs" || name == "j") {
-      if (!parse_count(*value, n) || n > 1024) return usage_error("--jobs: not a worker count (0-1024): " + display(*value));
-      o.jobs = static_cast<unsigned>(n);
-    } else if (name == "itemize-changes" || name == "i") o.itemize = true;
-    else if (name == "verbose" || name == "v") o.verbose = true;
-    else if (name == "quiet" || name == "q") o.quiet = true;
-    else if (name == "stats") o.stats = true;
-    else if (name == "json") o.json = true;
-    else if (name == "help" || name == "h") {
-      r.exit_now = true;
-      r.message = help_text();
-    } else if (name == "version") {
-      r.exit_now = true;
-      r.message = std::string("treesync_mpi ") + TREESYNC_VERSION_STRING + "\n";
-    } else if (name == "hard-links" || name == "H" || name == "one-file-system" || name == "x" ||
-               name == "backup-dir" || name == "progress") {
-      const std::string shown = name.size() == 1 ? "-" + name : "--" + name;
-      return usage_error(shown + ": not supported by treesync_mpi (use the treesync CLI)");
-    } else {
-      const std::string shown = name.size() == 1 ? "-" + name : "--" + name;
-      return usage_error("unknown option " + display(shown));
-    }
-    return true;
-  };
-  const auto takes_value = [](std::string_view name) {
-    return name == "j" || name == "max-delete" || name == "exclude" || name == "exclude-from" ||
-           name == "modify-window" || name == "jobs" || name == "backup-dir";
-  };
-  bool options_done = false;
-  for (int i = 1; i < argc && !r.exit_now; ++i) {
-    const std::string arg = argv[i];
-    if (options_done || arg.size() < 2 || arg[0] != '-') {
-      o.operands.push_back(arg);
-    } else if (arg == "--") {
-      options_done = true;
-    } else if (arg[1] == '-') {
-      const auto eq = arg.find('=');
-      const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-      if (takes_value(name)) {
-        std::string value;
-        if (eq != std::string::npos) value = arg.substr(eq + 1);
-        else if (i + 1 < argc) value = argv[++i];
-        else return usage_error("option --" + display(name) + " needs a value"), r;
-        apply(name, &value);
-      } else if (eq != std::string::npos) {
-        usage_error("option --" + display(name) + " takes no value");
-      } else {
-        apply(name, nullptr);
-      }
-    } else {
-      for (std::size_t k = 1; k < arg.size() && !r.exit_now; ++k) {
-        const std::string name(1, arg[k]);
-        if (takes_value(name)) {
-          std::string value;
-          if (k + 1 < arg.size()) value = arg.substr(k + 1);
-          else if (i + 1 < argc) value = argv[++i];
-          else return usage_error("option -" + display(name) + " needs a value"), r;
-          apply(name, &value);
-          break;
-        }
-        apply(name, nullptr);
-      }
-    }
-  }
-  if (r.exit_now) return r;
-  if (compare_given == 2) return usage_error("-c/--checksum, --size-only and -u/--update exclude each other"), r;
-  if (no_delete && delete_excluded) return usage_error("--no-delete and --delete-excluded exclude each other"), r;
-  if (copy_links) o.links = links_mode::dereference;
-  else if (copy_unsafe) o.links = links_mode::unsafe;
-  else if (links == 1) o.links = links_mode::preserve;
-  else if (links == 0) o.links = links_mode::skip;
-  if (o.operands.size() != 2)
-    usage_error(o.operands.size() < 2 ? "SRC and DST are required" : "too many operands (expected SRC DST)");
-  return r;
-}
-
-// ---- the policies the options select (as the CLI's) ---------------------------------------------------
-
-struct cli_compare {
-  compare_mode mode;
-  std::chrono::nanoseconds window;
-  // -c and --size-only give a current file the source's mtime, as compare::checksum / size_only do
-  bool restamp() const { return mode == compare_mode::checksum || mode == compare_mode::size_only; }
-  bool up_to_date(const treesync::file_pair& f) const {
-    switch (mode) {
-      case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
-      case compare_mode::size_only: return treesync::compare::size_only.up_to_date(f);
-      case compare_mode::update:
-        if (f.dst.mtime_ns > f.src.mtime_ns + window.count()) return true;
-        return treesync::compare::size_mtime{window}.up_to_date(f);
-      case compare_mode::size_mtime: break;
-    }
-    return treesync::compare::size_mtime{window}.up_to_date(f);
-  }
-};
-
-struct cli_deletion {  // no limit: --max-delete is decided for the whole run before any rank writes
-  deletion_mode mode;
-  bool removes(std::string_view rel, treesync::file_type t, bool excluded) const {
-    switch (mode) {
-      case deletion_mode::keep: return treesync::deletion::keep.removes(rel, t, excluded);
-      case deletion_mode::excluded: return treesync::deletion::delete_excluded.removes(rel, t, excluded);
-      case deletion_mode::extraneous: break;
-    }
-    return treesync::deletion::extraneous.removes(rel, t, excluded);
-  }
-  std::size_t limit() const { return treesync::unlimited; }
-};
-
-struct cli_links {
-  links_mode mode;
-  treesync::link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const {
-    switch (mode) {
-      case links_mode::preserve: return treesync::links::preserve.on_symlink(rel, target, inside);
-      case links_mode::unsafe: return treesync::links::dereference_unsafe.on_symlink(rel, target, inside);
-      case links_mode::skip: return treesync::links::skip.on_symlink(rel, target, inside);
-      case links_mode::dereference: break;
-    }
-    return treesync::links::dereference.on_symlink(rel, target, inside);
-  }
-};
 
 // ---- error codes across ranks ----------------------------------------------------------------------
 
@@ -343,10 +102,9 @@ struct recorded_action {  // treesync::action with its own path
   std::uint64_t src_size, dst_size;
   std::error_code code;
   unsigned changes;
-  treesync::action view() const {
-    treesync::action a{kind, type, path, src_size, dst_size, code, changes};
-    return a;
-  }
+  treesync::copy_method method;
+  bool sparse;
+  treesync::action view() const { return {kind, type, path, src_size, dst_size, code, changes, method, sparse}; }
 };
 
 struct collector {  // the observer of every sync on a rank (two run at once on rank 0)
@@ -356,7 +114,8 @@ struct collector {  // the observer of every sync on a rank (two run at once on 
   void operator()(const treesync::action& a) {
     if (!on) return;
     std::lock_guard<std::mutex> lock(mu);
-    actions.push_back({a.kind, a.type, std::string(a.path), a.src_size, a.dst_size, a.code, a.changes});
+    actions.push_back(
+        {a.kind, a.type, std::string(a.path), a.src_size, a.dst_size, a.code, a.changes, a.method, a.sparse});
   }
 };
 
@@ -485,6 +244,8 @@ std::string serialize(const treesync::report& r, const std::vector<recorded_acti
     w.u64(a.dst_size);
     w.code(a.code);
     w.u64(a.changes);
+    w.u64(static_cast<std::uint64_t>(a.method));
+    w.u64(a.sparse ? 1 : 0);
   }
   return std::move(w.b);
 }
@@ -512,223 +273,13 @@ std::uint64_t deserialize(const std::string& buf, treesync::report& r, std::vect
     a.dst_size = rd.u64();
     a.code = rd.code();
     a.changes = static_cast<unsigned>(rd.u64());
+    a.method = static_cast<treesync::copy_method>(rd.u64());
+    a.sparse = rd.u64() != 0;
     actions.push_back(std::move(a));
   }
   return subtrees;
 }
 
-// ---- output (the CLI's formats) ---------------------------------------------------------------------
-
-char type_letter(treesync::file_type t) {
-  switch (t) {
-    case treesync::file_type::regular: return 'f';
-    case treesync::file_type::directory: return 'd';
-    case treesync::file_type::symlink: return 'L';
-    case treesync::file_type::block:
-    case treesync::file_type::character: return 'D';
-    case treesync::file_type::fifo:
-    case treesync::file_type::socket: return 'S';
-    default: return '?';
-  }
-}
-
-std::string itemize_code(const treesync::action& a, bool checksum) {
-  using treesync::action_kind;
-  using treesync::file_type;
-  namespace changed = treesync::changed;
-  std::string code(11, '.');
-  code[1] = type_letter(a.type);
-  switch (a.kind) {
-    case action_kind::remove: return "*deleting  ";
-    case action_kind::create:
-      code[0] = a.type == file_type::regular ? '>' : 'c';
-      for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
-      return code;
-    case action_kind::update:
-      if (a.type == file_type::directory) {
-        code[0] = 'c';
-        for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
-        return code;
-      }
-      if (a.type == file_type::symlink) {
-        code[0] = 'c';
-        code[2] = 'c';
-        return code;
-      }
-      code[0] = '>';
-      if ((a.changes & changed::size) == 0 && (checksum || (a.changes & changed::mtime) == 0)) code[2] = 'c';
-      break;
-    case action_kind::update_meta: break;
-    case action_kind::skip:
-    case action_kind::error:
-    case action_kind::vanished: return {};
-  }
-  if (a.changes & changed::size) code[3] = 's';
-  if (a.changes & changed::mtime) code[4] = 't';
-  if (a.changes & changed::mode) code[5] = 'p';
-  return code;
-}
-
-const char* verbose_label(treesync::action_kind k) {
-  switch (k) {
-    case treesync::action_kind::create: return "create  ";
-    case treesync::action_kind::update: return "update  ";
-    case treesync::action_kind::update_meta: return "meta    ";
-    case treesync::action_kind::remove: return "delete  ";
-    case treesync::action_kind::skip: return "skip    ";
-    case treesync::action_kind::error: return "error   ";
-    case treesync::action_kind::vanished: return "vanished";
-  }
-  return "?";
-}
-
-std::string shown_path(const treesync::action& a) {
-  std::string p = a.path.empty() ? std::string(".") : display(a.path);
-  if (a.type == treesync::file_type::directory) p += '/';
-  return p;
-}
-
-std::string json_action(const treesync::action& a, bool checksum) {
-  std::string s = "{\"kind\":" + json_string(treesync::to_string(a.kind));
-  s += ",\"type\":" + json_string(treesync::to_string(a.type));
-  s += ',' + json_path("path", a.path);
-  s += ",\"itemize\":";
-  const std::string code = itemize_code(a, checksum);
-  s += code.empty() ? std::string("null") : json_string(code);
-  s += ",\"changes\":[";
-  const char* sep = "";
-  for (const auto& [bit, name] : {std::pair<unsigned, const char*>{treesync::changed::size, "size"},
-                                  {treesync::changed::mtime, "mtime"},
-                                  {treesync::changed::mode, "mode"}}) {
-    if (a.changes & bit) {
-      s += sep;
-      s += json_string(name);
-      sep = ",";
-    }
-  }
-  s += "],\"src_size\":" + std::to_string(a.src_size) + ",\"dst_size\":" + std::to_string(a.dst_size);
-  s += ",\"message\":";
-  s += a.code ? json_string(a.code.message()) : std::string("null");
-  return s + '}';
-}
-
-// the summary line, the rate and the elapsed seconds are the CLI's (cli/output.hpp)
-using treesync_cli::print_summary;
-using treesync_cli::rate;
-using treesync_cli::seconds;
-
-void print_stats(const treesync::report& r, bool dry, bool interrupted, int ranks) {
-  treesync_cli::print_stats(r, dry, interrupted);  // the CLI's --stats, then the ranks
-  std::printf("Ranks:               %d\n", ranks);
-}
-
-void print_entries(const std::vector<treesync::entry_error>& v, const char* suffix) {
-  for (const auto& e : v)
-    std::fprintf(stderr, "treesync: %s %s: %s%s\n", display(e.operation).c_str(),
-                 e.path.empty() ? "." : display(e.path).c_str(), e.code.message().c_str(), suffix);
-}
-
-std::string json_error_code(const std::error_code& ec) {
-  return "\"code\":" + std::to_string(ec.value()) + ",\"category\":" + json_string(ec.category().name()) +
-         ",\"message\":" + json_string(ec.message());
-}
-
-std::string json_entries(const std::vector<treesync::entry_error>& v) {
-  std::string s = "[";
-  for (std::size_t k = 0; k < v.size(); ++k) {
-    if (k) s += ',';
-    s += '{' + json_path("path", v[k].path) + ",\"operation\":" + json_string(v[k].operation) + ',' +
-         json_error_code(v[k].code) + '}';
-  }
-  return s + ']';
-}
-
-struct outcome {
-  int exit_code = 0;
-  const char* status = "ok";
-  std::error_code refusal;
-  const char* signal = nullptr;
-};
-
-std::string json_report(const options& opt, const treesync::report& r, const outcome& out,
-                        const std::vector<recorded_action>* actions, int ranks, std::size_t depth,
-                        const std::string& per_rank) {
-  std::string s = "{\"schema\":1,\"version\":" + json_string(TREESYNC_VERSION_STRING);
-  s += ',' + json_path("source", opt.operands[0]);
-  s += ',' + json_path("destination", opt.operands[1]);
-  s += ",\"dry_run\":" + std::string(opt.dry_run ? "true" : "false");
-  s += ",\"jobs\":" + std::to_string(treesync::jobs{opt.jobs}.count());
-  s += ",\"ranks\":" + std::to_string(ranks);
-  s += ",\"frontier_depth\":" + std::to_string(depth);
-  s += ",\"per_rank\":" + per_rank;
-  s += ",\"status\":" + json_string(out.status);
-  s += ",\"exit_code\":" + std::to_string(out.exit_code);
-  s += ",\"refusal\":" + (out.refusal ? '{' + json_error_code(out.refusal) + '}' : std::string("null"));
-  s += ",\"cancelled\":" + std::string(r.cancelled || out.signal ? "true" : "false");
-  s += ",\"signal\":" + (out.signal ? json_string(out.signal) : std::string("null"));
-  s += ",\"counts\":{\"scanned\":" + std::to_string(r.scanned) + ",\"created\":" + std::to_string(r.created) +
-       ",\"updated\":" + std::to_string(r.updated) + ",\"meta_updated\":" + std::to_string(r.meta_updated) +
-       ",\"deleted\":" + std::to_string(r.deleted) + ",\"excluded\":" + std::to_string(r.excluded) +
-       ",\"skipped\":" + std::to_string(r.skipped) + ",\"cleaned\":" + std::to_string(r.cleaned) +
-       ",\"settled\":" + std::to_string(r.settled) + ",\"errors\":" + std::to_string(r.errors.size()) +
-       ",\"vanished\":" + std::to_string(r.vanished.size()) + '}';
-  s += ",\"bytes_copied\":" + std::to_string(r.bytes_copied);
-  char num[64];
-  std::snprintf(num, sizeof num, "%.6f", seconds(r));
-  s += ",\"elapsed_seconds\":" + std::string(num);
-  std::snprintf(num, sizeof num, "%.0f", rate(r));
-  s += ",\"bytes_per_second\":" + std::string(num);
-  s += ",\"errors\":" + json_entries(r.errors);
-  s += ",\"vanished\":" + json_entries(r.vanished);
-  s += ",\"skipped\":" + json_entries(r.skipped_entries);
-  if (actions) {
-    s += ",\"actions\":[";
-    for (std::size_t k = 0; k < actions->size(); ++k) {
-      if (k) s += ',';
-      s += json_action((*actions)[k].view(), opt.compare == compare_mode::checksum);
-    }
-    s += ']';
-  }
-  return s + "}\n";
-}
-
-void print_refusal(const std::string& src, const std::string& dst, const std::error_code& ec) {
-  struct stat st;
-  if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
-    if (::stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      std::fprintf(stderr, "treesync: refused: source %s: %s\n", display(src).c_str(), ec.message().c_str());
-      return;
-    }
-    if (::stat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-      std::fprintf(stderr, "treesync: refused: destination %s: %s\n", display(dst).c_str(), ec.message().c_str());
-      return;
-    }
-  }
-  std::fprintf(stderr, "treesync: refused %s -> %s: %s\n", display(src).c_str(), display(dst).c_str(),
-               ec.message().c_str());
-}
-
-// ---- interrupts ------------------------------------------------------------------------------------------
-
-std::atomic<bool> cancel_flag{false};
-std::atomic<int> first_signal{0};
-
-extern "C" {
-static void on_signal(int sig) {
-  if (first_signal.exchange(sig) != 0) _exit(sig == SIGINT ? 130 : 143);
-  cancel_flag.store(true);
-}
-}
-
-void install_signal_handlers() {
-  struct sigaction sa;
-  std::memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = 0;  // no SA_RESTART: a call blocked when the signal arrives returns (EINTR) and the run stops
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
 
 // ---- the work queue of rank 0 (filled by the shallow pass, drained by the ranks) ------------------------
 
@@ -850,20 +401,6 @@ std::string bcast_string(std::string s, int root) {
   return s;
 }
 
-bool read_file(const std::string& name, std::string& text, std::error_code& ec) {
-  std::FILE* f = name == "-" ? stdin : std::fopen(name.c_str(), "rb");
-  if (!f) {
-    ec.assign(errno, std::generic_category());
-    return false;
-  }
-  char buf[65536];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  if (failed) ec.assign(errno ? errno : EIO, std::generic_category());
-  if (f != stdin) std::fclose(f);
-  return !failed;
-}
 
 /// An empty directory of this rank's own, for the dry runs of subtrees whose destination does not
 /// exist yet; removed at the end.
@@ -895,11 +432,13 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   const auto t0 = std::chrono::steady_clock::now();
 
-  const parse_result parsed = parse(argc, argv);
-  if (parsed.exit_now) {
-    if (rank == 0) std::fputs(parsed.message.c_str(), parsed.exit_code == 0 ? stdout : stderr);
-    return finish(parsed.exit_code);
-  }
+  tool_info tool;
+  tool.name = "treesync_mpi";
+  tool.help = mpi_help_text;
+  tool.not_supported = {"hard-links", "H", "one-file-system", "x", "backup-dir", "progress", "info"};
+  tool.not_supported_why = " (use the treesync CLI)";
+  const parse_result parsed = parse(argc, argv, tool);
+  if (parsed.exit_now) return finish(rank == 0 ? parse_exit(tool, parsed, argc, argv) : parsed.exit_code);
   if (provided < MPI_THREAD_FUNNELED) {
     if (rank == 0) std::fprintf(stderr, "treesync_mpi: the MPI library does not provide MPI_THREAD_FUNNELED\n");
     return finish(1);
@@ -908,54 +447,61 @@ int main(int argc, char** argv) {
   const std::string& src = opt.operands[0];
   const std::string& dst = opt.operands[1];
 
-  // --exclude-from: read by rank 0 (stdin reaches rank 0 only), broadcast
-  std::string exclude_text;
-  int read_ok = 1;
+  // the filter rules: rank 0 reads the --*-from files (stdin reaches rank 0 only) and broadcasts
+  // their texts, which the other ranks read the same rules from
+  treesync::filter patterns;
+  filter_error bad;
+  std::vector<std::string> texts;
+  int filter_ok = 1;
   if (rank == 0) {
-    for (const auto& file : opt.exclude_files) {
-      std::error_code ec;
-      std::string text;
-      if (!read_file(file, text, ec)) {
-        std::fprintf(stderr, "treesync: read %s: %s\n", display(file).c_str(), ec.message().c_str());
-        read_ok = 0;
-        break;
-      }
-      exclude_text += text;
-      exclude_text += '\n';
-    }
+    const auto read_and_keep = [&texts](const std::string& name, std::string& text, std::error_code& ec) {
+      if (!read_file(name, text, ec)) return false;
+      texts.push_back(text);
+      return true;
+    };
+    filter_ok = make_filter(opt, read_and_keep, patterns, bad) ? 1 : 0;
   }
-  MPI_Bcast(&read_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!read_ok) return finish(1);
-  exclude_text = bcast_string(exclude_text, 0);
-  treesync::exclude patterns = treesync::exclude::from_lines(exclude_text);
-  for (const auto& p : opt.excludes) patterns.add(p);
+  MPI_Bcast(&filter_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!filter_ok) {
+    const std::string message = bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n";
+    return finish(rank == 0 ? usage_exit(tool, opt.json, message) : 1);
+  }
+  std::uint64_t text_count = texts.size();
+  MPI_Bcast(&text_count, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  texts.resize(static_cast<std::size_t>(text_count));
+  for (auto& t : texts) t = bcast_string(t, 0);
+  if (rank != 0) {
+    std::size_t next = 0;
+    const auto replay = [&](const std::string&, std::string& text, std::error_code&) {
+      text = texts[next++];
+      return true;
+    };
+    make_filter(opt, replay, patterns, bad);
+  }
 
   install_signal_handlers();
 
   collector actions;
   actions.on = opt.itemize || opt.verbose;
-  const cli_compare compare{opt.compare, std::chrono::nanoseconds(opt.modify_window_ns)};
-  const cli_deletion deletion{opt.deletion};
-  const cli_links links{opt.links};
+  // no limit: --max-delete is decided for the whole run before any rank writes
+  const cli_deletion deletion{opt.deletion, treesync::unlimited};
+  const treesync::options library = library_options(opt, opt.jobs, &cancel_flag, std::string());
 
   // Every sync of the run: the options' policies plus `extra...` (observer, frontier, subtree);
-  // dry run and allow_empty_source vary per call, as run-time options.
+  // dry run and allow_empty_source vary per call.
   auto run = [&](const std::filesystem::path& s, const std::filesystem::path& d, bool dry, bool allow_empty,
-                 std::error_code& ec, const auto&... extra) -> treesync::report {
-    treesync::options o;
+                 std::error_code& ec, auto&&... extra) -> treesync::report {
+    treesync::options o = library;
     o.dry_run = dry;
     o.allow_empty_source = allow_empty;
-    o.write = opt.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
-    o.jobs = opt.jobs;
-    o.cancel = &cancel_flag;
-    return treesync::sync(s, d, o, compare, deletion, links, patterns, extra..., ec);
+    return sync_with(opt, deletion, patterns, s, d, o, ec, extra...);
   };
-
   // ---- 1. guards and the frontier depth, decided by rank 0 -----------------------------------------
   std::int64_t refusal[2] = {0, 0};  // value, category id
   std::uint64_t depth = 1;
   std::vector<std::string> planned;   // the frontier of the chosen depth (dry run)
   std::size_t shallow_deletions = 0;  // what the shallow levels delete
+  std::size_t would_delete = 0;       // what the whole run would delete (counted for --max-delete)
   if (rank == 0) {
     const std::size_t target = 4 * static_cast<std::size_t>(ranks);
     constexpr std::size_t max_depth = 6;
@@ -1005,7 +551,8 @@ int main(int argc, char** argv) {
     });
     std::uint64_t local = mine.load(), total = 0;
     MPI_Reduce(&local, &total, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (rank == 0 && shallow_deletions + total > *opt.max_delete) {
+    would_delete = shallow_deletions + static_cast<std::size_t>(total);
+    if (rank == 0 && would_delete > *opt.max_delete) {
       const std::error_code ec = treesync::errc::max_delete_exceeded;
       refusal[0] = ec.value();
       refusal[1] = category_id(ec);
@@ -1117,67 +664,30 @@ int main(int argc, char** argv) {
       if (ec && ec != std::errc::operation_canceled) merged.errors.push_back({"", "utime", ec});
     }
 
-    const auto by_path = [](const treesync::entry_error& a, const treesync::entry_error& b) {
-      return a.path != b.path ? a.path < b.path : a.operation < b.operation;
-    };
+    sort_entries(merged);  // in the order of the actions, as the CLI's
     const auto same = [](const treesync::entry_error& a, const treesync::entry_error& b) {
       return a.path == b.path && a.operation == b.operation && a.code == b.code;
     };
-    for (auto* v : {&merged.errors, &merged.vanished, &merged.skipped_entries, &merged.notices}) {
-      std::stable_sort(v->begin(), v->end(), by_path);
-      // the second shallow pass meets the shallow levels' failures again
-      v->erase(std::unique(v->begin(), v->end(), same), v->end());
-    }
-    std::stable_sort(acts.begin(), acts.end(),
-                     [](const recorded_action& a, const recorded_action& b) { return a.path < b.path; });
+    for (auto* v : {&merged.errors, &merged.vanished, &merged.skipped_entries, &merged.notices})
+      v->erase(std::unique(v->begin(), v->end(), same), v->end());  // the second shallow pass meets
+                                                                    // the shallow levels' failures again
     merged.elapsed = std::chrono::steady_clock::now() - t0;
 
-    outcome out;
-    std::error_code refused = refusal[0] != 0 ? make_code(static_cast<int>(refusal[0]), static_cast<int>(refusal[1]))
-                                              : shallow_refusal;
-    if (any_signal != 0) {
-      out.exit_code = any_signal == SIGINT ? 130 : 143;
-      out.status = "interrupted";
-      out.signal = any_signal == SIGINT ? "SIGINT" : "SIGTERM";
-    } else if (refused) {
-      out.exit_code = 2;
-      out.status = "refused";
-      out.refusal = refused;
-    } else if (!merged.errors.empty()) {
-      out.exit_code = 23;
-      out.status = "errors";
-    } else if (!merged.vanished.empty()) {
-      out.exit_code = 24;
-      out.status = "vanished";
-    }
-    if (out.refusal) print_refusal(src, dst, refused);
-    print_entries(merged.errors, "");
-    print_entries(merged.vanished, " (the source changed during the run; the next run retries it)");
-    if (out.signal)
-      std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "
-                           "at a final name; the report is partial\n", out.signal);
+    // the actions of every rank, printed (-i, -v) or kept (--json) by the CLI's printer, in its order
+    printer shown(opt);
+    for (const auto& ra : acts) shown(ra.view());
+    shown.finish();
 
-    const bool checksum = opt.compare == compare_mode::checksum;
-    if (opt.json) {
-      const std::string text = json_report(opt, merged, out, actions.on ? &acts : nullptr, ranks, depth, per_rank);
-      std::fputs(text.c_str(), stdout);
-    } else {
-      for (const auto& ra : acts) {
-        const treesync::action a = ra.view();
-        if (opt.itemize) {
-          const std::string code = itemize_code(a, checksum);
-          if (!code.empty()) std::printf("%s %s\n", code.c_str(), shown_path(a).c_str());
-        } else if (a.kind != treesync::action_kind::error && a.kind != treesync::action_kind::vanished) {
-          std::printf("%s %s\n", verbose_label(a.kind), shown_path(a).c_str());
-        }
-      }
-      if (!out.refusal) {
-        if (opt.stats) print_stats(merged, opt.dry_run, out.signal != nullptr, ranks);
-        else if (!opt.quiet) print_summary(merged, opt.dry_run, out.signal != nullptr);
-      }
-    }
-    if (std::fflush(stdout) != 0 && out.exit_code == 0) out.exit_code = 23;
-    exit_code = out.exit_code;
+    const std::error_code refused = refusal[0] != 0
+                                        ? make_code(static_cast<int>(refusal[0]), static_cast<int>(refusal[1]))
+                                        : shallow_refusal;
+    const outcome out = decide_outcome(any_signal, refused, merged);
+    const refusal_text why = out.refusal ? describe_refusal(opt, refused, would_delete) : refusal_text{};
+    report_extras extras;
+    extras.json_members = ",\"ranks\":" + std::to_string(ranks) + ",\"frontier_depth\":" + std::to_string(depth) +
+                          ",\"per_rank\":" + per_rank;
+    extras.stats_lines = "Ranks:               " + std::to_string(ranks) + "\n";
+    exit_code = print_report(opt, merged, out, why, actions.on ? &shown.json_actions() : nullptr, extras);
   }
   MPI_Bcast(&exit_code, 1, MPI_INT, 0, MPI_COMM_WORLD);
   return finish(exit_code);

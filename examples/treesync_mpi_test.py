@@ -2,6 +2,7 @@
 """Tests of examples/treesync_mpi.cpp against the serial CLI (examples/treesync.cpp).
 
     treesync_mpi_test.py --mpi BIN --cli BIN --mpirun MPIRUN [--mpirun-flags=FLAGS] --np N --work DIR
+                         [--group mirror|parity]
 
 On a generated tree (~3,000 files in ~300 directories, symlinks, modes), in sequence: cold, warm
 no-op, churn (with -i), excludes, a global --max-delete (and -n), per-entry errors.  Each step runs
@@ -9,6 +10,11 @@ the serial CLI into DIR/ref and `mpirun -np N treesync_mpi` into DIR/out with th
 checks that both destinations are identical (relative path, type, size, mode, mtime ns, content
 hash, link target), that the --json counts and entry lists are equal, and for the warm run that no
 rank wrote anything (per-rank counts, and the ctime of every destination entry is unchanged).
+
+--group parity: both tools share the CLI's code (examples/cli/), so for the same runs (cold, after a
+churn, with -l) they print the same: the same --json keys, recursively (the MPI tool's "ranks",
+"frontier_depth" and "per_rank" aside), the same actions and entry lists in the same order, and the
+same -i lines, sorted and as printed.
 """
 import argparse
 import hashlib
@@ -105,6 +111,12 @@ class Runner:
                            timeout=120)
         return p.returncode, json.loads(p.stdout) if p.stdout.strip() else None, p.stderr
 
+    def raw(self, tool, opts, src, dst):
+        """Runs the CLI ("cli") or the MPI tool ("mpi") as given: (exit status, stdout, stderr)."""
+        cmd = ([self.a.cli] if tool == "cli" else self.a.mpirun + ["-np", str(self.a.np), self.a.mpi]) + opts
+        p = subprocess.run(cmd + [src, dst], capture_output=True, text=True, timeout=120, env=self.env)
+        return p.returncode, p.stdout, p.stderr
+
     def mpi(self, opts, src, dst):
         cmd = self.a.mpirun + ["-np", str(self.a.np), self.a.mpi, "--json", "-j2"] + opts + [src, dst]
         t = time.monotonic()
@@ -138,13 +150,110 @@ def both(r, step, opts, work, expect_code=0, compare_actions=False):
     check(js["status"] == jm["status"], f"{step}: status {js['status']} vs {jm['status']}")
     for key in ("errors", "vanished", "skipped"):
         check(entries(js, key) == entries(jm, key), f"{step}: {key} differ: {js[key]} vs {jm[key]}")
-    check(jm["errors"] == sorted(jm["errors"], key=lambda e: (e["path"], e["operation"])),
-          f"{step}: mpi errors not sorted by path")
+    check([(e["path"], e["operation"]) for e in jm["errors"]] == [(e["path"], e["operation"]) for e in js["errors"]],
+          f"{step}: mpi errors not in the CLI's order")
     if compare_actions:
         check(actions(js) == actions(jm), f"{step}: -i actions differ")
     ms, mm = manifest(ref), manifest(out)
     check(ms == mm, f"{step}: destinations differ:\n{diff(ms, mm)}")
     return js, jm
+
+
+# --json members only the MPI tool has (documented at the top of examples/treesync_mpi.cpp)
+MPI_ONLY_KEYS = {"ranks", "frontier_depth", "per_rank"}
+
+
+def json_keys(value, prefix=""):
+    """Every key of a JSON value, recursively, as dotted paths ("counts.scanned", "actions[].kind")."""
+    keys = set()
+    if isinstance(value, dict):
+        for k, v in value.items():
+            keys.add(prefix + k)
+            keys |= json_keys(v, prefix + k + ".")
+    elif isinstance(value, list):
+        for v in value:
+            keys |= json_keys(v, prefix.rstrip(".") + "[].")
+    return keys
+
+
+def same_output(r, step, opts, work, expect_code, must_have=()):
+    """One step of the parity group: the CLI (into ref) and the MPI tool (into out) print the same.
+    First a dry run with --json -i: the same JSON keys, recursively (the MPI tool's own members
+    aside), and the same actions in the same order; then the run itself with -i: the same itemize
+    lines (sorted, and in the same order), the same exit status, identical destinations."""
+    src, ref, out = (os.path.join(work, n) for n in ("src", "ref", "out"))
+    rc_c, out_c, err_c = r.raw("cli", ["-n", "--json", "-i", "-j2"] + opts, src, ref)
+    rc_m, out_m, err_m = r.raw("mpi", ["-n", "--json", "-i", "-j2"] + opts, src, out)
+    check(rc_c == rc_m == expect_code, f"{step} (json): exit cli {rc_c} mpi {rc_m}, expected {expect_code}: "
+                                       f"{err_c[-300:]} / {err_m[-300:]}")
+    try:
+        jc, jm = json.loads(out_c), json.loads(out_m)
+    except ValueError as e:
+        check(False, f"{step} (json): not one JSON object: {e}: {out_c[-300:]!r} / {out_m[-300:]!r}")
+        return
+    kc, km = json_keys(jc), json_keys(jm)
+    mpi_only = {k for k in km if k.split(".")[0].split("[")[0] in MPI_ONLY_KEYS}
+    check(kc == km - mpi_only, f"{step} (json): keys differ: cli only {sorted(kc - km)}, "
+                               f"mpi only {sorted(km - kc - mpi_only)}")
+    check({k.split(".")[0].split("[")[0] for k in mpi_only} == MPI_ONLY_KEYS,
+          f"{step} (json): mpi members {sorted(mpi_only)}")
+    # what the MPI tool once lacked, and what this step's entries must bring
+    must = {"notices", "actions[].method", "actions[].sparse", "refusal"} | set(must_have)
+    check(must <= km, f"{step} (json): mpi lacks {sorted(must - km)}")
+    fields = ("kind", "type", "path", "target", "itemize", "changes", "method", "sparse", "message")
+    ac = [tuple(str(a.get(f)) for f in fields) for a in jc.get("actions", [])]
+    am = [tuple(str(a.get(f)) for f in fields) for a in jm.get("actions", [])]
+    check(ac == am, f"{step} (json): actions differ: " +
+          "; ".join(f"{x} vs {y}" for x, y in zip(ac, am) if x != y)[:600] + f" ({len(ac)} vs {len(am)})")
+    for key in ("errors", "vanished", "skipped", "notices"):
+        check(jc.get(key) == jm.get(key), f"{step} (json): {key} differ: {jc.get(key)} vs {jm.get(key)}")
+    print(f"{step}: {len(kc)} JSON keys, {len(ac)} actions", flush=True)
+
+    rc_c, out_c, err_c = r.raw("cli", ["-i", "-q", "-j2"] + opts, src, ref)
+    rc_m, out_m, err_m = r.raw("mpi", ["-i", "-q", "-j2"] + opts, src, out)
+    check(rc_c == rc_m == expect_code, f"{step} (-i): exit cli {rc_c} mpi {rc_m}, expected {expect_code}: "
+                                       f"{err_c[-300:]} / {err_m[-300:]}")
+    lc, lm = out_c.splitlines(), [ln for ln in out_m.splitlines() if not ln.startswith("-" * 10)]
+    check(sorted(lc) == sorted(lm), f"{step} (-i): itemize lines differ: cli only "
+                                    f"{sorted(set(lc) - set(lm))[:10]}, mpi only {sorted(set(lm) - set(lc))[:10]}")
+    check(lc == lm, f"{step} (-i): the itemize lines are not in the same order")
+    tc = sorted(ln for ln in err_c.splitlines() if ln.startswith(("treesync:", "skipping")))
+    tm = sorted(ln for ln in err_m.splitlines() if ln.startswith(("treesync:", "skipping")))
+    check(tc == tm, f"{step} (-i): stderr differs: cli {tc[:5]} mpi {tm[:5]}")
+    print(f"{step}: {len(lc)} itemize lines", flush=True)
+    ms, mm = manifest(ref), manifest(out)
+    check(ms == mm, f"{step}: destinations differ:\n{diff(ms, mm)}")
+
+
+def churn(src, rng, tag):
+    files = sorted(os.path.join(dp, f) for dp, _, fs in os.walk(src) for f in fs
+                   if os.path.isfile(os.path.join(dp, f)) and not os.path.islink(os.path.join(dp, f)))
+    for p in rng.sample(files, 30):
+        write(p, f"changed {tag} " + p, mtime=OLD + 10**9)
+    for p in rng.sample([p for p in files if os.path.exists(p)], 20):
+        os.unlink(p)
+    for p in rng.sample([p for p in files if os.path.exists(p)], 10):
+        os.chmod(p, 0o640)
+    shutil.rmtree(os.path.join(src, "a1", "b7"), ignore_errors=True)
+    for k in range(20):
+        write(os.path.join(src, f"new{k % 3}", f"n{k % 5}", f"{tag}{k}.txt"), "new" * k)
+    age_dirs(src)
+
+
+def parity(r, work, rng):
+    """The parity group: the CLI and the MPI tool print the same for the same runs (issue 13)."""
+    src = os.path.join(work, "src")
+    # entries for every list of the report: a per-entry error (a dangling link under -L) and a
+    # skipped FIFO
+    os.symlink("does-not-exist", os.path.join(src, "a2", "b2", "c2", "dangling"))
+    os.mkfifo(os.path.join(src, "a4", "b4", "c4", "fifo"))
+    age_dirs(src)
+    entry_keys = ("errors[].path", "errors[].operation", "errors[].code", "skipped[].path")
+    same_output(r, "parity cold", [], work, 23, entry_keys)
+    churn(src, rng, "x")
+    same_output(r, "parity churn", [], work, 23, entry_keys)
+    churn(src, rng, "y")
+    same_output(r, "parity churn -l (links kept)", ["-l", "--exclude=*.dat"], work, 0, ("actions[].target",))
 
 
 def main():
@@ -156,6 +265,9 @@ def main():
                     help="flags before -np (default: --oversubscribe, and --allow-run-as-root as root, for Open MPI)")
     ap.add_argument("--np", type=int, required=True)
     ap.add_argument("--work", required=True)
+    ap.add_argument("--group", choices=("mirror", "parity"), default="mirror",
+                    help="mirror: the destinations and reports against the CLI's (the default); "
+                         "parity: the same JSON keys and itemize lines as the CLI")
     a = ap.parse_args()
     if a.mpirun_flags is None:
         v = subprocess.run([a.mpirun, "--version"], capture_output=True, text=True)
@@ -164,7 +276,7 @@ def main():
     else:
         flags = a.mpirun_flags.split()
     a.mpirun = [a.mpirun] + flags
-    work = os.path.join(a.work, f"np{a.np}")
+    work = os.path.join(a.work, f"np{a.np}" + ("-parity" if a.group == "parity" else ""))
     shutil.rmtree(work, ignore_errors=True)
     src = os.path.join(work, "src")
     rng = random.Random(8)
@@ -172,6 +284,10 @@ def main():
     age_dirs(src)
     r = Runner(a)
     t0 = time.monotonic()
+    if a.group == "parity":
+        parity(r, work, rng)
+        print(f"np={a.np} parity: {len(failures)} failure(s) in {time.monotonic() - t0:.1f} s")
+        return 1 if failures else 0
 
     # cold
     both(r, "cold", [], work)

@@ -195,6 +195,21 @@ inline const char* help_text() {
       "  treesync --json src backup > report.json         machine-readable report for a CI log\n";
 }
 
+/// Who parses the command line: the name in messages and --version, the --help text, and the
+/// options it refuses as usage errors (treesync_mpi: those that span the whole tree).  The treesync
+/// tool is the default.
+struct tool_info {
+  const char* name = "treesync";
+  const char* (*help)() = help_text;
+  std::vector<std::string> not_supported;  // long names and letters, without dashes
+  const char* not_supported_why = "";      // appended to "-H: not supported by NAME"
+};
+
+/// The usage error message of `tool`: "NAME: WHAT" and the pointer to --help, two lines.
+inline std::string usage_message(const tool_info& tool, const std::string& what) {
+  return std::string(tool.name) + ": " + what + "\nTry '" + tool.name + " --help' for more information.\n";
+}
+
 namespace detail {
 
 inline bool parse_count(std::string_view text, unsigned long long& out) {
@@ -222,7 +237,7 @@ inline bool parse_seconds(const std::string& text, std::int64_t& ns) {
 
 /// Parses argv.  Short options combine (`-niv`, `-j4`); long options take `--opt=VALUE` or
 /// `--opt VALUE`; `--` ends the options.
-inline parse_result parse(int argc, char** argv) {
+inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   parse_result r;
   options& o = r.opt;
   bool copy_links = false, copy_unsafe = false;
@@ -234,7 +249,7 @@ inline parse_result parse(int argc, char** argv) {
   const auto usage_error = [&](const std::string& what) {
     r.exit_now = true;
     r.exit_code = 1;
-    r.message = "treesync: " + what + "\nTry 'treesync --help' for more information.\n";
+    r.message = usage_message(tool, what);
   };
   const auto set_compare = [&](compare_mode m) {
     if (compare_given != 0 && o.compare != m) compare_given = 2;
@@ -284,6 +299,11 @@ inline parse_result parse(int argc, char** argv) {
 
   const auto apply = [&](const std::string& name, const std::string* value) -> bool {
     unsigned long long n = 0;
+    for (const auto& u : tool.not_supported)
+      if (name == u)
+        return usage_error((name.size() == 1 ? "-" : "--") + name + ": not supported by " + tool.name +
+                           tool.not_supported_why),
+               false;
     if (name.size() > 3 && name.compare(0, 3, "no-") == 0 && name != "no-delete" && name != "no-links")
       return negate(name.substr(3));
     if (name == "dry-run" || name == "n") o.dry_run = true;
@@ -342,10 +362,10 @@ inline parse_result parse(int argc, char** argv) {
     else if (name == "json") o.json = true;
     else if (name == "help" || name == "h") {
       r.exit_now = true;
-      r.message = help_text();
+      r.message = tool.help();
     } else if (name == "version") {
       r.exit_now = true;
-      r.message = std::string("treesync ") + TREESYNC_VERSION_STRING + "\n";
+      r.message = std::string(tool.name) + ' ' + TREESYNC_VERSION_STRING + "\n";
     } else if (name == "hard-links" || name == "H") o.hard_links = true;
     else if (name == "owner" || name == "o") o.owner = true;
     else if (name == "group" || name == "g") o.group = true;

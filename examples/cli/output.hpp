@@ -444,14 +444,16 @@ struct outcome {
 };
 
 /// --json: the report as one object on one line (schema: top of examples/treesync.cpp).
+/// `extra_members`: a tool's own members, after "jobs", each with its leading comma.
 inline std::string json_report(const options& opt, const treesync::report& r, const outcome& out,
                                const std::vector<std::string>* actions, const std::string& refusal_message = {},
-                               const std::string& refusal_path = {}) {
+                               const std::string& refusal_path = {}, const std::string& extra_members = {}) {
   std::string s = "{\"schema\":1,\"version\":" + json_string(TREESYNC_VERSION_STRING);
   s += ',' + json_path("source", opt.operands[0]);
   s += ',' + json_path("destination", opt.operands[1]);
   s += ",\"dry_run\":" + std::string(opt.dry_run ? "true" : "false");
   s += ",\"jobs\":" + std::to_string(treesync::jobs{opt.jobs}.count());
+  s += extra_members;  // a tool's own (treesync_mpi: ranks, frontier_depth, per_rank)
   s += ",\"status\":" + json_string(out.status);
   s += ",\"exit_code\":" + std::to_string(out.exit_code);
   s += ",\"refusal\":";

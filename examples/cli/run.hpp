@@ -4,7 +4,8 @@
 // Every switch (dry run, write mode, durable, hard links, owner, ...) goes into a run-time
 // treesync::options; the compare, deletion and links options are run-time policies of the CLI's
 // own (each delegates to the built-ins).  So the tool instantiates sync() exactly once, in one
-// translation unit.
+// translation unit.  count_source() is --progress's counting run (cli/progress.hpp), through the
+// same run().
 #ifndef TREESYNC_CLI_RUN_HPP
 #define TREESYNC_CLI_RUN_HPP
 
@@ -14,11 +15,17 @@
 #include <treesync/treesync.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdio>
+#include <filesystem>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
+
+#include <unistd.h>
 
 namespace treesync_cli {
 
@@ -83,7 +90,6 @@ struct cli_links {
 struct run_context {
   const options& opt;
   cli_deletion deletion;
-  cli_links links;
   const treesync::filter& patterns;  // --exclude, --include, --filter, -F, --*-from
   unsigned jobs;
   const std::atomic<bool>* cancel;
@@ -91,9 +97,9 @@ struct run_context {
   std::string backup_dir;  // empty: no backups
 };
 
-/// The library's run-time options for this command line.
-inline treesync::options library_options(const run_context& c) {
-  const options& o = c.opt;
+/// The library's run-time options for the command line `o`.
+inline treesync::options library_options(const options& o, unsigned jobs, const std::atomic<bool>* cancel,
+                                         const std::string& backup_dir) {
   treesync::options t;
   t.dry_run = o.dry_run;
   t.allow_empty_source = o.allow_empty_source;
@@ -105,18 +111,127 @@ inline treesync::options library_options(const run_context& c) {
   t.hard_links = o.hard_links;
   t.xattrs = o.xattrs;
   t.write = o.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
-  t.jobs = c.jobs;
-  t.cancel = c.cancel;
-  t.backup_dir = c.backup_dir;
+  t.jobs = jobs;
+  t.cancel = cancel;
+  t.backup_dir = backup_dir;
   return t;
 }
 
-/// The one sync() call of the tool.
+inline treesync::options library_options(const run_context& c) {
+  return library_options(c.opt, c.jobs, c.cancel, c.backup_dir);
+}
+
+/// The comparison of the command line `o` (--checksum, --size-only, --update, --modify-window).
+/// `meter`: --progress's, told of each file found current, or null (the MPI tool: no meter).
+inline cli_compare make_compare(const options& o, progress_meter* meter = nullptr) {
+  return cli_compare{o.compare, std::chrono::nanoseconds(o.modify_window_ns), meter};
+}
+
+/// sync() of `src` into `dst` with the comparison `compare`, the policies of the command line `o`
+/// (links, and `deletion` with its limit), the filter and the run-time options `lib`, plus
+/// `extra...`: an observer, and for a run split in pieces treesync::frontier or treesync::subtree
+/// (examples/treesync_mpi.cpp).
+template <class... Extra>
+treesync::report sync_with(const options& o, const cli_compare& compare, const cli_deletion& deletion,
+                           const treesync::filter& patterns, const std::filesystem::path& src,
+                           const std::filesystem::path& dst, const treesync::options& lib, std::error_code& ec,
+                           Extra&&... extra) {
+  return treesync::sync(src, dst, lib, compare, deletion, cli_links{o.links}, patterns,
+                        std::forward<Extra>(extra)..., ec);
+}
+
+/// The same with the comparison of `o` and no --progress meter.
+template <class... Extra>
+treesync::report sync_with(const options& o, const cli_deletion& deletion, const treesync::filter& patterns,
+                           const std::filesystem::path& src, const std::filesystem::path& dst,
+                           const treesync::options& lib, std::error_code& ec, Extra&&... extra) {
+  return sync_with(o, make_compare(o), deletion, patterns, src, dst, lib, ec, std::forward<Extra>(extra)...);
+}
+
+/// The one sync() call of the tool.  The comparison tells the printer's --progress meter of the
+/// files it finds current (the counting run's printer has none to tell).
 inline treesync::report run(run_context& c, std::error_code& ec) {
-  const cli_compare compare{c.opt.compare, std::chrono::nanoseconds(c.opt.modify_window_ns),
-                            c.observer.current_files_meter()};
-  return treesync::sync(c.opt.operands[0], c.opt.operands[1], library_options(c), compare, c.deletion, c.links,
-                        c.patterns, c.observer, ec);
+  return sync_with(c.opt, make_compare(c.opt, c.observer.current_files_meter()), c.deletion, c.patterns,
+                   c.opt.operands[0], c.opt.operands[1], library_options(c), ec, c.observer);
+}
+
+/// Reads the file `name` ("-": stdin) into `text`.
+inline bool read_file(const std::string& name, std::string& text, std::error_code& ec) {
+  std::FILE* f = name == "-" ? stdin : std::fopen(name.c_str(), "rb");
+  if (!f) {
+    ec.assign(errno, std::generic_category());
+    return false;
+  }
+  char buf[65536];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  if (failed) ec.assign(errno ? errno : EIO, std::generic_category());
+  if (f != stdin) std::fclose(f);
+  return !failed;
+}
+
+/// Why make_filter() failed: the message without the tool's name, and whether it is a usage error
+/// (a --filter rule treesync does not know) or a file that could not be read.
+struct filter_error {
+  std::string message;
+  bool usage = false;
+};
+
+/// The filter rules of the command line, in command-line order; per-directory rule files (-F,
+/// dir-merge) are read from SRC's directories.  `read(name, text, ec)` reads a --exclude-from /
+/// --include-from file (read_file(), or the text rank 0 read and broadcast).  Returns false, with
+/// `error` set, on the first rule or file that fails.
+template <class Read>
+bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filter_error& error) {
+  patterns = treesync::filter::reading(o.operands[0]);
+  for (const auto& f : o.filters) {
+    switch (f.kind) {
+      case filter_arg::exclude: patterns.add_plain(f.value, false); break;
+      case filter_arg::include: patterns.add_plain(f.value, true); break;
+      case filter_arg::rule:
+        if (!patterns.add_rule(f.value)) {
+          error = {"--filter: not a rule treesync knows: " + display(f.value) +
+                       " (use '+ PATTERN', '- PATTERN', 'dir-merge NAME' or '!')",
+                   true};
+          return false;
+        }
+        break;
+      case filter_arg::exclude_from:
+      case filter_arg::include_from: {
+        std::error_code ec;
+        std::string text;
+        if (!read(f.value, text, ec)) {
+          error = {"read " + display(f.value) + ": " + ec.message(), false};
+          return false;
+        }
+        patterns.add_rules(text, f.kind == filter_arg::include_from);
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+/// --progress's totals: a dry run of the same command line (filters, links, -x, --specials, -H)
+/// into a destination that does not exist, next to DST, so that every entry the mirror carries is
+/// reported once, as created; it reads only.  Returns whether it covered the whole source.
+inline bool count_source(const options& opt, const treesync::filter& patterns, progress_meter& meter) {
+  options counting = opt;
+  counting.dry_run = true;
+  counting.itemize = counting.verbose = counting.json = counting.progress = false;
+  counting.backup_dir.reset();
+  std::string dst = opt.operands[1];
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  const std::filesystem::path parent = std::filesystem::path(dst).parent_path();
+  const std::string name = ".treesync-progress-count-" + std::to_string(::getpid());
+  counting.operands[1] = parent.empty() ? name : (parent / name).string();
+  printer counter(counting, &meter, printer::role::count);
+  run_context context{counting, cli_deletion{deletion_mode::keep, treesync::unlimited}, patterns, opt.jobs,
+                      meter.count_cancel(), counter, std::string()};
+  std::error_code ec;
+  const treesync::report r = run(context, ec);
+  return !ec && !r.cancelled;
 }
 
 }  // namespace treesync_cli

@@ -2,8 +2,8 @@
 #
 # Consumer without any build-system support:
 #   1. $CXX -std=c++17|c++20 -I <treesync>/include consumer.cpp
-#   2. the vendored-copy case: include/treesync/treesync.hpp copied alone into a project,
-#      compiled with -I pointing there (the library is one self-sufficient file);
+#   2. the vendored-copy case: the directory include/treesync/ copied alone into a project,
+#      compiled with -I pointing there (the directory is self-sufficient);
 #   3. every public header compiles on its own (self-contained includes).
 
 cmake_minimum_required(VERSION 3.14)
@@ -22,14 +22,14 @@ foreach(std 17 20)
   treesync_run_app("${WORK_DIR}/app-c++${std}" "${WORK_DIR}/tree-c++${std}")
 endforeach()
 
-# 2. the single header copied on its own
-file(COPY "${SOURCE_DIR}/include/treesync/treesync.hpp" DESTINATION "${WORK_DIR}/vendor/treesync")
+# 2. the header directory copied on its own
+file(COPY "${SOURCE_DIR}/include/treesync" DESTINATION "${WORK_DIR}/vendor")
 treesync_run("${CXX}" -std=c++17 ${warnings} -I "${WORK_DIR}/vendor" "${consumer}"
              -o "${WORK_DIR}/app-vendored")
 treesync_run_app("${WORK_DIR}/app-vendored" "${WORK_DIR}/tree-vendored")
 
 # 3. each public header alone in a translation unit
-file(GLOB headers RELATIVE "${SOURCE_DIR}/include" "${SOURCE_DIR}/include/treesync/*.hpp")
+file(GLOB_RECURSE headers RELATIVE "${SOURCE_DIR}/include" "${SOURCE_DIR}/include/treesync/*.hpp")
 foreach(h IN LISTS headers)
   string(MAKE_C_IDENTIFIER "${h}" _id)
   file(WRITE "${WORK_DIR}/self_contained_${_id}.cpp" "#include <${h}>\n#include <${h}>\nint main() {}\n")

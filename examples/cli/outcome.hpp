@@ -1,0 +1,164 @@
+// examples/cli/outcome.hpp - what a run of a treesync tool comes to: the exit status, the refusal
+// in the CLI's words, usage errors under --json, and everything printed after the run (refusal,
+// errors, skipped specials, the interrupt notice, then --json or --stats or the summary line).
+// Shared by examples/treesync.cpp and examples/treesync_mpi.cpp.
+#ifndef TREESYNC_CLI_OUTCOME_HPP
+#define TREESYNC_CLI_OUTCOME_HPP
+
+#include "options.hpp"
+#include "output.hpp"
+#include "signals.hpp"
+#include "text.hpp"
+
+#include <treesync/treesync.hpp>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <sys/stat.h>
+
+namespace treesync_cli {
+
+/// A refusal in the CLI's spelling: the message (options as flags, with counts) and the path at
+/// fault ("" when the refusal is about both).
+struct refusal_text {
+  std::string message;
+  std::string path;
+};
+
+/// `would_delete`: what the run would delete, counted for a --max-delete refusal.
+inline refusal_text describe_refusal(const options& opt, const std::error_code& ec, std::size_t would_delete) {
+  const std::string& src = opt.operands[0];
+  const std::string& dst = opt.operands[1];
+  struct stat st;
+  if (ec == treesync::errc::max_delete_exceeded)
+    return {"would delete " + std::to_string(would_delete) + " entries, --max-delete=" +
+                std::to_string(opt.max_delete ? *opt.max_delete : 0) + " (nothing was touched)",
+            dst};
+  if (ec == treesync::errc::empty_source)
+    return {"source " + display(src) + " is empty and destination " + display(dst) +
+                " is not (--allow-empty-source to proceed)",
+            src};
+  if (ec == treesync::errc::same_directory)
+    return {"source " + display(src) + " and destination " + display(dst) + " are the same directory", dst};
+  if (ec == treesync::errc::nested_directory)
+    return {"source " + display(src) + " and destination " + display(dst) + " are nested in each other", dst};
+  if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
+    if (::stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {"source " + display(src) + ": " + ec.message(), src};
+    if (::stat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+      return {"destination " + display(dst) + ": " + ec.message(), dst};
+    if (ec == std::errc::no_such_file_or_directory)
+      return {"destination " + display(dst) + ": its parent directory does not exist", dst};
+  }
+  return {display(src) + " -> " + display(dst) + ": " + ec.message(), ""};
+}
+
+/// Whether the command line asks for --json (before any "--"): a usage error then prints JSON too.
+inline bool wants_json(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--") return false;
+    if (a == "--json") return true;
+  }
+  return false;
+}
+
+/// --json for a usage error: one object, like the report's head, with the message (its first line,
+/// without "NAME: ").
+inline void print_usage_json(const tool_info& tool, const std::string& message) {
+  const std::string prefix = std::string(tool.name) + ": ";
+  std::string text = message.rfind(prefix, 0) == 0 ? message.substr(prefix.size()) : message;
+  const std::size_t nl = text.find('\n');
+  if (nl != std::string::npos) text.resize(nl);
+  std::string s = "{\"schema\":1,\"version\":" + json_string(TREESYNC_VERSION_STRING) +
+                  ",\"status\":\"usage\",\"exit_code\":1,\"message\":" + json_string(text) + "}\n";
+  std::fputs(s.c_str(), stdout);
+}
+
+/// A usage error found after parse() (`message` as usage_message() or "NAME: reason\n"): printed on
+/// stderr, and as JSON under --json.  Returns the exit status, 1.
+inline int usage_exit(const tool_info& tool, bool json, const std::string& message) {
+  std::fputs(message.c_str(), stderr);
+  if (json) print_usage_json(tool, message);
+  return 1;
+}
+
+/// What parse() decided when it did not return options to run with: help, version or a usage
+/// error, printed.  Returns the exit status.
+inline int parse_exit(const tool_info& tool, const parse_result& parsed, int argc, char** argv) {
+  if (parsed.exit_code == 0) {
+    std::fputs(parsed.message.c_str(), stdout);
+    return 0;
+  }
+  return usage_exit(tool, wants_json(argc, argv), parsed.message);
+}
+
+/// The exit status and the status word of a run: interrupted (`sig`, first_signal), refused
+/// (`refusal`), errors, vanished, or ok.
+inline outcome decide_outcome(int sig, const std::error_code& refusal, const treesync::report& r) {
+  outcome out;
+  if (sig != 0) {
+    out.exit_code = interrupted_exit_code(sig);
+    out.status = "interrupted";
+    out.signal = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  } else if (refusal) {
+    out.exit_code = 2;
+    out.status = "refused";
+    out.refusal = refusal;
+  } else if (!r.errors.empty()) {
+    out.exit_code = 23;
+    out.status = "errors";
+  } else if (!r.vanished.empty()) {
+    out.exit_code = 24;
+    out.status = "vanished";
+  }
+  return out;
+}
+
+/// What a tool adds to the report: members of the --json object (after "jobs", each with its
+/// leading comma) and lines after --stats.
+struct report_extras {
+  std::string json_members;
+  std::string stats_lines;
+};
+
+/// Everything printed after the run, in order: the refusal, the errors and vanished entries, the
+/// skipped specials (not under -q) and the interrupt notice on stderr; then --json (`actions`: the
+/// printer's, with -i or -v), or --stats or the summary line unless refused.  The -i / -v lines
+/// were printed by printer::finish() before.  Returns the exit status (23 when stdout fails).
+inline int print_report(const options& opt, const treesync::report& r, outcome out, const refusal_text& refused,
+                        const std::vector<std::string>* actions, const report_extras& extras = {}) {
+  if (out.refusal) std::fprintf(stderr, "treesync: refused: %s\n", refused.message.c_str());
+  print_errors(r);
+  if (!opt.quiet) print_skipped(r);
+  if (out.signal)
+    std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "
+                         "at a final name; the report is partial\n", out.signal);
+
+  if (opt.json) {
+    const std::string text = json_report(opt, r, out, actions, refused.message, refused.path, extras.json_members);
+    std::fputs(text.c_str(), stdout);
+  } else if (!out.refusal) {
+    if (opt.stats) {
+      print_stats(r, opt.dry_run, out.signal != nullptr);
+      std::fputs(extras.stats_lines.c_str(), stdout);
+    } else if (!opt.quiet) {
+      print_summary(r, opt.dry_run, out.signal != nullptr);
+    }
+  }
+  if (std::fflush(stdout) != 0 && out.exit_code == 0) {
+    std::fprintf(stderr, "treesync: write stdout: %s\n", std::strerror(errno));
+    out.exit_code = 23;
+  }
+  return out.exit_code;
+}
+
+}  // namespace treesync_cli
+
+#endif  // TREESYNC_CLI_OUTCOME_HPP

@@ -1,0 +1,481 @@
+// treesync/detail/apply.hpp - the applier (every write of a run, one install path) and the pruner (tree removal)
+//
+// SPDX-License-Identifier: MIT
+// Copyright (c) treesync authors
+//
+// A part of treesync: include <treesync/treesync.hpp>, which includes every part in order.
+#ifndef TREESYNC_DETAIL_APPLY_HPP
+#define TREESYNC_DETAIL_APPLY_HPP
+
+#include "state.hpp"
+
+namespace treesync {
+inline namespace v0 {
+
+namespace detail {
+
+// ---- the pruner: removing entries and whole trees ------------------------------------------------
+
+enum class removal { done, kept, failed };
+
+template <class S>
+class applier;
+
+/// Removes destination entries; a directory is emptied first, through handles opened without
+/// following links, so a symlink inside it is removed, never walked through.  Entries inside it
+/// that the deletion policy protects (excluded ones, under deletion::extraneous) are kept, and
+/// then so is the directory.  It decides as it walks; the writes are the applier's, and a dry run
+/// (no applier) walks, decides and records the same way without them.
+template <class S>
+class pruner {
+ public:
+  using handle = typename S::handle;
+
+  pruner(S& s, journal<S>& j, applier<S>* a) : s_(s), fs_(s.fs), j_(j), ap_(a) {}
+
+  /// Removes an entry.  `count_top`: the entry itself is reported as deleted.  `leftover`: a
+  /// staged directory an interrupted run left: everything in it goes, whatever the deletion
+  /// policy (none of it ever was at a final path).
+  removal remove_entry(handle& d, const std::string& name, file_type t, bool count_top, bool leftover = false) {
+    if (t == file_type::unknown) {
+      std::error_code ec;
+      const stat_info st = fs_.stat(d, name, false, ec);
+      if (ec) return is_enoent(ec) ? removal::done : (j_.fail("stat", ec), removal::failed);
+      t = st.type;
+    }
+    if (t == file_type::directory) return remove_tree(d, name, count_top, leftover);
+    if (ap_ && !ap_->remove_file(d, name, !leftover)) return removal::failed;
+    if (count_top) j_.removed(t);
+    return removal::done;
+  }
+
+  /// Clears the way for an entry of another type: false (reported) when that is not possible.
+  bool replace_dir(handle& d, const std::string& name) {
+    const removal r = remove_entry(d, name, file_type::directory, false);
+    if (r == removal::kept) j_.fail("rmdir", std::make_error_code(std::errc::directory_not_empty));
+    return r == removal::done;
+  }
+
+  /// A destination entry inside the backup directory's own path: never deleted.
+  bool is_backup_dir() const { return !s_.backup_rel.empty() && j_.rel == s_.backup_rel; }
+
+ private:
+  // One directory of a tree being deleted.
+  struct level {
+    handle h;
+    bool open = true;
+    bool known = false;  // dev, ino taken (before the handle was first closed)
+    std::uint64_t dev = 0, ino = 0;
+    std::string name;  // in the level above (for the first level: in the caller's directory)
+    std::vector<dir_entry> children;
+    std::size_t next = 0;
+    bool ok = true;
+    bool kept = false;
+    std::size_t rel_size = 0;  // rel's length without this level's name
+  };
+  enum class entered { pushed, gone, swapped, failed };
+
+  static void fold(level& l, removal r) {
+    if (r == removal::failed) l.ok = false;
+    if (r == removal::kept) l.kept = true;
+  }
+
+  // Opens and lists the directory `name` of `parent` as a new level.
+  entered enter_level(handle& parent, const std::string& name, std::vector<level>& levels) {
+    std::error_code ec;
+    level l;
+    l.h = fs_.open_dir(parent, name, false, ec);
+    // swapped for a link or a file since it was listed: removed as such, never walked
+    if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) return entered::swapped;
+    if (ec) {
+      if (is_enoent(ec)) return entered::gone;
+      j_.fail("opendir", ec);
+      return entered::failed;
+    }
+    l.children = fs_.list(l.h, ec);
+    if (ec) {
+      j_.fail("list", ec);
+      return entered::failed;
+    }
+    if (ap_ && !l.children.empty()) ap_->open_up(l.h);
+    l.name = name;
+    levels.push_back(std::move(l));
+    return entered::pushed;
+  }
+
+  // Closes a level's handle while a level below it is emptied (past delete_open_levels).
+  void close_level(level& l) {
+    if (!l.known) {
+      std::error_code ec;
+      const stat_info id = fs_.stat(l.h, ".", false, ec);
+      if (ec) return;  // stays open
+      l.dev = id.dev;
+      l.ino = id.ino;
+      l.known = true;
+    }
+    l.h = handle{};
+    l.open = false;
+  }
+
+  // Reopens the closed level above `below` (just emptied, still open): through its "..", else
+  // down from the deepest level still open (or the caller's directory), by name; every
+  // directory checked by dev+ino.
+  bool reopen_level(std::vector<level>& levels, handle& top, level& below) {
+    level& up = levels.back();
+    std::error_code ec;
+    handle h = fs_.open_dir(below.h, "..", false, ec);
+    if (!ec) {
+      const stat_info id = fs_.stat(h, ".", false, ec);
+      if (!ec && (id.dev != up.dev || id.ino != up.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+    }
+    if (ec) {
+      std::size_t i = levels.size() - 1;
+      while (i > 0 && !levels[i - 1].open) --i;
+      ec.clear();
+      h = fs_.open_dir(i > 0 ? levels[i - 1].h : top, ".", false, ec);
+      for (; !ec && i < levels.size(); ++i) {
+        handle next = fs_.open_dir(h, levels[i].name, false, ec);
+        if (ec) break;
+        const stat_info id = fs_.stat(next, ".", false, ec);
+        if (!ec && (id.dev != levels[i].dev || id.ino != levels[i].ino))
+          ec = std::make_error_code(std::errc::no_such_file_or_directory);
+        h = std::move(next);
+      }
+    }
+    if (ec) return j_.fail("opendir", ec), false;
+    up.h = std::move(h);
+    up.open = true;
+    return true;
+  }
+
+  // The next child of the deepest level: removed, kept, or (a directory) pushed as a new level.
+  // False when the removal must stop (halted).
+  bool step_into(std::vector<level>& levels, bool leftover) {
+    level& l = levels.back();
+    const dir_entry c = l.children[l.next++];
+    std::string& rel = j_.rel;
+    const std::size_t saved = rel.size();
+    if (!rel.empty()) rel += '/';
+    rel += c.name;
+    file_type ct = c.type;
+    if (ct == file_type::unknown) {
+      std::error_code ec;
+      const stat_info cs = fs_.stat(l.h, c.name, false, ec);
+      if (ec) {
+        if (!is_enoent(ec)) l.ok = (j_.fail("stat", ec), false);
+        return rel.resize(saved), true;
+      }
+      ct = cs.type;
+    }
+    if (!leftover && (is_backup_dir() || (!is_temp_name(c.name) && !removes(ct)))) {
+      l.kept = true;
+      return rel.resize(saved), true;
+    }
+    removal r = removal::done;
+    if (ct == file_type::directory) {
+      const entered en = enter_level(l.h, c.name, levels);  // may move the levels: `l` is stale
+      if (en == entered::pushed) {
+        levels.back().rel_size = saved;
+        if (levels.size() > delete_open_levels + 1) close_level(levels[levels.size() - 2]);
+        return true;
+      }
+      if (en == entered::failed) r = removal::failed;
+      if (en == entered::swapped) r = remove_entry(levels.back().h, c.name, file_type::symlink, !leftover, leftover);
+    } else {
+      r = remove_entry(l.h, c.name, ct, !leftover, leftover);
+    }
+    fold(levels.back(), r);
+    rel.resize(saved);
+    return leftover || !s_.halted();
+  }
+
+  // Whether the deletion policy removes the entry at rel inside a directory being deleted.
+  bool removes(file_type t) {
+    const bool ex = call_excluded(s_.exc, std::string_view(j_.rel), t);
+    if (s_.del.removes(std::string_view(j_.rel), t, ex)) return true;
+    if (ex) ++j_.rep.excluded;
+    return false;
+  }
+
+  // The deepest level is empty (or keeps something): removes it and folds the outcome into the
+  // level above.  Returns the outcome when it was the top level.
+  std::optional<removal> step_out(std::vector<level>& levels, handle& top, bool count_top, bool leftover) {
+    level done = std::move(levels.back());
+    levels.pop_back();
+    if (!levels.empty() && !levels.back().open && !reopen_level(levels, top, done)) return removal::failed;
+    removal r = !done.ok ? removal::failed : done.kept ? removal::kept : removal::done;
+    if (r == removal::done) {
+      done.h = handle{};
+      if (ap_ && !ap_->remove_dir(levels.empty() ? top : levels.back().h, done.name)) {
+        r = removal::failed;
+      } else if (!leftover && (!levels.empty() || count_top)) {
+        j_.removed(file_type::directory);
+      }
+    }
+    j_.rel.resize(done.rel_size);
+    if (levels.empty()) return r;
+    fold(levels.back(), r);
+    if (!leftover && s_.halted()) return removal::failed;
+    return std::nullopt;
+  }
+
+  // A directory and everything in it, without recursion: a stack of levels, of which only the
+  // first delete_open_levels and the one being emptied hold a descriptor.
+  removal remove_tree(handle& top, const std::string& top_name, bool count_top, bool leftover) {
+    std::vector<level> levels;
+    const std::size_t base = j_.rel.size();  // rel names the directory already
+    switch (enter_level(top, top_name, levels)) {
+      case entered::swapped: return remove_entry(top, top_name, file_type::symlink, count_top, leftover);
+      case entered::gone: return removal::done;
+      case entered::failed: return removal::failed;
+      case entered::pushed: break;
+    }
+    levels.back().rel_size = base;
+    for (;;) {
+      if (levels.back().next < levels.back().children.size()) {
+        if (!step_into(levels, leftover)) return j_.rel.resize(base), removal::failed;
+        continue;
+      }
+      if (const auto r = step_out(levels, top, count_top, leftover)) return j_.rel.resize(base), *r;
+    }
+  }
+
+  S& s_;
+  typename S::fs_type& fs_;
+  journal<S>& j_;
+  applier<S>* ap_;  // null in a dry run
+};
+
+// ---- the applier -------------------------------------------------------------------------------
+
+/// Carries plans out: every write of the run is made here.  A new entry is made under a temporary
+/// name (or, inside a directory still staged, at its final name) and `install` puts it in place.
+template <class S>
+class applier {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+
+  applier(S& s, journal<S>& j, pruner<S>& p) : s_(s), fs_(s.fs), j_(j), pruner_(p) {}
+
+  /// Carries out an entry's plan in its directory `n`.  Returns whether the directory's entries
+  /// changed (its mtime is then restored when it is finished).
+  bool apply(node& n, const std::string& name, const plan& p) {
+    if (p.what == plan::step::meta) return touch(n.dst, name, p), false;
+    prepare_write(n);
+    switch (p.type) {
+      case file_type::regular: return write_file(n, name, p);
+      case file_type::symlink: return write_link(n.dst, name, p);
+      default: return write_special(n.dst, name, p);
+    }
+  }
+
+  /// Puts the entry made as `made` in `d` at `name`.  What the destination held there (`old`)
+  /// goes first: a directory with its content, anything else into the backup directory when
+  /// there is one.  Then `made` is renamed over the name, unless it was made there.  On failure
+  /// the made entry is discarded, the failure reported, and false returned.
+  bool install(handle& d, const std::string& made, const std::string& name, file_type old) {
+    if (old == file_type::directory ? !pruner_.replace_dir(d, name) : old != file_type::none && !backup(d, name)) {
+      discard(d, made);
+      return false;
+    }
+    if (made == name) return true;
+    std::error_code ec;
+    fs_.rename(d, made, name, ec);
+    if (ec) {
+      discard(d, made);
+      j_.fail("rename", ec);
+      return false;
+    }
+    return true;
+  }
+
+  /// Makes a directory the source has and the destination lacks: under a temporary name when the
+  /// parent keeps its handle to the end (the rename needs it) and no other run finishes the
+  /// subtree (frontier); inside a staged directory the name is final already.
+  bool make_dir(node& n) {
+    node& p = *n.parent;
+    std::error_code ec;
+    const bool stage =
+        !p.unseen && n.dst_type == file_type::none && s_.opt.frontier_depth == 0 && p.depth <= open_levels;
+    const std::string made = stage ? s_.temp_name() : n.name;
+    fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
+    if (ec) return j_.fail("mkdir", ec), false;
+    p.modified.store(true);
+    if (stage) n.staged = made;
+    n.unseen = stage || p.unseen;
+    n.dst = fs_.open_dir(p.dst, made, false, ec);
+    if (ec) return j_.fail("opendir", ec), false;
+    n.have_dst = true;
+    if (s_.opt.xattrs) {
+      fs_.copy_xattrs(n.src, n.dst, ec);
+      if (ec) j_.fail("xattr", ec);
+    }
+    return true;
+  }
+
+  /// A directory's metadata, once its content is complete; a staged one then takes its name.
+  bool finish_dir(node& n, const dir_plan& p) {
+    const stat_info& st = n.src_st;
+    handle& d = n.dst;
+    std::error_code ec;
+    if (p.owner || p.group) {  // before the chmod, which a chown may undo
+      fs_.set_owner(d, ".", p.owner ? std::int64_t(st.uid) : -1, p.group ? std::int64_t(st.gid) : -1, ec);
+      if (ec) return j_.fail("chown", ec), false;
+    }
+    if (p.mode) fs_.set_mode(d, ".", st.mode, ec);
+    if (ec) return j_.fail("chmod", ec), false;
+    if (p.mtime) fs_.set_mtime(d, ".", st.mtime_ns, ec);
+    if (ec) return j_.fail("utime", ec), false;
+    if (p.fsync) fs_.sync_dir(d, ec);
+    if (ec) return j_.fail("fsync", ec), false;
+    if (!n.staged.empty()) {  // complete: into place (the parent's handle is open: see make_dir)
+      fs_.rename(n.parent->dst, n.staged, n.name, ec);
+      if (ec) return j_.fail("rename", ec), false;  // left under its temporary name: the next run removes it
+      n.staged.clear();
+    }
+    return true;
+  }
+
+  /// Another name for a file already in the destination (hard_links), installed at `name` in `d`.
+  bool link(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) {
+    std::error_code ec;
+    const std::string made = s_.temp_name();
+    fs_.link(fdir, fname, d, made, ec);
+    if (ec) return j_.fail("link", ec), false;
+    return install(d, made, name, old);
+  }
+
+  /// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
+  bool remove_file(handle& d, const std::string& name, bool keep_copy) {
+    if (keep_copy && s_.opt.backup_dir.empty() == false && !is_temp_name(name)) return backup(d, name);
+    std::error_code ec;
+    fs_.remove(d, name, ec);
+    if (ec && !is_enoent(ec)) return j_.fail("unlink", ec), false;
+    return true;
+  }
+  bool remove_dir(handle& parent, const std::string& name) {
+    std::error_code ec;
+    fs_.remove_dir(parent, name, ec);
+    if (ec && !is_enoent(ec)) return j_.fail("rmdir", ec), false;
+    return true;
+  }
+  /// A directory about to be emptied is made writable first.
+  void open_up(handle& d) {
+    std::error_code ec;
+    const stat_info self = fs_.stat(d, ".", false, ec);
+    if (!ec && (self.mode & 0200) == 0) fs_.set_mode(d, ".", self.mode | 0700, ec);
+  }
+
+  /// A destination directory without write permission is made writable before its first change;
+  /// finish_dir restores the source's mode.
+  void prepare_write(node& n) {
+    if (n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0) return;
+    std::lock_guard<std::mutex> lock(n.mu);
+    if (n.made_writable) return;
+    std::error_code ec;
+    fs_.set_mode(n.dst, ".", n.dst_st.mode | 0700, ec);
+    n.made_writable = !ec;
+  }
+
+  void discard(handle& d, const std::string& name) {
+    std::error_code ignored;
+    fs_.remove(d, name, ignored);
+  }
+
+ private:
+  // Moves the destination entry at rel (about to be replaced or deleted) into the backup
+  // directory.  True when there is no backup directory or the move worked.
+  bool backup(handle& d, const std::string& name) {
+    if (s_.opt.backup_dir.empty()) return true;
+    std::error_code ec;
+    handle parent;
+    if (s_.backups.parent_of(s_.root && s_.root->have_dst ? &s_.root->dst : nullptr, j_.rel, parent, ec))
+      fs_.move(d, name, parent, name, ec);
+    if (ec) return j_.fail("backup", ec), false;
+    return true;
+  }
+
+  void touch(handle& d, const std::string& name, const plan& p) {
+    std::error_code ec;
+    if (p.set_mtime) fs_.set_mtime(d, name, p.src.mtime_ns, ec);
+    if (!ec && p.set_mode) fs_.set_mode(d, name, p.src.mode, ec);  // the file's own: the directory is not written
+    if (ec) return j_.fail(p.op, ec);
+    j_.touched(p);
+  }
+
+  // A partial or unfinished new file never reaches a final path: made under a temporary name
+  // (or a new name in a staged directory) it is discarded.  Returns whether `d` changed.
+  bool write_file(node& n, const std::string& name, const plan& p) {
+    handle& d = n.dst;
+    const std::string made = p.temp ? s_.temp_name() : name;
+    const bool discardable = p.temp || p.unseen;
+    copy_options opts;
+    opts.follow = p.follow;
+    opts.replace = p.in_place;
+    opts.sync = s_.opt.durable;
+    opts.owner = s_.opt.owner;
+    opts.group = s_.opt.group;
+    opts.xattrs = s_.opt.xattrs;
+    std::error_code ec;
+    const copy_result copied = fs_.copy_file(n.src, name, d, made, p.src, opts, ec);
+    if (ec) {
+      if (discardable) discard(d, made);
+      ec == errc::changed_during_copy ? j_.vanish("copy", ec) : j_.source_failure(n.src, name, "copy", ec);
+      return !discardable;
+    }
+    if (s_.smudge_copy(p.src.mtime_ns)) {  // no ctime will tell the next run this copy was racy
+      fs_.set_mtime(d, made, smudged_mtime(p.src.mtime_ns), ec);
+      if (ec) {
+        if (discardable) discard(d, made);
+        j_.fail("utime", ec);
+        return !discardable;
+      }
+    }
+    if (!install(d, made, name, p.in_place ? file_type::none : p.old)) return true;
+    j_.wrote(p, copied);
+    return !p.in_place;
+  }
+
+  bool write_link(handle& d, const std::string& name, const plan& p) {
+    const std::string made = p.unseen ? name : s_.temp_name();
+    std::error_code ec;
+    fs_.make_symlink(d, made, p.target, ec);
+    if (ec) return j_.fail("symlink", ec), false;
+    if (!install(d, made, name, p.old)) return true;
+    j_.wrote(p, {});
+    return true;
+  }
+
+  // A FIFO, socket or device node, made (never opened) with its owner, mode and mtime.
+  bool write_special(handle& d, const std::string& name, const plan& p) {
+    const stat_info& st = p.src;
+    const std::string made = s_.temp_name();
+    std::error_code ec;
+    fs_.make_special(d, made, st, ec);
+    if (ec) return j_.fail("mknod", ec), false;
+    if (s_.opt.owner || s_.opt.group)
+      fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(st.uid) : -1, s_.opt.group ? std::int64_t(st.gid) : -1, ec);
+    if (!ec) fs_.set_mode(d, made, st.mode, ec);
+    if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
+    if (ec) {
+      discard(d, made);
+      return j_.fail("mknod", ec), true;
+    }
+    if (!install(d, made, name, p.old)) return true;
+    j_.wrote(p, {});
+    return true;
+  }
+
+  S& s_;
+  typename S::fs_type& fs_;
+  journal<S>& j_;
+  pruner<S>& pruner_;
+};
+
+}  // namespace detail
+
+}  // namespace v0
+}  // namespace treesync
+
+#endif  // TREESYNC_DETAIL_APPLY_HPP

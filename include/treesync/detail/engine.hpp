@@ -1,0 +1,592 @@
+// treesync/detail/engine.hpp - the engine: the worker, the scheduler and one run
+//
+// SPDX-License-Identifier: MIT
+// Copyright (c) treesync authors
+//
+// A part of treesync: include <treesync/treesync.hpp>, which includes every part in order.
+#ifndef TREESYNC_DETAIL_ENGINE_HPP
+#define TREESYNC_DETAIL_ENGINE_HPP
+
+#include "apply.hpp"
+#include "walk.hpp"
+
+// [treesync.detail.engine] ----------------------------------------------------------------------
+//
+// The diff is a merge: list a source directory and its destination directory, sort both by name,
+// walk them side by side (source only -> create, destination only -> delete, both -> compare).
+// Each directory pair is independent.  "cold" marks a destination directory known to be empty
+// (just created, or missing under dry_run): it is never listed or stat'ed.
+
+
+namespace treesync {
+inline namespace v0 {
+
+namespace detail {
+
+// ---- the worker --------------------------------------------------------------------------------
+
+/// One thread's share of the run: it walks the directory pairs the scheduler hands it, and hands
+/// each decision to its applier, which a dry run does not have.
+template <class S>
+class worker {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  explicit worker(S& s)
+      : s_(s), journal_(s), applier_(s, journal_, pruner_), pruner_(s, journal_, s.opt.dry_run ? nullptr : &applier_),
+        walker_(s, journal_), apply_(s.opt.dry_run ? nullptr : &applier_) {}
+  worker(const worker&) = delete;
+  worker& operator=(const worker&) = delete;
+
+  journal<S>& record() { return journal_; }
+  walker<S>& walk() { return walker_; }
+  pruner<S>& prune() { return pruner_; }
+
+  /// Opens (and, when missing or of another type in the destination, makes) the directory of a
+  /// node its parent saw in its listing; then lists and merges.
+  bool start_dir(node& n) {
+    journal_.set_rel_of(n);
+    if (!walker_.open(n)) return false;
+    if (n.dst_type != file_type::directory && !create_dir(n)) return false;
+    if (s_.opt.frontier_depth != 0 && n.depth > s_.opt.frontier_depth) {
+      s_.hand_out(std::string_view(journal_.rel));
+      return false;  // not entered, not finished: the subtree's own sync does both
+    }
+    return walker_.list_and_merge(n, false);
+  }
+
+  /// Entries [begin, end) of a node's merged listing; directories found become `children`.
+  void run_batch(node& n, std::size_t begin, std::size_t end, std::vector<node*>& children) {
+    journal_.set_rel_of(n);
+    bool modified = false;
+    for (std::size_t k = begin; k < end && !s_.halted(); ++k) {
+      const auto [i, j] = n.merged[k];
+      const dir_entry& e = i == npos ? n.dl[j] : n.sl[i];
+      rel_scope scope(journal_.rel, e.name);
+      plan p;
+      file_type t = file_type::none;
+      verdict v = i == npos ? walker_.extraneous(n, e, t)
+                            : walker_.source_entry(n, e, j == npos ? nullptr : &n.dl[j], children, p);
+      if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
+      if (v == verdict::apply) modified |= carry_out(n, e.name, p);
+      if (v == verdict::remove) modified |= remove(n, n.dl[j].name, t);
+      if (v == verdict::clean) modified |= clean(n, e.name, t);
+    }
+    if (modified) n.modified.store(true);
+  }
+
+  /// Directory metadata, after the content is complete.
+  void finish_dir(node& n) {
+    const dir_plan p = walker_.finish(n);
+    if (apply_ && n.have_dst && !apply_->finish_dir(n, p)) return;
+    if (p.meta) {
+      ++journal_.rep.meta_updated;
+      journal_.note(action_kind::update_meta, file_type::directory, 0, 0, {},
+                    differences(n.src_st, &n.dst_st) & ~changed::size);
+    }
+  }
+
+  /// A staged directory whose run stopped before it was complete never reaches its final name:
+  /// it goes rather than stay behind as a temporary.
+  void drop_staged(node& n) {
+    n.dst = handle{};
+    pruner_.remove_entry(n.parent->dst, n.staged, file_type::directory, false, true);
+  }
+
+  /// hard_links: each further name of a multiply-linked source file becomes a hard link to the
+  /// first name's copy (unless it already is one), and its directory gets its mtime back.
+  void link_pass() {
+    auto& requests = s_.link_requests;
+    std::sort(requests.begin(), requests.end());
+    if (!s_.root->have_dst) return journal_.fail("open", std::make_error_code(std::errc::no_such_file_or_directory));
+    for (const auto& [rel, first] : requests) {
+      if (s_.halted()) return;
+      journal_.rel = rel;
+      link_one(rel, first);
+    }
+  }
+
+ private:
+  // The one place a dry run differs: there the plan is recorded as if carried out.
+  bool carry_out(node& n, const std::string& name, const plan& p) {
+    if (apply_) return apply_->apply(n, name, p);
+    if (p.what == plan::step::meta) return journal_.touched(p), false;
+    if (p.old == file_type::directory && !pruner_.replace_dir(n.dst, name)) return false;
+    copy_result as_if;
+    as_if.bytes = p.type == file_type::regular ? p.src.size : 0;
+    journal_.wrote(p, as_if);
+    return true;
+  }
+
+  bool remove(node& n, const std::string& name, file_type t) {
+    if (apply_) apply_->prepare_write(n);
+    return pruner_.remove_entry(n.dst, name, t, true) == removal::done;
+  }
+
+  bool clean(node& n, const std::string& name, file_type t) {
+    if (apply_) apply_->prepare_write(n);
+    if (t == file_type::directory || t == file_type::unknown) {  // a staged directory
+      if (apply_) {
+        const removal r = pruner_.remove_entry(n.dst, name, t, false, true);
+        if (r != removal::done) return r != removal::failed;
+        t = file_type::directory;
+      }
+    } else if (apply_ && !apply_->remove_file(n.dst, name, false)) {
+      return false;
+    }
+    journal_.cleaned(t);
+    return true;
+  }
+
+  bool create_dir(node& n) {
+    node& p = *n.parent;
+    if (apply_) apply_->prepare_write(p);
+    if (n.dst_type != file_type::none) {
+      if (pruner_.remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
+      p.modified.store(true);
+    }
+    if (apply_ && !apply_->make_dir(n)) return false;
+    n.cold = true;
+    const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
+    journal_.count(kind);
+    journal_.note(kind, file_type::directory, 0, 0, {}, changed::all);
+    return true;
+  }
+
+  // One link request: `rel` becomes a hard link to `first`, both reached from the destination
+  // root's handle (never its path).
+  void link_one(const std::string& rel, const std::string& first) {
+    const auto split = [](const std::string& r) {
+      const auto slash = r.rfind('/');
+      return slash == std::string::npos ? std::make_pair(std::string(), r)
+                                        : std::make_pair(r.substr(0, slash), r.substr(slash + 1));
+    };
+    const auto [dir, name] = split(rel);
+    const auto [fdir, fname] = split(first);
+    std::error_code ec;
+    handle parent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+    handle fparent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+    if (ec || !descend(s_.fs, parent, dir, false, ec) || !descend(s_.fs, fparent, fdir, false, ec))
+      return journal_.fail("link", ec);
+    const stat_info target = s_.fs.stat(fparent, fname, false, ec);
+    if (ec || target.type != file_type::regular)
+      return journal_.fail("link", ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory));
+    const stat_info current = s_.fs.stat(parent, name, false, ec);
+    const file_type dt = ec ? file_type::none : current.type;
+    if (dt == file_type::regular && same_identity(current, target)) return;
+    if (apply_) {
+      if (!apply_->link(fparent, fname, parent, name, dt)) return;
+      restore_dir_mtime(parent, dir);
+    }
+    const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
+    journal_.count(kind);
+    journal_.note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {}, changed::all);
+  }
+
+  // The link changed the directory: it gets back the source directory's mtime.
+  void restore_dir_mtime(handle& parent, const std::string& dir) {
+    std::error_code ec;
+    handle sdir = s_.fs.open_dir(s_.root->src, ".", false, ec);
+    if (!ec && descend(s_.fs, sdir, dir, false, ec)) {
+      const stat_info sst = s_.fs.stat(sdir, ".", false, ec);
+      if (!ec) s_.fs.set_mtime(parent, ".", sst.mtime_ns, ec);
+    }
+    if (ec) journal_.fail("utime", ec);
+  }
+
+  S& s_;
+  journal<S> journal_;
+  applier<S> applier_;
+  pruner<S> pruner_;
+  walker<S> walker_;
+  applier<S>* apply_;  // null in a dry run
+};
+
+// ---- the scheduler -----------------------------------------------------------------------------
+
+/// The work list (a LIFO stack of tasks, so the walk goes depth first and open directories stay
+/// few), the threads, and the lifetime of each directory pair: a node lives while `pending`
+/// counts work for it; the worker that brings it to zero finishes the directory (post-order,
+/// without a global barrier) and releases the parent.  Below open_levels a node waiting only for
+/// its subdirectories closes its handles, and reopens its destination (checked by dev+ino) to
+/// finish: a 10,000-level chain needs a bounded number of descriptors.
+template <class S>
+class scheduler {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+  using worker_type = worker<S>;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  explicit scheduler(S& s) : s_(s), fs_(s.fs) {}
+
+  /// Splits a node's merged listing into batches: one per directory when serial; when parallel,
+  /// small enough that the entries of one directory spread over the workers.
+  void schedule_batches(node& n) {
+    const std::size_t total = n.merged.size();
+    if (total == 0) return;
+    std::size_t size = total;
+    if (s_.jobs > 1) size = std::min<std::size_t>(64, std::max<std::size_t>(1, total / (2 * s_.jobs)));
+    const std::size_t count = (total + size - 1) / size;
+    n.pending.fetch_add(count);
+    n.batches.fetch_add(count);
+    for (std::size_t k = count; k-- > 0;) push({&n, k * size, std::min(total, (k + 1) * size)});
+  }
+
+  /// Runs the work list to its end on `first` and jobs - 1 more workers; then the link pass, and
+  /// every worker's journal into the run's report.
+  void run(worker_type& first) {
+    std::vector<std::unique_ptr<worker_type>> helpers;
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < s_.jobs; ++i) {
+      helpers.push_back(std::make_unique<worker_type>(s_));
+      threads.emplace_back([this, w = helpers.back().get()] { work(*w); });
+    }
+    work(first);
+    for (auto& th : threads) th.join();
+    if (!s_.link_requests.empty() && !s_.halted() && !s_.exception) first.link_pass();
+    first.record().merge_into(s_.out);
+    for (auto& h : helpers) h->record().merge_into(s_.out);
+    if (s_.exception) std::rethrow_exception(s_.exception);
+    const auto by_path = [](const entry_error& a, const entry_error& b) {
+      return std::tie(a.path, a.operation) < std::tie(b.path, b.operation);
+    };
+    for (auto* list : {&s_.out.errors, &s_.out.vanished, &s_.out.skipped_entries, &s_.out.notices})
+      std::stable_sort(list->begin(), list->end(), by_path);
+  }
+
+  /// Drops one pending unit of a node; the last one finishes the directory and moves up.
+  void release(worker_type& w, node* n) {
+    node* done = nullptr;  // the child finished just before: its handle leads back up
+    while (n && n->pending.fetch_sub(1) == 1) {
+      node* parent = n->parent;
+      if (n->finish && !s_.halted()) {
+        // through the directory's own handle: no name lookup, nothing to race with
+        w.record().set_rel_of(*n);
+        if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
+        if (!n->closed || !n->have_dst || reopen(w, *n, done)) w.finish_dir(*n);
+      } else if (!n->staged.empty()) {
+        w.record().set_rel_of(*n);
+        w.drop_staged(*n);
+      }
+      retire(done);
+      done = n;
+      n = parent;
+    }
+    if (done && done->parent) retire(done);  // the root is the engine's, until the end of the run
+  }
+
+ private:
+  struct task {
+    node* n;
+    std::size_t begin;  // a start task when begin == npos
+    std::size_t end;
+  };
+
+  void push(const task& t) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(t);
+    }
+    cv_.notify_one();
+  }
+
+  bool pop(task& t) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !queue_.empty() || active_ == 0; });
+    if (queue_.empty()) return false;
+    t = queue_.back();
+    queue_.pop_back();
+    ++active_;
+    return true;
+  }
+
+  void done_one() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--active_ == 0 && queue_.empty()) cv_.notify_all();
+  }
+
+  void work(worker_type& w) {
+    task t{};
+    while (pop(t)) {
+      try {
+        execute(w, t);
+      } catch (...) {
+        s_.stop_on(std::current_exception());
+      }
+      done_one();
+    }
+  }
+
+  void execute(worker_type& w, const task& t) {
+    node* n = t.n;
+    struct releaser {
+      scheduler& sch;
+      worker_type& w;
+      node* n;
+      ~releaser() { sch.release(w, n); }
+    } guard{*this, w, n};
+    if (t.begin == npos) {
+      const bool ok = !s_.halted() && w.start_dir(*n);
+      n->parent->unstarted.fetch_sub(1);  // done with the parent's handles
+      maybe_close(*n->parent, 0);
+      if (ok) schedule_batches(*n);
+      return;
+    }
+    std::vector<node*> children;
+    w.run_batch(*n, t.begin, t.end, children);
+    n->unstarted.fetch_add(children.size());
+    // in reverse, so the LIFO work list enters them in name order
+    for (auto it = children.rbegin(); it != children.rend(); ++it) push({*it, npos, npos});
+    if (n->batches.fetch_sub(1) == 1) {  // the last batch: the listings are no longer needed
+      std::vector<dir_entry>().swap(n->sl);
+      std::vector<dir_entry>().swap(n->dl);
+      std::vector<std::pair<std::size_t, std::size_t>>().swap(n->merged);
+    }
+    maybe_close(*n, 1);  // this batch's own pending unit is still counted
+  }
+
+  // Deep trees: closes a node's handles while it only waits for its subdirectories.
+  void maybe_close(node& n, std::size_t own_units) {
+    if (n.depth <= open_levels || n.batches.load() != 0 || n.unstarted.load() != 0 ||
+        n.pending.load() <= own_units)  // no subdirectory in flight: it finishes next anyway
+      return;
+    std::lock_guard<std::mutex> lock(n.mu);
+    if (n.closed || n.batches.load() != 0 || n.unstarted.load() != 0) return;
+    if (n.have_dst) {
+      std::error_code ec;
+      const stat_info id = fs_.stat(n.dst, ".", false, ec);
+      if (ec) return;
+      n.dst_dev = id.dev;
+      n.dst_ino = id.ino;
+      n.dst = handle{};
+    }
+    n.src = handle{};
+    n.closed = true;
+  }
+
+  // Reopens a closed node's destination directory: through ".." from the child that just
+  // finished, or else down from the nearest ancestor whose handle is open, by the names of the
+  // nodes between; either way every directory is checked by dev+ino.  Never from the root's path.
+  bool reopen(worker_type& w, node& n, node* child) {
+    std::error_code ec = std::make_error_code(std::errc::bad_file_descriptor);
+    handle h;
+    if (child && child->have_dst && !child->closed) h = fs_.open_dir(child->dst, "..", false, ec);
+    if (!ec) {
+      const stat_info id = fs_.stat(h, ".", false, ec);
+      if (!ec && (id.dev != n.dst_dev || id.ino != n.dst_ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+    }
+    if (ec) h = reopen_from_ancestor(n, ec);
+    if (ec) return w.record().fail("opendir", ec), false;
+    n.dst = std::move(h);
+    n.closed = false;
+    return true;
+  }
+
+  handle reopen_from_ancestor(node& n, std::error_code& ec) {
+    const auto gone = [&ec] { return ec = std::make_error_code(std::errc::no_such_file_or_directory), handle{}; };
+    std::vector<node*> chain;  // n and its closed ancestors, from the bottom up
+    handle h;
+    for (node* a = &n;; a = a->parent) {
+      if (!a) return gone();
+      if (a != &n) {
+        std::lock_guard<std::mutex> lock(a->mu);  // maybe_close may be closing it
+        if (!a->closed) {
+          if (!a->have_dst) return gone();
+          h = fs_.open_dir(a->dst, ".", false, ec);
+          if (ec) return handle{};
+          break;
+        }
+      }
+      chain.push_back(a);
+    }
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      // a directory this run is still populating is on disk under its temporary name
+      handle next = fs_.open_dir(h, (*it)->staged.empty() ? (*it)->name : (*it)->staged, false, ec);
+      if (ec) return handle{};
+      const stat_info id = fs_.stat(next, ".", false, ec);
+      if (ec) return handle{};
+      if (id.dev != (*it)->dst_dev || id.ino != (*it)->dst_ino) return gone();
+      h = std::move(next);
+    }
+    return h;
+  }
+
+  void retire(node* n) {
+    if (!n) return;
+    s_.live_remove(n->src_st);
+    delete n;
+  }
+
+  S& s_;
+  typename S::fs_type& fs_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<task> queue_;
+  std::size_t active_ = 0;
+};
+
+// ---- the engine --------------------------------------------------------------------------------
+
+// nested_directory when `p` or one of its ancestors is `id`; fails closed: an ancestor that
+// cannot be stat'ed refuses the run with that error rather than passing as "not nested".
+template <class FS>
+std::error_code ancestor_matches(FS& fs, std::filesystem::path p, const stat_info& id) {
+  for (;;) {
+    std::error_code ec;
+    const stat_info st = fs.stat_path(p, true, ec);
+    if (ec) return ec;
+    if (same_identity(st, id)) return errc::nested_directory;
+    if (!p.has_relative_path()) return {};
+    p = p.parent_path();
+  }
+}
+
+// Is the destination (or, when it does not exist yet, the directory it will be created in) the
+// source or inside it, or the source inside the destination?  The canonical paths' ancestors are
+// compared by device+inode, so symlinks and bind mounts cannot hide the relation.
+template <class FS>
+std::error_code check_nesting(FS& fs, const std::filesystem::path& src, const stat_info& ss,
+                              const std::filesystem::path& dst, const stat_info* ds) {
+  std::error_code ec;
+  std::filesystem::path probe;
+  if (ds) {
+    probe = fs.canonical(dst, ec);
+  } else {
+    std::filesystem::path parent = dst.parent_path();
+    if (parent.empty()) parent = ".";
+    probe = fs.canonical(parent, ec);
+  }
+  if (ec) return ec;
+  if (auto e = ancestor_matches(fs, probe, ss)) return e;
+  if (!ds) return {};
+  const std::filesystem::path csrc = fs.canonical(src, ec);
+  if (ec) return ec;
+  return ancestor_matches(fs, csrc, *ds);
+}
+
+/// One run: the checks that may refuse it before anything is touched, the two roots, then the
+/// scheduler over the tree.
+template <class FS, class Cmp, class Del, class Lnk, class Exc, class Obs>
+class engine {
+ public:
+  using state = run_state<FS, Cmp, Del, Lnk, Exc, Obs>;
+  using handle = typename FS::dir_handle;
+  using node = dir_node<handle>;
+
+  engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, const run_options& opt,
+         report& rep)
+      : s_(fs, cmp, del, lnk, exc, obs, opt, rep) {}
+
+  /// Runs the whole sync.  Returns a refusal (nothing touched), the first error under
+  /// errors::stop, or an empty code.
+  std::error_code run(const std::filesystem::path& src_in, const std::filesystem::path& dst_in) {
+    const std::filesystem::path src = strip_trailing_separators(src_in);
+    const std::filesystem::path dst = strip_trailing_separators(dst_in);
+    stat_info ss, ds;
+    bool dst_exists = false;
+    if (auto e = preflight(src, dst, ss, ds, dst_exists)) return e;
+    s_.root_dev = ss.dev;
+    s_.locate_backups(dst);
+    worker<state> first(s_);
+    first.record().rel = s_.opt.subtree;
+    if (auto e = open_roots(src, dst, ss, ds, dst_exists, first)) return e;
+    // The root's listings are taken, and the empty-source guard decided, before any work starts.
+    // The root node, and with it the two root handles, lives until the end of the run: whatever
+    // comes after the start (hard links, backups, reopening deep directories) goes through them,
+    // never through the roots' paths again (issue 12: the destination's parent may be writable by
+    // someone who renames the destination away and leaves a symlink in its place).
+    node* r = s_.root.get();
+    scheduler<state> sched(s_);
+    if (!first.walk().list_and_merge(*r, true)) {
+      sched.release(first, r);
+      first.record().merge_into(s_.out);
+      return s_.refusal ? s_.refusal : s_.stop_error;
+    }
+    sched.schedule_batches(*r);
+    sched.release(first, r);
+    sched.run(first);
+    if (s_.stop_error) return s_.stop_error;
+    if (s_.opt.cancel && s_.opt.cancel->load()) {
+      s_.out.cancelled = true;
+      return std::make_error_code(std::errc::operation_canceled);
+    }
+    return {};
+  }
+
+ private:
+  // What refuses the run before anything is touched: a source that is not a directory, a
+  // destination of another type, the same or nested directories, an unsafe backup directory.
+  std::error_code preflight(const std::filesystem::path& src, const std::filesystem::path& dst, stat_info& ss,
+                            stat_info& ds, bool& dst_exists) {
+    std::error_code ec;
+    ss = s_.fs.stat_path(src, true, ec);
+    if (ec) return ec;
+    if (ss.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
+    ds = s_.fs.stat_path(dst, true, ec);
+    dst_exists = !ec;
+    if (ec && !is_enoent(ec)) return ec;
+    if (dst_exists && ds.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
+    if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
+    if (auto e = check_nesting(s_.fs, src, ss, dst, dst_exists ? &ds : nullptr)) return e;
+    if (s_.backups.enabled() && !s_.backups.relative()) return s_.backups.check(nullptr);
+    return {};
+  }
+
+  // Opens the source root, and the destination root (made first when missing, unless this is a
+  // dry run); asks once what the destination keeps of timestamps.
+  std::error_code open_roots(const std::filesystem::path& src, const std::filesystem::path& dst, const stat_info& ss,
+                             const stat_info& ds, bool dst_exists, worker<state>& first) {
+    std::error_code ec;
+    auto root = std::make_unique<node>();
+    root->name = s_.opt.subtree;
+    root->src_st = ss;
+    root->dst_st = ds;
+    root->dst_type = dst_exists ? file_type::directory : file_type::none;
+    s_.live_add(ss);
+    root->src = s_.fs.open_root(src, ec);
+    if (ec) return ec;
+    if (dst_exists || !s_.opt.dry_run) {
+      if (!dst_exists) s_.fs.make_root(dst, 0700, ec);
+      if (!ec) root->dst = s_.fs.open_root(dst, ec);
+      if (ec) return ec;
+      root->have_dst = true;
+      const stat_info id = dst_exists ? ds : s_.fs.stat(root->dst, ".", false, ec);
+      if (ec) return ec;
+      s_.dst_known = true;
+      s_.dst_dev = id.dev;
+      s_.dst_ino = id.ino;
+      if (dst_exists && s_.backups.enabled() && s_.backups.relative()) {
+        if (auto e = s_.backups.check(&root->dst)) return e;
+      }
+      read_time_model(root->dst);
+    }
+    if (!dst_exists) {
+      root->cold = true;
+      first.record().count(action_kind::create);
+      first.record().note(action_kind::create, file_type::directory, 0, 0, {}, changed::all);
+    }
+    s_.root = std::move(root);
+    return {};
+  }
+
+  void read_time_model(handle& dst_root) {
+    if constexpr (has_timestamps<FS>::value) {
+      std::error_code ec;
+      const time_model m = s_.fs.timestamps(dst_root, ec);
+      if (!ec) s_.time = m;
+    }
+    if (s_.time.resolution_ns < 1) s_.time.resolution_ns = 1;
+  }
+
+  state s_;
+};
+
+}  // namespace detail
+
+}  // namespace v0
+}  // namespace treesync
+
+#endif  // TREESYNC_DETAIL_ENGINE_HPP

@@ -1,0 +1,519 @@
+// treesync/detail/state.hpp - what a run shares (run_state), a directory pair in flight (dir_node), a plan, the journal
+//
+// SPDX-License-Identifier: MIT
+// Copyright (c) treesync authors
+//
+// A part of treesync: include <treesync/treesync.hpp>, which includes every part in order.
+#ifndef TREESYNC_DETAIL_STATE_HPP
+#define TREESYNC_DETAIL_STATE_HPP
+
+#include "../traits.hpp"
+
+namespace treesync {
+inline namespace v0 {
+
+namespace detail {
+
+inline constexpr std::string_view temp_prefix = ".treesync-tmp-";
+
+inline bool is_temp_name(std::string_view name) noexcept {
+  return name.size() > temp_prefix.size() && name.substr(0, temp_prefix.size()) == temp_prefix;
+}
+
+inline bool is_enoent(const std::error_code& ec) noexcept { return ec == std::errc::no_such_file_or_directory; }
+
+inline bool same_identity(const stat_info& a, const stat_info& b) noexcept { return a.dev == b.dev && a.ino == b.ino; }
+
+inline std::filesystem::path strip_trailing_separators(std::filesystem::path p) {
+  std::string s = p.string();
+  while (s.size() > 1 && s.back() == '/') s.pop_back();
+  return std::filesystem::path(s);
+}
+
+inline unsigned long process_token() noexcept {
+#if TREESYNC_HAS_POSIX
+  return static_cast<unsigned long>(::getpid());
+#else
+  return 0;
+#endif
+}
+
+/// The run-time switches of a run, gathered from the policy pack.
+using run_options = options;  // the engine runs on the folded options
+
+/// One directory pair in flight.  It owns its two handles while any of its entries or
+/// subdirectories is still being processed; `pending` counts those (plus the node's own start),
+/// and the worker that brings it to zero finishes the directory (its mode and mtime: post-order,
+/// without a global barrier) and releases the parent.
+//
+// Memory is linear in depth (issue 12): a node keeps its own name and a pointer to its parent,
+// which lives until its last child is done; nothing of its ancestors is copied into it.  Its
+// relative path is assembled when needed from the names up the parent chain, with a shortcut:
+// every `anchor_levels` levels a node (an anchor) also keeps the names from the anchor above it
+// down to itself, so the walk up visits fewer than anchor_levels nodes and then one anchor per
+// anchor_levels levels.
+template <class Handle>
+struct dir_node {
+  dir_node* parent = nullptr;
+  std::string name;  // name in the parent; for the root, the roots' relative path in a larger
+                     // mirror (subtree), usually ""
+  std::size_t depth = 1;  // the root is 1
+  const dir_node* anchor = nullptr;  // the nearest anchor above (the root is one)
+  std::string segment;               // an anchor's path below its own anchor ("" for others)
+  stat_info src_st;  // the source directory (followed when reached through a link)
+  stat_info dst_st;  // the destination entry of the same name as the parent saw it (when a directory)
+  file_type dst_type = file_type::none;
+  bool follow = false;  // reached through a source symlink
+  Handle src;
+  Handle dst;
+  bool have_dst = false;
+  bool cold = false;             // the destination directory is known to be empty: never read it
+  // A directory this run creates is populated under a temporary name (`staged`, in the parent)
+  // and renamed into place once complete: nothing below it is visible at its final path until
+  // then, so its files are written straight to their final names (no temporary, no rename each).
+  std::string staged;
+  bool unseen = false;  // this directory, or one above it, is staged
+  bool finish = false;           // set once the listing succeeded: the directory's metadata is due
+  std::vector<dir_entry> sl, dl;  // sorted listings
+  std::vector<std::pair<std::size_t, std::size_t>> merged;  // indices into sl / dl, npos when absent
+  std::atomic<std::size_t> pending{1};
+  std::atomic<bool> modified{false};  // entries of the destination directory were added/removed/renamed
+  std::mutex mu;                      // made_writable, closed
+  bool made_writable = false;         // a read-only destination directory was opened up for a change
+  // Deep trees: a node below the fd window closes its handles once its own entries are done and
+  // its subdirectories have started, and reopens its destination (checked by dev+ino) to finish.
+  std::atomic<std::size_t> batches{0};    // batches of entries not yet processed
+  std::atomic<std::size_t> unstarted{0};  // subdirectories not yet past their use of our handles
+  bool closed = false;
+  std::uint64_t dst_dev = 0, dst_ino = 0;
+};
+
+/// Directory levels that keep their handles open; deeper ones close them while they wait for
+/// their subdirectories, so a 10,000-level chain needs a bounded number of descriptors.
+inline constexpr std::size_t open_levels = 128;
+
+/// Every how many levels a directory node keeps a segment of its path (see dir_node).
+inline constexpr std::size_t anchor_levels = 64;
+
+/// Levels of a directory tree being deleted that keep their handles open; deeper ones close theirs
+/// while a subdirectory is emptied and reopen it (checked by device+inode) to go on.
+inline constexpr std::size_t delete_open_levels = 64;
+
+// The engine's parts, each with one job:
+//   run_state  what a run's workers share: filesystem, policies, options, time model, the stop flag;
+//   journal    one worker's record of the run: counts, errors, notices, the observer's actions;
+//   walker     lists and merges each directory pair and decides what every entry needs (a `plan`);
+//              it reads, never writes, and never asks whether this is a dry run;
+//   applier    carries a plan out; every new entry reaches its final name through one `install`;
+//   pruner     empties and removes directory trees (deciding as it walks; the writes are the
+//              applier's);
+//   scheduler  the work list, the lifetime of each directory pair and the open-descriptor window.
+// A `worker` (one per thread) puts a journal, a walker, an applier and a pruner together; a dry run is a worker whose applier is never called.
+
+/// What the walker decided for one entry; the worker hands it to the applier (unless this is a
+/// dry run) and then to the journal.
+struct plan {
+  enum class step : std::uint8_t {
+    none,   ///< nothing to do
+    write,  ///< a new file, link or node at the name (a file possibly in place)
+    meta,   ///< mode and/or mtime set by name; the entry itself stays
+  };
+  step what = step::none;
+  file_type type = file_type::none;  ///< the source entry's type (after following a link)
+  file_type old = file_type::none;   ///< what the destination holds at that name
+  bool follow = false;               ///< the source entry is reached through a symlink
+  bool temp = false;                 ///< write: under a temporary name, then renamed
+  bool in_place = false;             ///< write: into the existing file
+  bool unseen = false;               ///< write: a new name inside a staged directory (final at once)
+  bool set_mtime = false;            ///< meta
+  bool set_mode = false;             ///< meta
+  bool settle = false;               ///< meta: re-stamps an mtime that may already match
+  const char* op = "utime";          ///< meta: the operation named if it fails
+  unsigned changes = 0;              ///< meta: what differs (a mask of `changed` bits)
+  stat_info src;
+  stat_info dst;  ///< the destination entry, when it was stat'ed
+  std::string target;  ///< a symlink's
+
+  action_kind kind() const noexcept { return old == file_type::none ? action_kind::create : action_kind::update; }
+};
+
+/// The metadata a directory gets once its content is complete.
+struct dir_plan {
+  bool owner = false, group = false, mode = false, mtime = false, fsync = false;
+  bool meta = false;  ///< an existing directory's metadata changes: reported as update_meta
+};
+
+// Keeps a relative path equal to that of the entry being processed.
+class rel_scope {
+ public:
+  rel_scope(std::string& rel, const std::string& name) : rel_(rel), saved_(rel.size()) {
+    if (!rel_.empty()) rel_ += '/';
+    rel_ += name;
+  }
+  ~rel_scope() { rel_.resize(saved_); }
+  rel_scope(const rel_scope&) = delete;
+  rel_scope& operator=(const rel_scope&) = delete;
+
+ private:
+  std::string& rel_;
+  std::size_t saved_;
+};
+
+// Descends `cur` along a relative path, never following links, making missing directories when
+// `create`; false when a step fails.
+template <class FS>
+bool descend(FS& fs, typename FS::dir_handle& cur, const std::string& rel, bool create, std::error_code& ec) {
+  std::size_t pos = 0;
+  while (pos <= rel.size()) {
+    std::size_t end = rel.find('/', pos);
+    if (end == std::string::npos) end = rel.size();
+    const std::string comp = rel.substr(pos, end - pos);
+    pos = end + 1;
+    if (comp.empty() || comp == ".") continue;
+    auto next = fs.open_dir(cur, comp, false, ec);
+    if (create && is_enoent(ec)) {
+      fs.make_dir(cur, comp, 0700, ec);
+      if (ec && ec != std::errc::file_exists) return false;
+      next = fs.open_dir(cur, comp, false, ec);
+    }
+    if (ec) return false;
+    cur = std::move(next);
+  }
+  return true;
+}
+
+// ---- the backup directory ----------------------------------------------------------------------
+
+/// The directory replaced and deleted entries are moved to (backup_dir): entered one component at
+/// a time without following a link, from the destination root's handle (a relative path) or "/".
+template <class FS>
+class backup_tree {
+ public:
+  using handle = typename FS::dir_handle;
+
+  backup_tree(FS& fs, const std::filesystem::path& dir) : fs_(fs), dir_(dir) {}
+
+  bool enabled() const { return !dir_.empty(); }
+  bool relative() const { return dir_.is_relative(); }
+
+  /// Refuses the run, before anything is written, when a component of the path that exists is a
+  /// symlink or not a directory (errc::unsafe_backup_dir).  Missing ones are made at the first
+  /// backup (never following a link either).
+  std::error_code check(handle* dst_root) {
+    std::error_code ec;
+    handle cur;
+    if (!start(dst_root, cur, ec)) return ec;
+    const std::string rel = path();
+    std::size_t pos = 0;
+    while (pos <= rel.size()) {
+      std::size_t end = rel.find('/', pos);
+      if (end == std::string::npos) end = rel.size();
+      const std::string comp = rel.substr(pos, end - pos);
+      pos = end + 1;
+      if (comp.empty() || comp == ".") continue;
+      handle next = fs_.open_dir(cur, comp, false, ec);
+      if (is_enoent(ec)) return {};
+      if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
+        return errc::unsafe_backup_dir;
+      if (ec) return ec;
+      cur = std::move(next);
+    }
+    return {};
+  }
+
+  /// Opens (creating what is missing) the directory of the backup tree that mirrors the parent
+  /// of `rel`.
+  bool parent_of(handle* dst_root, const std::string& rel, handle& out, std::error_code& ec) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!open_) {
+      handle cur;
+      if (!start(dst_root, cur, ec) || !descend(fs_, cur, path(), true, ec)) {
+        if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
+          ec = errc::unsafe_backup_dir;
+        return false;
+      }
+      root_ = std::move(cur);
+      open_ = true;
+    }
+    const auto slash = rel.rfind('/');
+    std::error_code probe;
+    out = fs_.open_dir(root_, ".", false, probe);
+    if (probe) return ec = probe, false;
+    if (slash == std::string::npos) return true;
+    return descend(fs_, out, rel.substr(0, slash), true, ec);
+  }
+
+ private:
+  bool start(handle* dst_root, handle& cur, std::error_code& ec) {
+    if (dir_.is_relative()) {
+      if (!dst_root) return ec = std::make_error_code(std::errc::no_such_file_or_directory), false;
+      cur = fs_.open_dir(*dst_root, ".", false, ec);
+    } else {
+      cur = fs_.open_root(dir_.root_path(), ec);
+    }
+    return !ec;
+  }
+  std::string path() const { return dir_.relative_path().lexically_normal().generic_string(); }
+
+  FS& fs_;
+  std::filesystem::path dir_;
+  std::mutex mu_;
+  handle root_;
+  bool open_ = false;
+};
+
+// ---- the shared state of a run -----------------------------------------------------------------
+
+template <class FS, class Cmp, class Del, class Lnk, class Exc, class Obs>
+struct run_state {
+  using fs_type = FS;
+  using links_type = Lnk;
+  using handle = typename FS::dir_handle;
+  using node = dir_node<handle>;
+
+  run_state(FS& f, const Cmp& c, const Del& d, const Lnk& l, const Exc& x, Obs& o, const run_options& op, report& r)
+      : fs(f), cmp(c), del(d), lnk(l), exc(x), obs(o), opt(op), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
+        racy_window(f.racy_window()), backups(f, op.backup_dir) {}
+
+  FS& fs;
+  const Cmp& cmp;
+  const Del& del;
+  const Lnk& lnk;
+  const Exc& exc;
+  Obs& obs;
+  const run_options opt;
+  const unsigned jobs;
+  report& out;
+  const std::int64_t racy_window;
+  time_model time;  // the destination's, asked once at the start of the run
+  std::uint64_t root_dev = 0;
+  bool dst_known = false;  // the destination root's identity, once it exists
+  std::uint64_t dst_dev = 0, dst_ino = 0;
+  std::unique_ptr<node> root;  // the root directory pair, whose handles stay open for the whole run
+  backup_tree<FS> backups;
+  std::string backup_rel;  // the backup directory's path inside the destination, if it is inside
+
+  std::mutex links_mu;  // hard_links: the first name seen of each multiply-linked source inode
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_name;
+  std::vector<std::pair<std::string, std::string>> link_requests;  // (relative path, first's)
+
+  std::mutex mu;  // stop_error, exception
+  std::atomic<bool> stopped{false};
+  std::error_code stop_error;
+  std::error_code refusal;
+  std::exception_ptr exception;
+
+  /// Equal mtimes at the destination's timestamp resolution.
+  bool same_mtime(const stat_info& a, const stat_info& b) const noexcept {
+    const std::int64_t d = a.mtime_ns - b.mtime_ns;
+    return (d < 0 ? -d : d) < time.resolution_ns;
+  }
+  /// The destination copy `d` of source file `s` may predate a change the source's size and mtime
+  /// do not show (file_pair::racy).  With a ctime: it was written within the racy window of the
+  /// source's mtime.  Without one: it carries the smudge mark its writer gave it.  A file whose
+  /// ctime differs from its mtime has a ctime of its own, whatever the filesystem was taken for.
+  bool racily_clean(const stat_info& s, const stat_info& d) const noexcept {
+    if (time.ctime || d.ctime_ns != d.mtime_ns) return d.ctime_ns <= s.mtime_ns + racy_window;
+    const std::int64_t m = smudged_mtime(s.mtime_ns) - d.mtime_ns;
+    return (m < 0 ? -m : m) < time.resolution_ns;
+  }
+  /// A copy made now of a source last modified at `mtime_ns` is racy: the source may still change
+  /// within its timestamp tick.  On a destination without ctime it must be smudged.
+  bool smudge_copy(std::int64_t mtime_ns) const { return !time.ctime && fs.now() <= mtime_ns + racy_window; }
+  /// The racy window of a source mtime has passed.
+  bool settled(std::int64_t mtime_ns) const { return fs.now() > mtime_ns + racy_window; }
+
+  /// The source directories of the nodes alive (a multiset by dev+ino): every ancestor of a node
+  /// is alive, so a directory that is not live cannot close a cycle.
+  bool live(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    return live_.count({st.dev, st.ino}) != 0;
+  }
+  void live_add(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    ++live_[{st.dev, st.ino}];
+  }
+  void live_remove(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    const auto it = live_.find({st.dev, st.ino});
+    if (it != live_.end() && --it->second == 0) live_.erase(it);
+  }
+
+  /// Stopped by errors::stop, an exception, or the cancel flag.
+  bool halted() const noexcept {
+    return stopped.load(std::memory_order_relaxed) || (opt.cancel && opt.cancel->load(std::memory_order_relaxed));
+  }
+  void stop_on(std::error_code ec) {
+    if (opt.errors != error_mode::stop) return;
+    std::lock_guard<std::mutex> lock(mu);
+    stopped.store(true);
+    if (!stop_error) stop_error = ec;
+  }
+  void stop_on(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!exception) exception = e;
+    stopped.store(true);
+  }
+
+  void observe(const action& a) {
+    std::lock_guard<std::mutex> lock(observer_mu_);
+    obs(a);
+  }
+  void hand_out(std::string_view rel) {  // frontier: a subtree left to its own sync
+    std::lock_guard<std::mutex> lock(observer_mu_);
+    if (opt.on_subtree) opt.on_subtree(rel);
+  }
+
+  std::string temp_name() { return temp_stem_ + std::to_string(++temp_counter_); }
+
+  /// The backup directory's path inside the destination ("" when it is outside or unset).
+  void locate_backups(const std::filesystem::path& dst) {
+    if (opt.backup_dir.empty()) return;
+    const std::filesystem::path b = opt.backup_dir.lexically_normal();
+    if (b.is_relative()) {
+      backup_rel = strip_trailing_separators(b).generic_string();
+    } else {
+      const std::filesystem::path rel = b.lexically_relative(dst.lexically_normal());
+      if (!rel.empty() && *rel.begin() != "..") backup_rel = strip_trailing_separators(rel).generic_string();
+    }
+    if (backup_rel == ".") backup_rel.clear();
+  }
+
+ private:
+  std::mutex observer_mu_;  // observers need not be thread-safe
+  std::mutex live_mu_;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> live_;
+  std::atomic<std::uint64_t> temp_counter_{0};
+  const std::string temp_stem_ = std::string(temp_prefix) + std::to_string(process_token()) + "-";  // once a run
+};
+
+// ---- the journal -------------------------------------------------------------------------------
+
+/// One worker's record of the run: its counts and lists (merged into the run's report at the end)
+/// and the actions it shows the observer.  `rel` is the relative path of the entry at hand.
+template <class S>
+class journal {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+
+  explicit journal(S& s) : s_(s) {}
+
+  report rep;
+  std::string rel;
+
+  void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
+            std::error_code code = {}, unsigned changes = 0, copy_method method = copy_method::none,
+            bool sparse = false) {
+    s_.observe(action{kind, type, std::string_view(rel), src_size, dst_size, code, changes, method, sparse});
+  }
+  void fail(const char* op, std::error_code ec) {
+    rep.errors.push_back({rel, op, ec});
+    note(action_kind::error, file_type::none, 0, 0, ec);
+    s_.stop_on(ec);
+  }
+  void vanish(const char* op, std::error_code ec) {
+    rep.vanished.push_back({rel, op, ec});
+    note(action_kind::vanished, file_type::none, 0, 0, ec);
+  }
+  /// A failed source operation: vanished when the entry is gone, a failure otherwise.
+  void source_failure(handle& s, const std::string& name, const char* op, std::error_code ec) {
+    if (is_enoent(ec)) {
+      std::error_code probe;
+      s_.fs.stat(s, name, false, probe);
+      if (is_enoent(probe)) return vanish(op, errc::vanished);
+    }
+    fail(op, ec);
+  }
+  void skip(file_type t, const char* op, std::error_code why) {
+    ++rep.skipped;
+    rep.skipped_entries.push_back({rel, op, why});
+    note(action_kind::skip, t, 0, 0, why);
+  }
+  void notice(const char* op, std::error_code ec) { rep.notices.push_back({rel, op, ec}); }
+  void count(action_kind k) { k == action_kind::create ? ++rep.created : ++rep.updated; }
+  void removed(file_type t) {
+    ++rep.deleted;
+    note(action_kind::remove, t);
+  }
+  void cleaned(file_type t) {
+    ++rep.cleaned;
+    note(action_kind::remove, t);
+  }
+
+  /// A written entry (created or replaced).
+  void wrote(const plan& p, const copy_result& r) {
+    const action_kind kind = p.kind();
+    count(kind);
+    if (p.type == file_type::regular) {
+      rep.bytes_copied += r.bytes;
+      note(kind, p.type, p.src.size, p.dst.size, {},
+           differences(p.src, p.old == file_type::regular ? &p.dst : nullptr), r.method, r.sparse);
+    } else if (p.type == file_type::symlink) {
+      note(kind, p.type, p.src.size, 0, {}, kind == action_kind::create ? changed::all : changed::size);
+    } else {
+      note(kind, p.type, 0, 0, {}, changed::all);
+    }
+  }
+  /// Metadata set by name.  A settled mtime that already matched is no change: counted apart.
+  void touched(const plan& p) {
+    if (p.settle && s_.same_mtime(p.dst, p.src)) {
+      ++rep.settled;
+      return;
+    }
+    ++rep.meta_updated;
+    const bool file = p.type == file_type::regular;
+    note(action_kind::update_meta, p.type, file ? p.src.size : 0, file ? p.dst.size : 0, {}, p.changes);
+  }
+
+  /// rel = a node's relative path, assembled from the names up its parent chain (see dir_node).
+  void set_rel_of(const node& n) {
+    std::vector<const std::string*>& parts = parts_;  // from the bottom up
+    parts.clear();
+    const node* a = &n;
+    for (; a->parent && a->segment.empty(); a = a->parent) parts.push_back(&a->name);
+    for (; a->parent; a = a->anchor) parts.push_back(&a->segment);
+    std::size_t len = a->name.size();
+    for (const std::string* p : parts) len += p->size() + 1;
+    rel.clear();
+    rel.reserve(len);
+    rel = a->name;  // the root: the roots' own relative path (subtree), usually empty
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+      if (!rel.empty()) rel += '/';
+      rel += **it;
+    }
+  }
+
+  /// Adds this worker's record to the run's report and starts afresh.
+  void merge_into(report& out) {
+    out.scanned += rep.scanned;
+    out.created += rep.created;
+    out.updated += rep.updated;
+    out.meta_updated += rep.meta_updated;
+    out.deleted += rep.deleted;
+    out.excluded += rep.excluded;
+    out.skipped += rep.skipped;
+    out.cleaned += rep.cleaned;
+    out.settled += rep.settled;
+    out.bytes_copied += rep.bytes_copied;
+    const auto append = [](std::vector<entry_error>& to, std::vector<entry_error>& from) {
+      to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+    };
+    append(out.errors, rep.errors);
+    append(out.vanished, rep.vanished);
+    append(out.skipped_entries, rep.skipped_entries);
+    append(out.notices, rep.notices);
+    rep = report{};
+  }
+
+ private:
+  S& s_;
+  std::vector<const std::string*> parts_;  // set_rel_of's scratch
+};
+
+}  // namespace detail
+
+}  // namespace v0
+}  // namespace treesync
+
+#endif  // TREESYNC_DETAIL_STATE_HPP

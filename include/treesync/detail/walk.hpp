@@ -1,0 +1,427 @@
+// treesync/detail/walk.hpp - the walker: lists, merges and decides what each entry needs
+//
+// SPDX-License-Identifier: MIT
+// Copyright (c) treesync authors
+//
+// A part of treesync: include <treesync/treesync.hpp>, which includes every part in order.
+#ifndef TREESYNC_DETAIL_WALK_HPP
+#define TREESYNC_DETAIL_WALK_HPP
+
+#include "state.hpp"
+
+namespace treesync {
+inline namespace v0 {
+
+namespace detail {
+
+// ---- the walker --------------------------------------------------------------------------------
+
+/// What the walker found an entry needs, besides a plan: nothing, the plan carried out, or the
+/// destination entry of that name removed (`remove`: by the deletion policy; `clean`: a
+/// temporary an interrupted run left).
+enum class verdict { none, apply, remove, clean };
+
+/// Lists and merges each directory pair and decides what each entry needs.  Reads only.
+template <class S>
+class walker {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+
+  walker(S& s, journal<S>& j) : s_(s), fs_(s.fs), j_(j) {}
+
+  /// Opens a node's source directory, and its destination directory when there is one.
+  bool open(node& n) {
+    node& p = *n.parent;
+    std::error_code ec;
+    n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
+    if (ec) return j_.source_failure(p.src, n.name, "opendir", ec), false;
+    if (n.dst_type != file_type::directory) return true;
+    n.dst = fs_.open_dir(p.dst, n.name, false, ec);
+    if (ec) return j_.fail("opendir", ec), false;
+    n.have_dst = true;
+    return true;
+  }
+
+  /// Lists both sides of a node, sorts, merges.  False when the pair cannot be processed (for the
+  /// root, also when the empty-source guard refuses the run).
+  bool list_and_merge(node& n, bool root) {
+    std::error_code ec;
+    n.sl = fs_.list(n.src, ec);
+    if (ec) return j_.fail("list", ec), false;  // and delete nothing below: unreadable is not empty
+    if (!n.cold && n.have_dst) {
+      n.dl = fs_.list(n.dst, ec);
+      if (ec) return j_.fail("list", ec), false;
+    }
+    const auto by_name = [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; };
+    std::sort(n.sl.begin(), n.sl.end(), by_name);
+    std::sort(n.dl.begin(), n.dl.end(), by_name);
+    if (s_.opt.case_collisions) report_case_collisions(n);
+    if (root && !s_.opt.allow_empty_source && n.sl.empty() &&
+        std::any_of(n.dl.begin(), n.dl.end(), [](const dir_entry& d) { return !is_temp_name(d.name); })) {
+      s_.refusal = errc::empty_source;
+      return false;
+    }
+    n.merged.reserve(std::max(n.sl.size(), n.dl.size()));
+    std::size_t i = 0, j = 0;
+    while (i < n.sl.size() || j < n.dl.size()) {
+      if (j == n.dl.size() || (i < n.sl.size() && n.sl[i].name < n.dl[j].name))
+        n.merged.push_back({i++, npos});
+      else if (i == n.sl.size() || n.dl[j].name < n.sl[i].name)
+        n.merged.push_back({npos, j++});
+      else
+        n.merged.push_back({i++, j++});
+    }
+    n.finish = true;
+    return true;
+  }
+
+  /// A source entry, with its destination counterpart if the listing had one.  A directory
+  /// becomes a child node; a file, link or special file may get a plan.
+  verdict source_entry(node& n, const dir_entry& e, const dir_entry* de, std::vector<node*>& children, plan& p) {
+    ++j_.rep.scanned;
+    p.type = e.type;
+    if (!resolve(n.src, e, p) || p.type == file_type::none) return verdict::none;  // none: a skipped link
+    if (excluded(p.type)) {
+      ++j_.rep.excluded;
+      return de && n.have_dst ? verdict::remove : verdict::none;
+    }
+    if (s_.opt.hard_links && p.type == file_type::regular && p.src.nlink > 1 && !first_name(p.src))
+      return verdict::none;  // another name of a file already being synced: linked at the end
+    switch (p.type) {
+      case file_type::regular: return decide_file(n, e.name, de, p);
+      case file_type::directory: return enter_dir(n, e.name, de, p, children), verdict::none;
+      case file_type::symlink: return decide_link(n, e.name, de, p);
+      default:
+        // special files are never opened: opening a FIFO blocks, a device may have side effects
+        if (s_.opt.specials) return decide_special(n, e.name, de, p);
+        j_.skip(p.type, "open", errc::special_file);
+        return verdict::none;
+    }
+  }
+
+  /// A destination entry the source lacks: a temporary an interrupted run left is always
+  /// removed; anything else as the deletion policy says.
+  verdict extraneous(node& n, const dir_entry& de, file_type& t) {
+    t = de.type;
+    if (is_temp_name(de.name)) return verdict::clean;
+    return consider_removal(n, de, t);
+  }
+
+  /// A destination entry with no source counterpart to sync (the source lacks it, or excludes
+  /// its own entry of that name): its type, and whether the deletion policy removes it.
+  verdict consider_removal(node& n, const dir_entry& de, file_type& t) {
+    t = de.type;
+    if (s_.backup_rel == j_.rel && !s_.backup_rel.empty()) return verdict::none;
+    if (t == file_type::unknown) {
+      std::error_code ec;
+      const stat_info st = fs_.stat(n.dst, de.name, false, ec);
+      if (ec) return is_enoent(ec) ? verdict::none : (j_.fail("stat", ec), verdict::none);
+      t = st.type;
+    }
+    const bool ex = excluded(t);
+    if (s_.del.removes(std::string_view(j_.rel), t, ex)) return verdict::remove;
+    if (ex) ++j_.rep.excluded;
+    return verdict::none;
+  }
+
+  /// The metadata a finished directory needs.  An existing one whose metadata changes is an
+  /// update_meta; one this run made gets all of it.
+  dir_plan finish(const node& n) const {
+    const stat_info& st = n.src_st;
+    const stat_info* old = n.cold ? nullptr : &n.dst_st;
+    dir_plan p;
+    p.owner = s_.opt.owner && (!old || old->uid != st.uid);
+    p.group = s_.opt.group && (!old || old->gid != st.gid);
+    p.mode = !old || old->mode != st.mode || p.owner || p.group;
+    const bool content_changed = n.modified.load();
+    p.mtime = !old || content_changed || !s_.same_mtime(*old, st);
+    p.fsync = s_.opt.durable && (!old || content_changed);
+    p.meta = old && (old->mode != st.mode || !s_.same_mtime(*old, st) || p.owner || p.group);
+    return p;
+  }
+
+ private:
+  bool excluded(file_type t) const { return call_excluded(s_.exc, std::string_view(j_.rel), t); }
+
+  // hard_links: true for the first name of a multiply-linked source file; a later name is queued
+  // for the link pass.
+  bool first_name(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(s_.links_mu);
+    const auto seen = s_.first_name.emplace(std::make_pair(st.dev, st.ino), j_.rel);
+    if (!seen.second) s_.link_requests.emplace_back(j_.rel, seen.first->second);
+    return seen.second;
+  }
+
+  // One stat per entry: d_type decides whether it is taken with or without following.  Fills
+  // p.src and p.type (none: a link to skip) and, for a kept link, p.target.  False when reported.
+  bool resolve(handle& s, const dir_entry& e, plan& p) {
+    std::error_code ec;
+    if (p.type != file_type::symlink) {
+      p.src = fs_.stat(s, e.name, false, ec);
+      if (ec) return j_.source_failure(s, e.name, "stat", ec), false;
+      if (p.type != file_type::unknown && p.src.type == file_type::symlink)  // replaced since the listing
+        return j_.vanish("stat", errc::vanished), false;
+      p.type = p.src.type;
+      if (p.type != file_type::symlink) return true;
+    }
+    if constexpr (links_needs_target<typename S::links_type>::value) {
+      if (!read_target(s, e.name, p)) return false;
+    }
+    switch (s_.lnk.on_symlink(j_.rel, p.target, link_stays_inside(j_.rel, p.target))) {
+      case link_action::skip: return skip_link(p), true;
+      case link_action::preserve:
+        if (!links_needs_target<typename S::links_type>::value && !read_target(s, e.name, p)) return false;
+        p.src.type = file_type::symlink;
+        p.src.size = p.target.size();
+        return true;
+      default: return follow_link(s, e.name, p);
+    }
+  }
+
+  bool read_target(handle& s, const std::string& name, plan& p) {
+    std::error_code ec;
+    p.target = fs_.read_link(s, name, ec);
+    if (ec) return j_.source_failure(s, name, "readlink", ec), false;
+    return true;
+  }
+
+  // A link the links policy skips: an excluded one is the exclusion's (p.type stays symlink),
+  // others are reported skipped (p.type none).
+  void skip_link(plan& p) {
+    if (excluded(file_type::symlink)) return;
+    p.type = file_type::none;
+    ++j_.rep.skipped;
+    j_.note(action_kind::skip, file_type::symlink);
+  }
+
+  bool follow_link(handle& s, const std::string& name, plan& p) {
+    std::error_code ec;
+    const stat_info ft = fs_.stat(s, name, true, ec);
+    if (!ec) {
+      p.src = ft;
+      p.type = ft.type;
+      p.follow = true;
+      return true;
+    }
+    if (excluded(file_type::symlink)) return true;  // excluded: its failure is nobody's business (rsync)
+    if (!is_enoent(ec)) return j_.fail("stat", ec), false;
+    std::error_code probe;
+    fs_.stat(s, name, false, probe);
+    if (is_enoent(probe)) return j_.vanish("stat", errc::vanished), false;
+    return j_.fail("stat", errc::dangling_symlink), false;
+  }
+
+  // Type and (when the type alone does not settle it) stat of a destination entry; false when
+  // the stat failed (reported).
+  bool probe_dst(node& n, const std::string& name, const dir_entry* de, plan& p) {
+    p.old = file_type::none;
+    if (!de) return true;
+    p.old = de->type;
+    if (p.old != file_type::unknown && p.old != p.type) return true;  // d_type tells a type swap
+    std::error_code ec;
+    p.dst = fs_.stat(n.dst, name, false, ec);
+    if (ec) {
+      p.old = file_type::none;
+      return is_enoent(ec) ? true : (j_.fail("stat", ec), false);
+    }
+    p.old = p.dst.type;
+    return true;
+  }
+
+  // Whether owner or group of the destination file `d` must change to match the source's `s`.
+  bool owner_changes(const stat_info& s, const stat_info& d) const {
+    return (s_.opt.owner && d.uid != s.uid) || (s_.opt.group && d.gid != s.gid);
+  }
+
+  // A destination regular file whose data is current needs a fresh inode (a copy under a
+  // temporary name, renamed over it) rather than a metadata change by name when that change
+  // would otherwise act on an inode treesync did not just write (issue 12):
+  //  - its owner or group must change: never chown data treesync did not write (an attacker's
+  //    file with the quick-check size and mtime would become root's);
+  //  - a set-user/group-ID bit must be added: never to data treesync did not write;
+  //  - any metadata must change and the file has other links: the other name may be a hard
+  //    link planted from outside the destination, whose inode a chmod or utime would change.
+  bool fresh_inode_needed(const stat_info& s, const stat_info& d, bool settle) const {
+    if (owner_changes(s, d)) return true;
+    const bool mode = d.mode != s.mode;
+    if (mode && (s.mode & ~d.mode & 06000) != 0) return true;
+    const bool restamp = restamps(s_.cmp) && !s_.same_mtime(d, s);
+    return d.nlink > 1 && (mode || restamp || (settle && s_.settled(s.mtime_ns)));
+  }
+
+  struct content_ctx {
+    walker* self;
+    handle* s;
+    handle* d;
+    const std::string* name;
+    bool follow;
+    bool checked;
+    std::error_code ec;
+  };
+  static bool content_thunk(void* p) {
+    auto& c = *static_cast<content_ctx*>(p);
+    c.checked = true;
+    std::error_code ec;
+    const bool same = c.self->fs_.same_content(*c.s, *c.name, c.follow, *c.d, *c.name, ec);
+    if (ec) c.ec = ec;
+    return same || ec;  // undecidable: the engine reports the error and leaves the file alone
+  }
+
+  verdict decide_file(node& n, const std::string& name, const dir_entry* de, plan& p) {
+    if (!probe_dst(n, name, de, p)) return verdict::none;
+    if (p.old == file_type::regular) {
+      const bool racy = s_.racily_clean(p.src, p.dst);
+      content_ctx ctx{this, &n.src, &n.dst, &name, p.follow, false, {}};
+      const file_pair pair(p.src, p.dst, racy, &content_thunk, &ctx, s_.time.resolution_ns);
+      const bool current = s_.cmp.up_to_date(pair);
+      if (ctx.ec) return j_.fail("compare", ctx.ec), verdict::none;
+      // The data is current; what is left is metadata, changed by name only where that cannot
+      // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise the
+      // file is written afresh, and the new inode gets owner, group and mode.
+      if (current && !fresh_inode_needed(p.src, p.dst, ctx.checked && racy))
+        return decide_meta(p, ctx.checked && racy);
+    }
+    // In place only into an inode that is this name's alone, whose owner and group stay, and
+    // that gets no set-ID bit: anything else is written afresh (temporary name + rename).
+    p.what = plan::step::write;
+    p.in_place = s_.opt.write == write_mode::in_place && p.old == file_type::regular && s_.opt.backup_dir.empty() &&
+                 p.dst.nlink <= 1 && !owner_changes(p.src, p.dst) && (p.src.mode & 06000) == 0;
+    p.unseen = n.unseen && p.old == file_type::none;  // a new name in a staged directory
+    p.temp = !p.in_place && !p.unseen && (s_.opt.write == write_mode::atomic || p.old != file_type::none);
+    return verdict::apply;
+  }
+
+  // A current file's metadata: its mtime restamped (a compare that restamps), its mode, or, once
+  // a racily clean copy verified by content is past the window, its mtime set again so the
+  // ctime leaves the window and later runs trust it.
+  verdict decide_meta(plan& p, bool verified_racy) {
+    p.what = plan::step::meta;
+    if (restamps(s_.cmp) && !s_.same_mtime(p.dst, p.src)) {
+      p.set_mtime = true;
+      p.set_mode = p.dst.mode != p.src.mode;
+      p.changes = differences(p.src, &p.dst) & ~changed::size;
+    } else if (p.dst.mode != p.src.mode) {
+      p.set_mode = true;
+      p.op = "chmod";
+      p.changes = changed::mode;
+    } else if (verified_racy && s_.settled(p.src.mtime_ns)) {
+      p.set_mtime = p.settle = true;
+      p.changes = changed::mtime;
+    } else {
+      return verdict::none;
+    }
+    return verdict::apply;
+  }
+
+  verdict decide_link(node& n, const std::string& name, const dir_entry* de, plan& p) {
+    std::error_code ec;
+    p.old = de ? de->type : file_type::none;
+    if (p.old == file_type::unknown) {
+      const stat_info ds = fs_.stat(n.dst, name, false, ec);
+      if (ec && !is_enoent(ec)) return j_.fail("stat", ec), verdict::none;
+      p.old = ec ? file_type::none : ds.type;
+      ec.clear();
+    }
+    if (p.old == file_type::symlink) {
+      const std::string current = fs_.read_link(n.dst, name, ec);
+      if (!ec && current == p.target) return verdict::none;
+      if (ec && !is_enoent(ec)) return j_.fail("readlink", ec), verdict::none;
+    }
+    p.what = plan::step::write;
+    p.unseen = n.unseen && p.old == file_type::none;
+    return verdict::apply;
+  }
+
+  // The same kind of node needs its metadata only, unless it has other links (a hard link planted
+  // from outside would have its mode changed): then it is made afresh like a node of another kind.
+  verdict decide_special(node& n, const std::string& name, const dir_entry* de, plan& p) {
+    if (!probe_dst(n, name, de, p)) return verdict::none;
+    if (p.old == p.type && p.dst.rdev == p.src.rdev && p.dst.nlink <= 1) {
+      if (p.dst.mode == p.src.mode && s_.same_mtime(p.dst, p.src)) return verdict::none;
+      p.what = plan::step::meta;
+      p.set_mode = p.set_mtime = true;
+      p.op = "chmod";
+      p.changes = differences(p.src, &p.dst) & ~changed::size;
+      return verdict::apply;
+    }
+    p.what = plan::step::write;
+    return verdict::apply;
+  }
+
+  // A source directory: becomes a node of its own, entered by whichever worker takes it.
+  void enter_dir(node& n, const std::string& name, const dir_entry* de, plan& p, std::vector<node*>& children) {
+    const stat_info& st = p.src;
+    if (s_.dst_known && st.dev == s_.dst_dev && st.ino == s_.dst_ino) {
+      // a followed link into a directory that holds the destination: entering it would copy the
+      // destination into itself, level after level
+      return j_.fail("opendir", errc::nested_directory);
+    }
+    if (s_.opt.one_file_system && st.dev != s_.root_dev) return j_.skip(file_type::directory, "opendir", errc::other_filesystem);
+    // A cycle: the directory is one of the source directories from here up to the root.  Those
+    // are all live nodes, so only a directory that is live somewhere needs the walk up.
+    if (s_.live(st)) {
+      for (const node* a = &n; a; a = a->parent)
+        if (same_identity(a->src_st, st)) return j_.fail("opendir", errc::symlink_cycle);
+    }
+    if (!probe_dst(n, name, de, p)) return;
+    auto child = std::make_unique<node>();
+    child->dst_type = p.old;
+    child->dst_st = p.dst;
+    child->parent = &n;
+    child->name = name;
+    child->src_st = st;
+    child->follow = p.follow;
+    child->depth = n.depth + 1;
+    s_.live_add(st);
+    child->anchor = n.segment.empty() && n.parent ? n.anchor : &n;
+    if (child->depth % anchor_levels == 0) set_segment(*child);
+    n.pending.fetch_add(1);
+    children.push_back(child.release());
+  }
+
+  // An anchor keeps the names from the anchor above it down to itself.
+  static void set_segment(node& c) {
+    std::size_t len = c.name.size();
+    for (const node* a = c.parent; a != c.anchor; a = a->parent) len += a->name.size() + 1;
+    c.segment.resize(len);
+    std::size_t end = len - c.name.size();
+    c.segment.replace(end, c.name.size(), c.name);
+    for (const node* a = c.parent; a != c.anchor; a = a->parent) {
+      c.segment[--end] = '/';
+      end -= a->name.size();
+      c.segment.replace(end, a->name.size(), a->name);
+    }
+  }
+
+  void report_case_collisions(const node& n) {
+    std::vector<std::pair<std::string, const std::string*>> folded;
+    folded.reserve(n.sl.size());
+    for (const auto& e : n.sl) {
+      std::string f = e.name;
+      for (char& c : f)
+        if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+      folded.emplace_back(std::move(f), &e.name);
+    }
+    std::sort(folded.begin(), folded.end());
+    for (std::size_t i = 0; i < folded.size(); ++i) {
+      const bool prev = i > 0 && folded[i - 1].first == folded[i].first;
+      const bool next = i + 1 < folded.size() && folded[i + 1].first == folded[i].first;
+      if (!prev && !next) continue;
+      rel_scope scope(j_.rel, *folded[i].second);
+      j_.notice("list", errc::case_collision);
+    }
+  }
+
+  S& s_;
+  typename S::fs_type& fs_;
+  journal<S>& j_;
+};
+
+}  // namespace detail
+
+}  // namespace v0
+}  // namespace treesync
+
+#endif  // TREESYNC_DETAIL_WALK_HPP

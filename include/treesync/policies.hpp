@@ -1,0 +1,393 @@
+// treesync/policies.hpp - the policy categories and their built-ins (compare, deletion, links, write, errors, flags) and the run-time options
+//
+// SPDX-License-Identifier: MIT
+// Copyright (c) treesync authors
+//
+// A part of treesync: include <treesync/treesync.hpp>, which includes every part in order.
+#ifndef TREESYNC_POLICIES_HPP
+#define TREESYNC_POLICIES_HPP
+
+#include "core.hpp"
+
+namespace treesync {
+inline namespace v0 {
+
+// [treesync.policy.compare] ---------------------------------------------------------------------
+//
+// A comparison policy answers one question: is the destination file's DATA up to date?
+// Requirement: `bool up_to_date(const treesync::file_pair&) const`.
+// Permission bits are handled by the engine whatever the comparison says.  A policy that finds
+// data current whatever the mtimes (checksum, size_only) declares `static constexpr bool restamp
+// = true`, or, when that depends on how it was configured at run time, `bool restamp() const`: a
+// current file whose mtime differs then gets the source's mtime (rsync -c -t).  Without it the
+// destination's mtime is left alone (newer keeps a newer destination; a size_mtime window
+// tolerates coarse timestamps, and re-stamping would write on every run).
+
+/// The two files being compared.
+///
+/// `racy` is set by the engine when the destination copy may have been taken while the source
+/// could still change without its size or mtime showing it ("racily clean", as git calls it): a
+/// source rewritten within its timestamp granularity after the copy keeps its size and mtime, so
+/// equal size+mtime proves nothing.  Where the destination keeps a ctime, a copy whose ctime is
+/// within the racy window of the source's mtime is racy.  Where it does not (sshfs: ctime ==
+/// mtime), the engine marks a racy copy when it makes it, the way git smudges racy index
+/// entries: the copy gets `smudged_mtime(source mtime)`, a whole second or two early, so the next
+/// run sees it differ (or, under a compare window, sees it racy) and settles it by content or a
+/// fresh copy, then stamps the exact mtime.  Policies that trust mtimes must settle a racy pair by
+/// content.
+///
+/// `resolution_ns` is the destination's timestamp unit (time_model): mtimes closer than one unit
+/// are equal, because the destination could not have stored the difference.
+class file_pair {
+ public:
+  using content_fn = bool (*)(void*);
+  file_pair(const stat_info& s, const stat_info& d, bool is_racy, content_fn fn, void* ctx,
+            std::int64_t resolution = 1) noexcept
+      : src(s), dst(d), racy(is_racy), resolution_ns(resolution < 1 ? 1 : resolution), fn_(fn), ctx_(ctx) {}
+
+  const stat_info& src;
+  const stat_info& dst;
+  bool racy;
+  std::int64_t resolution_ns;
+
+  /// The mtimes are equal within `window` or within the destination's timestamp resolution.
+  bool same_mtime(std::chrono::nanoseconds window = std::chrono::nanoseconds(0)) const noexcept {
+    const std::int64_t d = src.mtime_ns - dst.mtime_ns;
+    const std::int64_t a = d < 0 ? -d : d;
+    return a <= window.count() || a < resolution_ns;
+  }
+
+  /// Reads both files and compares their bytes (expensive; call only when needed).
+  bool same_content() const { return fn_(ctx_); }
+
+ private:
+  content_fn fn_;
+  void* ctx_;
+};
+
+/// The mtime a racy copy is given on a destination without a ctime of its own: the source's
+/// mtime floored to the second, minus one second.  Whole seconds survive every timestamp
+/// resolution, and an earlier time never makes a consumer (make, or compare::newer) take the copy
+/// for newer than its source.
+inline constexpr std::int64_t smudged_mtime(std::int64_t mtime_ns) noexcept {
+  constexpr std::int64_t second = 1000000000;
+  return mtime_ns - ((mtime_ns % second) + second) % second - second;
+}
+
+namespace compare {
+
+/// Equal size and mtime within `window` (default: exact to the nanosecond).  A racy pair is
+/// verified by content.  The window is for filesystems with coarse timestamps (FAT: 2 s).
+struct size_mtime {
+  std::chrono::nanoseconds window{0};
+  bool up_to_date(const file_pair& f) const {
+    if (f.src.size != f.dst.size) return false;
+    if (!f.same_mtime(window)) return false;
+    return !f.racy || f.same_content();
+  }
+};
+
+/// Equal size is enough (rsync --size-only).
+struct size_only_t {
+  static constexpr bool restamp = true;
+  bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size; }
+};
+inline constexpr size_only_t size_only{};
+
+/// A destination newer than the source is kept (rsync -u); otherwise like size_mtime.
+struct newer_t {
+  bool up_to_date(const file_pair& f) const {
+    if (f.dst.mtime_ns > f.src.mtime_ns && !f.same_mtime()) return true;
+    return size_mtime{}.up_to_date(f);
+  }
+};
+inline constexpr newer_t newer{};
+
+/// Equal size and equal bytes (rsync -c); reads every file whose size matches.
+struct checksum_t {
+  static constexpr bool restamp = true;
+  bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size && f.same_content(); }
+};
+inline constexpr checksum_t checksum{};
+
+/// Never up to date: every file is rewritten.
+struct always_t {
+  bool up_to_date(const file_pair&) const { return false; }
+};
+inline constexpr always_t always{};
+
+}  // namespace compare
+
+// [treesync.policy.deletion] --------------------------------------------------------------------
+//
+// What happens to destination entries the source lacks ("extraneous" entries).
+// Requirement: `bool removes(std::string_view rel, file_type type, bool excluded) const` and
+// `std::size_t limit() const` (the most entries a run may delete; npos = unlimited; a run whose
+// plan exceeds it is refused before its first deletion).
+
+inline constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
+
+namespace deletion {
+
+/// Delete what the source lacks, except excluded entries (rsync --delete).
+struct extraneous_t {
+  bool removes(std::string_view, file_type, bool excluded) const { return !excluded; }
+  std::size_t limit() const { return unlimited; }
+};
+inline constexpr extraneous_t extraneous{};
+
+/// Never delete (rsync without --delete).
+struct keep_t {
+  bool removes(std::string_view, file_type, bool) const { return false; }
+  std::size_t limit() const { return unlimited; }
+};
+inline constexpr keep_t keep{};
+
+/// Delete excluded destination entries too (rsync --delete-excluded).
+struct delete_excluded_t {
+  bool removes(std::string_view, file_type, bool) const { return true; }
+  std::size_t limit() const { return unlimited; }
+};
+inline constexpr delete_excluded_t delete_excluded{};
+
+/// Another deletion policy, with a cap: `max_delete{100}` or `max_delete{100, delete_excluded}`.
+template <class Base = extraneous_t>
+struct max_delete {
+  explicit max_delete(std::size_t n, Base b = Base{}) : max(n), base(std::move(b)) {}
+  std::size_t max;
+  Base base;
+  bool removes(std::string_view rel, file_type t, bool excluded) const { return base.removes(rel, t, excluded); }
+  std::size_t limit() const { return max; }
+};
+max_delete(std::size_t)->max_delete<extraneous_t>;
+template <class B>
+max_delete(std::size_t, B) -> max_delete<B>;
+
+}  // namespace deletion
+
+using deletion::max_delete;
+
+// [treesync.policy.links] -----------------------------------------------------------------------
+//
+// What to do with a source symlink.
+// Requirement: `link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const`
+// where `inside` says the target, resolved lexically from the link's directory, stays inside the
+// source tree.  A policy may declare `static constexpr bool needs_target = false;` to spare the
+// engine a readlink per link.
+
+enum class link_action { follow, preserve, skip };
+
+namespace links {
+
+/// Copy what the link points to (the default; `cp -L`, `rsync -L`).
+struct dereference_t {
+  static constexpr bool needs_target = false;
+  link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::follow; }
+};
+inline constexpr dereference_t dereference{};
+
+/// Recreate the link itself, target unchanged (`rsync -l`).
+struct preserve_t {
+  static constexpr bool needs_target = false;
+  link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::preserve; }
+};
+inline constexpr preserve_t preserve{};
+
+/// Neither follow nor copy links (`rsync --no-links`); they are counted as skipped.
+struct skip_t {
+  static constexpr bool needs_target = false;
+  link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::skip; }
+};
+inline constexpr skip_t skip{};
+
+/// Keep links that stay inside the source as links; follow the others (`rsync --copy-unsafe-links`).
+struct dereference_unsafe_t {
+  link_action on_symlink(std::string_view, std::string_view, bool inside) const {
+    return inside ? link_action::preserve : link_action::follow;
+  }
+};
+inline constexpr dereference_unsafe_t dereference_unsafe{};
+
+}  // namespace links
+
+// [treesync.policy.write] -----------------------------------------------------------------------
+// Requirement: `static constexpr bool atomic`.
+
+namespace write {
+/// Write under a temporary name in the same directory, rename into place (the default): no
+/// reader and no crash ever sees a partial file at the final name.
+struct atomic_t {
+  static constexpr bool atomic = true;
+};
+inline constexpr atomic_t atomic{};
+/// Overwrite the existing file (rsync --inplace): keeps its inode and hard links, uses no extra
+/// space, but a crash leaves a partial file (with a wrong mtime, so the next run redoes it).
+struct in_place_t {
+  static constexpr bool atomic = false;
+};
+inline constexpr in_place_t in_place{};
+}  // namespace write
+
+// [treesync.policy.errors] ----------------------------------------------------------------------
+// Requirement: `static constexpr bool stop_on_error`.
+
+namespace errors {
+/// Record per-entry failures in the report and keep going (the default).
+struct collect_t {
+  static constexpr bool stop_on_error = false;
+};
+inline constexpr collect_t collect{};
+/// Stop at the first per-entry failure; the run then fails like a refusal.
+struct stop_t {
+  static constexpr bool stop_on_error = true;
+};
+inline constexpr stop_t stop{};
+}  // namespace errors
+
+// [treesync.policy.flags] -----------------------------------------------------------------------
+
+/// Report what would be done; write nothing.
+struct dry_run_t {};
+inline constexpr dry_run_t dry_run{};
+
+/// Allow an empty source to empty a non-empty destination (refused by default: an unmounted
+/// source must not wipe the mirror).
+struct allow_empty_source_t {};
+inline constexpr allow_empty_source_t allow_empty_source{};
+
+/// fsync each file before its rename and each changed directory after its last change (rsync
+/// --fsync): a power cut loses no completed file.  Off by default: it costs a flush per file.
+struct durable_t {};
+inline constexpr durable_t durable{};
+
+/// Do not enter source directories on another filesystem than the source root (rsync -x); they
+/// are reported in report::skipped_entries and their destination counterparts are left alone.
+struct one_file_system_t {};
+inline constexpr one_file_system_t one_file_system{};
+
+/// Recreate FIFOs and sockets, and device nodes when privileged (rsync --specials --devices),
+/// instead of skipping them.  They are still never opened.
+struct specials_t {};
+inline constexpr specials_t specials{};
+
+/// Give destination entries the source's owner (rsync -o; needs CAP_CHOWN, i.e. root).
+struct preserve_owner_t {};
+inline constexpr preserve_owner_t preserve_owner{};
+
+/// Give destination entries the source's group (rsync -g; any group the caller belongs to).
+struct preserve_group_t {};
+inline constexpr preserve_group_t preserve_group{};
+
+/// Source files that are hard links of one another are hard links of one another in the
+/// destination too (rsync -H).  The links are made once the copies exist, at the end of the run.
+struct hard_links_t {};
+inline constexpr hard_links_t hard_links{};
+
+/// Copy extended attributes of files and directories when their data or the directory is
+/// written (rsync -X).  An attribute-only change of a file that is otherwise current is not seen.
+struct xattrs_t {};
+inline constexpr xattrs_t xattrs{};
+
+/// Report, in report::notices, source names of one directory that differ only in (ASCII) case
+/// and would overwrite each other on a case-insensitive destination (macOS, Windows shares).
+struct detect_case_collisions_t {};
+inline constexpr detect_case_collisions_t detect_case_collisions{};
+
+/// The seam for external schedulers (MPI ranks, a build system's task pool): directories `depth`
+/// levels below the roots are created or replaced as usual but not entered; `on_subtree` receives
+/// each one's relative path instead, to be synced later, anywhere, by
+/// `sync(src / rel, dst / rel, subtree{rel}, ...same policies..., allow_empty_source)`.  Their
+/// mode and mtime are left to that sync.  Called from the workers: make it thread-safe under jobs.
+struct frontier {
+  std::size_t depth = 1;
+  std::function<void(std::string_view rel)> on_subtree;
+};
+
+/// Declares that this run syncs the subtree at relative path `rel` of a larger mirror: exclude and
+/// deletion policies, the observer and the report then see full relative paths ("rel/name"), so
+/// anchored patterns mean the same in every piece.
+struct subtree {
+  std::string rel;
+};
+
+/// Move every destination file the run replaces or deletes into `path` (relative paths are taken
+/// from the destination root) at its relative path, instead of losing it (rsync --backup-dir).
+/// The backup directory must be on the destination's filesystem; inside the destination, it is
+/// never deleted as extraneous.
+struct backup_dir {
+  std::filesystem::path path;
+};
+
+/// Executor: how many workers run the sync.  `jobs{1}` (the default) runs it on the calling thread;
+/// `jobs{n}` spreads directory pairs and the entries of each directory over n threads (large files
+/// are not split) with the same outcome as the serial run; `jobs{0}` uses one per hardware thread.
+/// The filesystem object must then be safe to call from several threads (posix_fs and mock_fs are).
+struct jobs {
+  unsigned n = 1;
+  unsigned count() const noexcept {
+    if (n != 0) return n;
+    const unsigned hw = std::thread::hardware_concurrency();
+    return hw == 0 ? 1 : hw;
+  }
+};
+
+/// Cancellation: once `flag` becomes true (set it from a signal handler or another thread) the run
+/// schedules no more work; entries in flight complete, nothing partial is left at a final name, and
+/// the run ends with `std::errc::operation_canceled` (report::cancelled is set).
+struct cancel_on {
+  explicit cancel_on(const std::atomic<bool>& f) noexcept : flag(&f) {}
+  const std::atomic<bool>* flag;
+};
+
+/// Observer: any callable `void(const treesync::action&)`.  The default observes nothing.
+struct no_observer_t {
+  void operator()(const action&) const noexcept {}
+};
+
+// [treesync.options] ----------------------------------------------------------------------------
+//
+// Everything that is a switch or a value, chosen at run time.  Compile-time policies remain only
+// where they generate code per call (compare, deletion, links, exclude, observer, the filesystem);
+// the flag tags above (dry_run, durable, write::in_place, errors::stop, jobs{n}, ...) are the same
+// switches spelled as arguments, and fold into one `options` before the run.  So a caller that
+// chooses at run time (a CLI) instantiates sync() once:
+//
+//   treesync::options o;
+//   o.dry_run = args.dry_run;
+//   o.write = args.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
+//   o.jobs = args.jobs;
+//   auto r = treesync::sync(src, dst, o, treesync::exclude{"*.o"});
+//
+// Given together, an `options` and tags combine: a flag tag turns its switch on, a write or
+// errors policy sets the mode, jobs / cancel_on / backup_dir / subtree / frontier set their value.
+
+/// How a changed file reaches its final name (see write::atomic and write::in_place).
+enum class write_mode : unsigned char { atomic, in_place };
+/// What a per-entry failure does to the run (see errors::collect and errors::stop).
+enum class error_mode : unsigned char { collect, stop };
+
+struct options {
+  bool dry_run = false;             ///< dry_run: report, write nothing
+  bool allow_empty_source = false;  ///< allow_empty_source
+  bool durable = false;             ///< durable: fsync files and changed directories
+  bool one_file_system = false;     ///< one_file_system: do not cross mount points in the source
+  bool specials = false;            ///< specials: recreate FIFOs, sockets, devices
+  bool owner = false;               ///< preserve_owner
+  bool group = false;               ///< preserve_group
+  bool hard_links = false;          ///< hard_links
+  bool xattrs = false;              ///< xattrs
+  bool case_collisions = false;     ///< detect_case_collisions
+  write_mode write = write_mode::atomic;
+  error_mode errors = error_mode::collect;
+  unsigned jobs = 1;                           ///< workers; 0: one per hardware thread (see `jobs`)
+  const std::atomic<bool>* cancel = nullptr;   ///< see cancel_on; null: never cancelled
+  std::filesystem::path backup_dir;            ///< see backup_dir; empty: no backups
+  std::string subtree;                         ///< see subtree; empty: the whole mirror
+  std::size_t frontier_depth = 0;              ///< see frontier; 0: no frontier
+  std::function<void(std::string_view rel)> on_subtree;  ///< see frontier
+};
+
+}  // namespace v0
+}  // namespace treesync
+
+#endif  // TREESYNC_POLICIES_HPP

@@ -1,0 +1,174 @@
+// treesync/sync.hpp - sync(...): the policy pack folded into options, and the run
+//
+// SPDX-License-Identifier: MIT
+// Copyright (c) treesync authors
+//
+// A part of treesync: include <treesync/treesync.hpp>, which includes every part in order.
+#ifndef TREESYNC_SYNC_HPP
+#define TREESYNC_SYNC_HPP
+
+#include "detail/engine.hpp"
+#include "posix_fs.hpp"
+#include "std_fs.hpp"
+
+namespace treesync {
+inline namespace v0 {
+
+// [treesync.api.impl] ---------------------------------------------------------------------------
+
+namespace detail {
+
+// The one place where the argument spellings of the switches become `options`.  Arguments of the
+// code-generating categories (compare, deletion, links, exclude, observer) and the options
+// themselves fold to nothing.
+template <class P>
+void fold_option(options& o, const P& p) {
+  using T = std::decay_t<P>;
+  if constexpr (is_write_policy_v<T>) {
+    o.write = T::atomic ? write_mode::atomic : write_mode::in_place;
+  } else if constexpr (is_errors_policy_v<T>) {
+    o.errors = T::stop_on_error ? error_mode::stop : error_mode::collect;
+  } else if constexpr (std::is_same_v<T, dry_run_t>) {
+    o.dry_run = true;
+  } else if constexpr (std::is_same_v<T, allow_empty_source_t>) {
+    o.allow_empty_source = true;
+  } else if constexpr (std::is_same_v<T, durable_t>) {
+    o.durable = true;
+  } else if constexpr (std::is_same_v<T, one_file_system_t>) {
+    o.one_file_system = true;
+  } else if constexpr (std::is_same_v<T, specials_t>) {
+    o.specials = true;
+  } else if constexpr (std::is_same_v<T, preserve_owner_t>) {
+    o.owner = true;
+  } else if constexpr (std::is_same_v<T, preserve_group_t>) {
+    o.group = true;
+  } else if constexpr (std::is_same_v<T, hard_links_t>) {
+    o.hard_links = true;
+  } else if constexpr (std::is_same_v<T, xattrs_t>) {
+    o.xattrs = true;
+  } else if constexpr (std::is_same_v<T, detect_case_collisions_t>) {
+    o.case_collisions = true;
+  } else if constexpr (std::is_same_v<T, jobs>) {
+    o.jobs = p.n;
+  } else if constexpr (std::is_same_v<T, cancel_on>) {
+    o.cancel = p.flag;
+  } else if constexpr (std::is_same_v<T, backup_dir>) {
+    o.backup_dir = p.path;
+  } else if constexpr (std::is_same_v<T, subtree>) {
+    o.subtree = p.rel;
+  } else if constexpr (std::is_same_v<T, frontier>) {
+    o.frontier_depth = p.depth;
+    if (p.on_subtree) o.on_subtree = [&p](std::string_view rel) { p.on_subtree(rel); };  // the caller's own object
+  } else {
+    (void)o;
+    (void)p;
+  }
+}
+
+template <class FS, class... Ps>
+report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, std::error_code& ec,
+                Ps&... ps) {
+  static_assert(is_filesystem_v<FS>, "treesync::sync: the first argument does not meet the filesystem requirements");
+  static_assert(check_filesystem<FS>(), "treesync::sync: the filesystem is incomplete (see the messages above)");
+  static_assert(check_policies<Ps...>(), "treesync::sync: invalid policy set");
+  ec.clear();
+  compare::size_mtime default_compare{};
+  deletion::extraneous_t default_deletion{};
+  links::dereference_t default_links{};
+  exclude_nothing_t default_exclude{};
+  no_observer_t default_observer{};
+
+  auto& cmp = pick<is_compare>(default_compare, ps...);
+  auto& del = pick<is_deletion>(default_deletion, ps...);
+  auto& lnk = pick<is_links>(default_links, ps...);
+  auto& exc = pick<is_exclude>(default_exclude, ps...);
+  auto& obs = pick<is_observer>(default_observer, ps...);
+  const options default_options{};
+  options opt = pick<is_options>(default_options, ps...);
+  (fold_option(opt, ps), ...);
+  opt.jobs = jobs{opt.jobs}.count();
+  while (!opt.subtree.empty() && opt.subtree.back() == '/') opt.subtree.pop_back();
+  using Cmp = std::remove_reference_t<decltype(cmp)>;
+  using Del = std::remove_reference_t<decltype(del)>;
+  using Lnk = std::remove_reference_t<decltype(lnk)>;
+  using Exc = std::remove_reference_t<decltype(exc)>;
+  using Obs = std::remove_reference_t<decltype(obs)>;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  report rep;
+  if (del.limit() != unlimited) {
+    // max_delete refuses the run before its first deletion: plan it first (a dry run: reads only).
+    report plan;
+    no_observer_t quiet;
+    run_options plan_opt = opt;
+    plan_opt.dry_run = true;
+    plan_opt.errors = error_mode::collect;
+    plan_opt.on_subtree = nullptr;  // the plan stops at the frontier too, but hands nothing out
+    engine<FS, Cmp, Del, Lnk, Exc, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, plan_opt, plan);
+    ec = planner.run(src, dst);
+    if (!ec && plan.deleted > del.limit()) ec = errc::max_delete_exceeded;
+    if (ec) {
+      rep.elapsed = std::chrono::steady_clock::now() - t0;
+      return rep;
+    }
+  }
+  engine<FS, Cmp, Del, Lnk, Exc, Obs> eng(fs, cmp, del, lnk, exc, obs, opt, rep);
+  ec = eng.run(src, dst);
+  rep.elapsed = std::chrono::steady_clock::now() - t0;
+  return rep;
+}
+
+template <class... Args>
+constexpr bool ends_with_error_code() {
+  if constexpr (sizeof...(Args) == 0) {
+    return false;
+  } else {
+    using last = std::tuple_element_t<sizeof...(Args) - 1, std::tuple<Args...>>;
+    return std::is_same_v<last, std::error_code&>;
+  }
+}
+
+template <class FS, class Tuple, std::size_t... I>
+report run_with_error_code(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, Tuple& args,
+                           std::index_sequence<I...>) {
+  std::error_code& ec = std::get<sizeof...(I)>(args);
+  return run_sync(fs, src, dst, ec, std::get<I>(args)...);
+}
+
+}  // namespace detail
+
+/// Mirrors `src` into `dst` over the filesystem `fs`, composed from `policies` (any order, at most
+/// one per category).  With a trailing `std::error_code&` it reports refusals there instead of
+/// throwing `std::filesystem::filesystem_error`.
+template <class FS, class... Args, std::enable_if_t<is_filesystem_v<FS>, int> = 0>
+report sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
+  if constexpr (detail::ends_with_error_code<Args...>()) {
+    auto refs = std::forward_as_tuple(args...);
+    return detail::run_with_error_code(fs, src, dst, refs, std::make_index_sequence<sizeof...(Args) - 1>{});
+  } else {
+    std::error_code ec;
+    report r = detail::run_sync(fs, src, dst, ec, args...);
+    if (ec) {
+      if (!r.errors.empty() && r.errors.back().code == ec) {
+        const auto& e = r.errors.back();
+        throw std::filesystem::filesystem_error("treesync::sync: " + e.operation, src / e.path, dst / e.path, ec);
+      }
+      throw std::filesystem::filesystem_error("treesync::sync: refused", src, dst, ec);
+    }
+    return r;
+  }
+}
+
+#if TREESYNC_HAS_POSIX
+/// Mirrors `src` into `dst` on the real filesystem (posix_fs).
+template <class... Args>
+report sync(const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
+  posix_fs fs;
+  return sync(fs, src, dst, std::forward<Args>(args)...);
+}
+#endif
+
+}  // namespace v0
+}  // namespace treesync
+
+#endif  // TREESYNC_SYNC_HPP
