@@ -22,8 +22,10 @@ import re
 import shutil
 import signal
 import stat
+import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -530,32 +532,259 @@ def test_options():
         check(label in out, "--stats prints " + label)
 
 
-def test_progress():
-    w = fresh("progress")
-    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
-    for i in range(300):
-        write(os.path.join(src, "d%02d" % (i % 10), "f%03d" % i), "x" * 1000)
-    rc, out, err = run("--progress", "-q", src, dst)
-    check(rc == 0 and out == "", "--progress prints nothing when stdout is not a terminal")
+# ---- --progress (cli/progress.hpp) ----------------------------------------------------------------
 
+def human(n):
+    """cli/text.hpp's human_bytes()"""
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"]
+    u = 0
+    n = float(n)
+    while n >= 1024.0 and u + 1 < len(units):
+        n /= 1024.0
+        u += 1
+    return "%.0f B" % n if u == 0 else "%.1f %s" % (n, units[u])
+
+
+def tree_bytes(root):
+    return sum(os.lstat(os.path.join(d, n)).st_size for d, _, names in os.walk(root) for n in names
+               if stat.S_ISREG(os.lstat(os.path.join(d, n)).st_mode))
+
+
+def tree_names(root):
+    """Relative paths of every entry below root."""
+    out = set()
+    for d, dirs, names in os.walk(root):
+        for n in dirs + names:
+            out.add(os.path.relpath(os.path.join(d, n), root))
+    return out
+
+
+def run_pty(args, cols=200, on_output=None):
+    """Runs the CLI with stdout on a pseudo-terminal `cols` wide (stderr a pipe) and reads until EOF.
+    Returns (exit status, stdout text with the terminal's \r\n turned back into \n, stderr text).
+    on_output(p) is called once, at the first output."""
     master, slave = pty.openpty()
-    p = subprocess.Popen([CLI, "--progress", "-q", src, dst + "-tty"], stdout=slave, stderr=subprocess.PIPE)
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
+    p = subprocess.Popen([CLI] + [str(a) for a in args], stdout=slave, stderr=subprocess.PIPE)
     os.close(slave)
+    err = []
+    reader = threading.Thread(target=lambda: err.append(p.stderr.read()))
+    reader.start()
     data = b""
     while True:
         try:
             chunk = os.read(master, 4096)
-        except OSError:
+        except OSError:  # EIO: the last writer closed the terminal
             break
         if not chunk:
             break
+        if not data and on_output:
+            on_output(p)
         data += chunk
     p.wait()
+    reader.join()
     os.close(master)
-    text = data.decode("utf-8", "replace")
-    check(p.returncode == 0 and "entries done" in text and "/s" in text and "\r" in text,
-          "on a terminal: a live line with entries, bytes and rate (%r)" % text[-120:])
-    check(text.rstrip("\r\n").count("\n") == 0, "the live line is one line, rewritten with \\r")
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n")
+    return p.returncode, text, err[0].decode("utf-8", "replace")
+
+
+# the last line of a run: DONE/TOTAL PCT% RATE/s in H:MM:SS to-chk=LEFT/ENTRIES [NAME]
+LAST_TTY = re.compile(r"^(\d+(?:\.\d)? (?:B|KiB|MiB|GiB))/(\d+(?:\.\d)? (?:B|KiB|MiB|GiB)) +(\d+)% \S+ \S+/s "
+                      r"in \d+:\d\d:\d\d to-chk=(\d+)/(\d+)(?: (.*?))? *$")
+LAST_LOG = re.compile(r"^([\d,]+)/([\d,]+) +(\d+)% \S+ \S+/s in \d+:\d\d:\d\d to-chk=(\d+)/(\d+)(?: (.*))?$")
+
+
+def progress_tree(root, files=400):
+    for i in range(files):
+        write(os.path.join(root, "d%02d" % (i % 10), "file%03d.dat" % i), bytes([i % 251]) * (1000 + 37 * i))
+    write(os.path.join(root, "big", "one.bin"), b"b" * (3 << 20))
+    write(os.path.join(root, "skip", "x.tmp"), b"t" * 12345)
+
+
+def no_summary(text):
+    """The lines of `text` but the summary line (its seconds differ from run to run)."""
+    return [x for x in lines(text) if not re.match(r"\d+ scanned, ", x)]
+
+
+def tty_segments(text):
+    """The terminal output up to the first newline, split at '\r': the states of the live line;
+    and the rest (what was printed after the line was ended)."""
+    head, _, rest = text.partition("\n")
+    return [x for x in head.split("\r") if x], rest
+
+
+def check_last_tty(segments, total_bytes, entries, names, what):
+    last = segments[-1] if segments else ""
+    m = LAST_TTY.match(last)
+    if not check(m is not None, "%s: the last line reads DONE/TOTAL PCT%% RATE in TIME to-chk=N/M NAME (%r)"
+                 % (what, last)):
+        return
+    check(m.group(3) == "100", "%s: the percentage reaches 100%% (%s%%)" % (what, m.group(3)))
+    check(m.group(2) == human(total_bytes) and m.group(1) == human(total_bytes),
+          "%s: done and total bytes are the tree's, %s (%s/%s)" % (what, human(total_bytes), m.group(1), m.group(2)))
+    check(m.group(4) == "0" and int(m.group(5)) == entries,
+          "%s: to-chk=0/%d, every entry counted and checked (to-chk=%s/%s)" % (what, entries, m.group(4), m.group(5)))
+    if names is not None:
+        check(m.group(6) is not None and m.group(6) in names,
+              "%s: the latest entry is named, a path of the tree (%r)" % (what, m.group(6)))
+
+
+def test_progress_tty():
+    w = fresh("progress-tty")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    progress_tree(src)
+    all_bytes, all_entries = tree_bytes(src), len(tree_names(src))
+
+    rc, out, err = run_pty(["--progress", "-j1", src, dst])
+    segments, rest = tty_segments(out)
+    check(rc == 0, "--progress on a terminal: exit 0")
+    same_tree(src, dst, "the run with --progress mirrors the tree")
+    check_last_tty(segments, all_bytes, all_entries, tree_names(src), "a cold run on a terminal")
+    check(out.count("\n") == 2 and rest.startswith("%d scanned" % all_entries),
+          "the live line is one line, rewritten with \\r, ended by a newline before the summary line (%r)" % rest[:60])
+    check(all(len(x) <= 199 for x in segments), "no state of the line is wider than the terminal")
+    for x in segments:
+        if " to-chk=" not in x:
+            check(re.search(r"\+  --% .* ETA -:--:-- ir-chk=\d+/\d+\+", x) is not None,
+                  "a state before the count ended marks the totals with '+', without percentage or ETA (%r)" % x)
+    check(err == "", "nothing on stderr")
+
+    # a second run: nothing to copy, the bytes are done as their files are found current
+    rc, out, err = run_pty(["--progress", src, dst])
+    check_last_tty(tty_segments(out)[0], all_bytes, all_entries, None, "a run with nothing to do")
+
+    # the count uses the run's filter rules: the totals are what is mirrored
+    rc, out, err = run_pty(["--progress", "--exclude=skip/", "--exclude=*.bin", src, dst + "-filtered"])
+    mirrored = dst + "-filtered"
+    check_last_tty(tty_segments(out)[0], tree_bytes(mirrored), len(tree_names(mirrored)), tree_names(mirrored),
+                   "--exclude: the totals are those of the mirrored entries")
+    check(tree_bytes(mirrored) < all_bytes, "the excluded bytes are not in the mirror")
+
+    # a narrow terminal: the line never wraps; a name too long is shortened from the left
+    rc, out, err = run_pty(["--progress", src, dst + "-narrow"], cols=60)
+    segments, rest = tty_segments(out)
+    check(rc == 0 and segments and all(len(x) <= 59 for x in segments),
+          "60 columns: every state of the line fits in 59 (%r)" % (segments[-1:],))
+    long_src = os.path.join(w, "long")
+    for i in range(30):
+        write(os.path.join(long_src, "a_file_name_far_too_long_for_what_is_left_of_the_line_%02d.dat" % i), b"x" * 100)
+    rc, out, err = run_pty(["--progress", long_src, dst + "-long"], cols=80)
+    segments, rest = tty_segments(out)
+    check(rc == 0 and segments and all(len(x) <= 79 for x in segments) and
+          re.search(r" \.\.\.\S*_line_\d\d\.dat$", segments[-1]) is not None,
+          "80 columns: a long name is shortened from the left with '...', the line fits (%r)" % (segments[-1:],))
+
+    # -i and -v print the same lines, in the same order, with and without --progress
+    rc_a, plain, _ = run("-i", src, dst + "-i1")
+    rc_b, out, _ = run_pty(["-i", "--progress", src, dst + "-i2"])
+    segments, rest = tty_segments(out)
+    check(rc_a == 0 and rc_b == 0 and no_summary(rest) == no_summary(plain),
+          "-i: after the progress line, exactly what -i prints without --progress")
+    rc_a, plain, _ = run("-v", src, dst + "-v1")
+    rc_b, out, _ = run_pty(["-v", "--info=progress2", src, dst + "-v2"])
+    check(rc_a == 0 and rc_b == 0 and no_summary(tty_segments(out)[1]) == no_summary(plain),
+          "-v with --info=progress2: the same lines as without")
+
+    # SIGINT, sent at the first output (the first redraw, 0.1 s in): the line is ended before the
+    # partial report
+    int_src = os.path.join(w, "int-src")
+    for attempt in range(1, 6):
+        for i in range(3000):
+            write(os.path.join(int_src, "a%d" % attempt, "d%02d" % (i % 30), "f%04d" % i), b"i" * 2000)
+        target = dst + "-int%d" % attempt
+        rc, out, err = run_pty(["--progress", "-j1", int_src, target],
+                               on_output=lambda p: p.send_signal(signal.SIGINT))
+        if rc == 0:
+            print("  attempt %d: the run finished before SIGINT; again with more files" % attempt)
+            continue
+        segments, rest = tty_segments(out)
+        check(rc == 130, "SIGINT during a run with --progress: exit 130 (%d)" % rc)
+        check(segments and re.search(r" in \d+:\d\d:\d\d ", segments[-1]) is not None,
+              "SIGINT: the last state of the line is drawn (%r)" % (segments[-1:],))
+        check(rest.startswith("(interrupted) ") and rest.count("\n") == 1,
+              "SIGINT: the summary line starts on a line of its own (%r)" % rest[:60])
+        check("interrupted by SIGINT" in err, "SIGINT: stderr says so")
+        break
+    else:
+        check(False, "SIGINT could be sent while the run was unfinished (5 attempts)")
+
+
+def test_progress_pipe():
+    w = fresh("progress-pipe")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    progress_tree(src, files=100)
+    all_bytes, all_entries = tree_bytes(src), len(tree_names(src))
+    for flag in ["--progress", "--info=progress2", "--progress=auto"]:
+        rc, out, err = run(flag, src, dst + flag)
+        check(rc == 0 and lines(out) == [x for x in lines(out) if " scanned, " in x] and len(lines(out)) == 1,
+              "%s on a pipe: only the summary line (%r)" % (flag, out[:80]))
+    rc, out, err = run("--info", "progress2", src, dst + "-info")
+    check(rc == 0 and len(lines(out)) == 1, "--info progress2 (separate value) is accepted")
+
+    rc, out, err = run("--progress=always", src, dst)
+    outl = lines(out)
+    check(rc == 0 and "\r" not in out and len(outl) >= 2 and outl[-1].startswith("%d scanned" % all_entries),
+          "--progress=always on a pipe: progress lines, one per update, no \\r, then the summary line")
+    m = LAST_LOG.match(outl[-2] if len(outl) >= 2 else "")
+    if check(m is not None, "--progress=always: the last line reads DONE/TOTAL PCT%% RATE in TIME to-chk=N/M (%r)"
+             % (outl[-2:-1],)):
+        check(m.group(2) == "{:,}".format(all_bytes) and m.group(1) == m.group(2) and m.group(3) == "100",
+              "--progress=always: exact bytes, total = the tree's %d bytes, 100%% (%s)" % (all_bytes, outl[-2]))
+        check(m.group(4) == "0" and int(m.group(5)) == all_entries,
+              "--progress=always: to-chk=0/%d (%s/%s)" % (all_entries, m.group(4), m.group(5)))
+        check(m.group(6) is not None and m.group(6) in tree_names(src), "--progress=always: names the latest entry")
+    rc, out, err = run("--progress=always", "-i", src, dst + "-i")
+    rc2, plain, err2 = run("-i", src, dst + "-i2")
+    check(rc == 0 and no_summary("\n".join(x for x in lines(out) if not re.search(r" (?:to|ir)-chk=\d", x))) ==
+          no_summary(plain),
+          "--progress=always -i: the -i lines as without --progress")
+
+    rc, out, err = run("--progress=never", src, dst + "-never")
+    check(rc == 0 and len(lines(out)) == 1, "--progress=never: nothing but the summary")
+    rc, out, err = run("--progress=always", "--no-progress", src, dst + "-no")
+    check(rc == 0 and len(lines(out)) == 1, "--no-progress after --progress=always turns it off")
+
+    for args in (["--progress=always", "--json"], ["--json", "--info=progress2"], ["--progress=always", "-i", "--json"]):
+        rc, out, err = run(*(args + [src, dst + "-json"]))
+        ok = True
+        try:
+            doc = json.loads(out)
+            ok = isinstance(doc, dict) and doc["status"] == "ok" and out.count("\n") == 1
+        except ValueError:
+            ok = False
+        check(rc == 0 and ok, "%s: stdout is the JSON object alone (%r)" % (" ".join(args), out[:60]))
+
+    rc, out, err = run("--progress=always", os.path.join(w, "missing"), dst + "-missing")
+    check(rc == 2 and out == "" and "refused" in err, "--progress=always, a refused run: no progress line (%r)" % out)
+    rc, out, err = run("--progress=always", "--max-delete=0", os.path.join(src, "d00"), dst)
+    check(rc == 2 and out == "" and "--max-delete=0" in err, "--progress=always, --max-delete refuses: no progress line")
+
+    for bad, words in ((["--info=stats"], "--info=stats: not supported"),
+                       (["--info=progress2,stats"], "not supported"),
+                       (["--progress=sometimes"], "expected auto, always or never")):
+        rc, out, err = run(*(bad + [src, dst + "-bad"]))
+        check(rc == 1 and words in err and out == "", "%s: a usage error (%r)" % (bad[0], err.splitlines()[:1]))
+
+
+def test_progress_quiet():
+    w = fresh("progress-quiet")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    progress_tree(src, files=100)
+    for args in (["-q", "--progress"], ["--progress", "-q"], ["--info=progress2", "-q"], ["-q", "--progress=always"]):
+        rc, out, err = run_pty(args + ["-j1", src, dst + "".join(args)])
+        check(rc == 0 and out == "" and err == "", "%s on a terminal: nothing at all (%r)" % (" ".join(args), out[:60]))
+        rc, out, err = run(*(args + [src, dst + "-pipe" + "".join(args)]))
+        check(rc == 0 and out == "", "%s on a pipe: nothing at all" % " ".join(args))
+    rc, out, err = run_pty(["-q", "-i", "--progress", src, dst + "-qi"])
+    rc2, plain, _ = run("-q", "-i", src, dst + "-qi2")
+    check(rc == 0 and out == plain and "%" not in out, "-q -i --progress on a terminal: the -i lines only")
+    rc, out, err = run_pty(["--progress", "--json", src, dst + "-json"])
+    try:
+        doc = json.loads(out)
+        ok = doc["status"] == "ok" and out.count("\n") == 1 and "\r" not in out
+    except ValueError:
+        ok = False
+    check(rc == 0 and ok, "--progress --json on a terminal: the JSON object alone (%r)" % out[:60])
 
 
 def test_dry_run():
@@ -1615,7 +1844,9 @@ GROUPS = {
     "filter_options": test_filter_options,
     "rsync_habits": test_rsync_habits,
     "recipes": test_recipes,
-    "progress": test_progress,
+    "progress_tty": test_progress_tty,
+    "progress_pipe": test_progress_pipe,
+    "progress_quiet": test_progress_quiet,
     "dry_run": test_dry_run,
     "interrupt": test_interrupt,
     "interrupt_json": test_interrupt_json,

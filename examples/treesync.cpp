@@ -5,8 +5,9 @@
 // Options are spelled as rsync's where the meaning is the same; the content of SRC is mirrored into
 // DST like `rsync -a --delete SRC/ DST/`.  Helpers live in examples/cli/, shared with treesync_mpi:
 // options.hpp (parsing and the help text), run.hpp (the options as policies and filters, the
-// sync() call), output.hpp (itemize, -v, --progress, --stats, --json), outcome.hpp (exit status,
-// refusals, what is printed after the run), signals.hpp (SIGINT, SIGTERM), text.hpp (escaping).
+// sync() call, --progress's count of the source), output.hpp (itemize, -v, --stats, --json),
+// progress.hpp (--progress: the meter behind its line), outcome.hpp (exit status, refusals, what
+// is printed after the run), signals.hpp (SIGINT, SIGTERM), text.hpp (escaping).
 //
 // Exit status: 0 done; 1 usage error; 2 refused before anything was touched (missing source, same or
 // nested directories, empty source, --max-delete exceeded: the refusal says how many entries the
@@ -88,6 +89,7 @@
 #include "cli/options.hpp"
 #include "cli/outcome.hpp"
 #include "cli/output.hpp"
+#include "cli/progress.hpp"
 #include "cli/run.hpp"
 #include "cli/signals.hpp"
 #include "cli/text.hpp"
@@ -95,6 +97,7 @@
 #include <treesync/treesync.hpp>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <system_error>
 
@@ -116,7 +119,15 @@ int main(int argc, char** argv) {
 
   install_signal_handlers();
 
-  printer observer(opt, opt.progress && ::isatty(STDOUT_FILENO) == 1);
+  // --progress: the meter, and the count of the source that gives it its totals (cli/progress.hpp)
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1;
+  std::unique_ptr<progress_meter> meter;
+  if (opt.progress && (terminal || opt.progress_always)) {
+    meter = std::make_unique<progress_meter>(terminal);
+    meter->set_counting_current(!opt.max_delete);  // the library's plan would compare every file twice
+    meter->start([&opt, &patterns, m = meter.get()] { return count_source(opt, patterns, *m); }, &cancel_flag);
+  }
+  printer observer(opt, meter.get());
   run_context context{opt,
                       cli_deletion{opt.deletion, opt.max_delete ? *opt.max_delete : treesync::unlimited},
                       patterns,
@@ -126,6 +137,10 @@ int main(int argc, char** argv) {
                       opt.backup_dir ? *opt.backup_dir : std::string()};
   std::error_code ec;
   treesync::report r = run(context, ec);
+  if (meter) {
+    const bool signalled = first_signal.load() != 0;
+    meter->finish(!ec && !signalled, ec && !signalled && !r.cancelled);  // refused: nothing was done
+  }
   observer.finish();
   sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 
@@ -139,7 +154,7 @@ int main(int argc, char** argv) {
       options counting = opt;
       counting.dry_run = true;
       counting.itemize = counting.verbose = counting.json = counting.progress = false;
-      printer quiet(counting, false);
+      printer quiet(counting);
       run_context plan{counting, cli_deletion{opt.deletion, treesync::unlimited}, patterns, opt.jobs,
                        &cancel_flag, quiet, std::string()};
       std::error_code plan_ec;

@@ -7,7 +7,8 @@
 // (examples/cli/; the --json schema at the top of examples/treesync.cpp applies unchanged: "jobs"
 // is the per-rank worker count and the object gains "ranks", "frontier_depth" and "per_rank").
 // This file holds only the distribution.  Options whose meaning spans the whole tree (-H, -x,
-// --backup-dir) or that need a single process (--progress) are usage errors.
+// --backup-dir) or that need a single process (--progress and its synonym --info=progress2) are
+// usage errors.
 //
 // How the work is split (the library's seam for external schedulers, treesync::frontier and
 // treesync::subtree):
@@ -75,7 +76,7 @@ const char* mpi_help_text() {
          "  -j, --jobs=N              N worker threads in each rank (default 4; 0 = one per hardware thread)\n"
          "      --max-delete=N        holds for the whole run, summed over the ranks\n"
          "      --exclude-from=FILE   and --include-from: '-' is the stdin of rank 0\n"
-         "  -H, -x, --backup-dir, --progress: usage errors (they span the whole tree or need one process)\n"
+         "  -H, -x, --backup-dir, --progress, --info: usage errors (they span the whole tree or need one process)\n"
          "  --stats adds a Ranks line; --json adds \"ranks\", \"frontier_depth\" and \"per_rank\".\n";
 }
 
@@ -434,7 +435,7 @@ int main(int argc, char** argv) {
   tool_info tool;
   tool.name = "treesync_mpi";
   tool.help = mpi_help_text;
-  tool.not_supported = {"hard-links", "H", "one-file-system", "x", "backup-dir", "progress"};
+  tool.not_supported = {"hard-links", "H", "one-file-system", "x", "backup-dir", "progress", "info"};
   tool.not_supported_why = " (use the treesync CLI)";
   const parse_result parsed = parse(argc, argv, tool);
   if (parsed.exit_now) return finish(rank == 0 ? parse_exit(tool, parsed, argc, argv) : parsed.exit_code);
@@ -673,7 +674,7 @@ int main(int argc, char** argv) {
     merged.elapsed = std::chrono::steady_clock::now() - t0;
 
     // the actions of every rank, printed (-i, -v) or kept (--json) by the CLI's printer, in its order
-    printer shown(opt, false);
+    printer shown(opt);
     for (const auto& ra : acts) shown(ra.view());
     shown.finish();
 

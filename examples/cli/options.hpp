@@ -63,7 +63,8 @@ struct options {
   bool verbose = false;
   bool quiet = false;
   bool stats = false;
-  bool progress = false;
+  bool progress = false;         // --progress, --info=progress2 (off with -q and --json)
+  bool progress_always = false;  // --progress=always: also when stdout is not a terminal
   bool json = false;
   // SRC DST
   std::vector<std::string> operands;
@@ -132,9 +133,15 @@ inline const char* help_text() {
       "What is printed (errors always go to stderr as `treesync: OPERATION PATH: reason`):\n"
       "  -i, --itemize-changes     one line per change: rsync's 11-character code, then the path\n"
       "  -v, --verbose             one line per action: create, update, meta, delete or skip, then the path\n"
-      "  -q, --quiet               no summary line (what -i, -v, --stats, --json ask for is still printed)\n"
+      "  -q, --quiet               no summary line, no --progress (what -i, -v, --stats, --json ask for is still\n"
+      "                            printed)\n"
       "      --stats               counts, bytes copied, elapsed time and rate, instead of the summary line\n"
-      "      --progress            one live line on a terminal: entries and bytes done, rate (not when piped)\n"
+      "      --progress[=WHEN]     one live line on a terminal (WHEN auto, the default): bytes done/total,\n"
+      "                            percentage, rate, ETA, to-chk=LEFT/ENTRIES, the latest entry; totals come\n"
+      "                            from a count of SRC run alongside, marked '+' (and no % or ETA) until it\n"
+      "                            ends.  WHEN always: also when stdout is not a terminal, a line a second;\n"
+      "                            never: off.  Never with -q or --json\n"
+      "      --info=progress2      the same as --progress (no other --info flag is supported)\n"
       "      --json                the report as one JSON object on stdout, nothing else (actions too with -i/-v);\n"
       "                            usage errors and refusals too (status \"usage\" / \"refused\", the path at fault)\n"
       "  -h, --help                this help\n"
@@ -267,7 +274,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "verbose" || name == "v") o.verbose = false;
     else if (name == "quiet" || name == "q") o.quiet = false;
     else if (name == "stats") o.stats = false;
-    else if (name == "progress") o.progress = false;
+    else if (name == "progress") o.progress = o.progress_always = false;
     else if (name == "json") o.json = false;
     else if (name == "allow-empty-source") o.allow_empty_source = false;
     else if (name == "copy-links" || name == "L") copy_links = false;
@@ -339,7 +346,19 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "verbose" || name == "v") o.verbose = true;
     else if (name == "quiet" || name == "q") o.quiet = true;
     else if (name == "stats") o.stats = true;
-    else if (name == "progress") o.progress = true;
+    else if (name == "progress") {
+      const std::string when = value ? *value : std::string("auto");
+      if (when != "auto" && when != "always" && when != "never")
+        return usage_error("--progress=" + display(when) + ": expected auto, always or never"), false;
+      o.progress = when != "never";
+      o.progress_always = when == "always";
+    } else if (name == "info") {
+      if (*value != "progress2")
+        return usage_error("--info=" + display(*value) +
+                           ": not supported (treesync knows --info=progress2 only, the same as --progress)"),
+               false;
+      o.progress = true;
+    }
     else if (name == "json") o.json = true;
     else if (name == "help" || name == "h") {
       r.exit_now = true;
@@ -371,7 +390,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   };
 
   static const char* const long_with_value[] = {"max-delete", "exclude",  "exclude-from", "include", "include-from",
-                                                "filter",     "modify-window", "jobs",   "backup-dir"};
+                                                "filter",     "modify-window", "jobs",   "backup-dir", "info"};
   const auto takes_value = [](std::string_view name) {
     if (name == "j" || name == "f") return true;
     for (const char* n : long_with_value)
@@ -413,7 +432,10 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
         }
         apply(name, &value);
       } else if (eq != std::string::npos) {
-        if (!known_flag(name)) usage_error("unknown option --" + display(name));
+        if (name == "progress") {  // --progress=WHEN; a bare --progress is auto
+          const std::string value = arg.substr(eq + 1);
+          apply(name, &value);
+        } else if (!known_flag(name)) usage_error("unknown option --" + display(name));
         else usage_error("option --" + display(name) + " takes no value");
       } else {
         apply(name, nullptr);
@@ -454,7 +476,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     usage_error("--inplace and --backup-dir exclude each other (a backup needs the old file kept whole: drop one)");
     return r;
   }
-  if (o.json && o.progress) o.progress = false;  // stdout carries the JSON object only
+  if (o.json || o.quiet) o.progress = o.progress_always = false;  // JSON: stdout carries the object only; -q wins
   if (copy_links)
     o.links = links_mode::dereference;
   else if (copy_unsafe)

@@ -1,10 +1,11 @@
-// examples/cli/output.hpp - what the treesync tool prints: the observer (-i, -v, --progress, the
+// examples/cli/output.hpp - what the treesync tool prints: the observer (-i, -v, --progress's feed, the
 // actions of --json), the summary line, --stats, the errors on stderr and the --json report.
 // Part of the treesync example CLI (examples/treesync.cpp; the JSON schema is documented there).
 #ifndef TREESYNC_CLI_OUTPUT_HPP
 #define TREESYNC_CLI_OUTPUT_HPP
 
 #include "options.hpp"
+#include "progress.hpp"
 #include "text.hpp"
 
 #include <treesync/treesync.hpp>
@@ -210,40 +211,41 @@ inline bool link_target(const std::string& root, std::string_view rel, std::stri
 }
 
 /// The observer passed to treesync::sync().  The engine calls it under its own mutex, one action
-/// at a time, whatever the number of workers.  --progress is drawn as the actions arrive; -i, -v
-/// and the actions of --json are kept (one small record per action) and printed by finish() in the
-/// order described above, so an interrupted run still prints, in order, what was done.
+/// at a time, whatever the number of workers.  --progress's meter (progress.hpp) is fed as the
+/// actions arrive; -i, -v and the actions of --json are kept (one small record per action) and
+/// printed by finish() in the order described above, so an interrupted run still prints, in
+/// order, what was done.
 class printer {
  public:
-  printer(const options& opt, bool progress_on_tty)
-      : opt_(opt), progress_(progress_on_tty), start_(std::chrono::steady_clock::now()) {}
+  /// What the printer is for: the run itself, or the counting run of --progress (which only
+  /// feeds the meter's totals).
+  enum class role { run, count };
+
+  /// `meter`: --progress's meter (fed with the actions), or null.
+  explicit printer(const options& opt, progress_meter* meter = nullptr, role r = role::run)
+      : opt_(opt), meter_(meter), role_(r) {}
 
   void operator()(const treesync::action& a) {
-    using treesync::action_kind;
-    const bool counted = a.kind == action_kind::create || a.kind == action_kind::update ||
-                         a.kind == action_kind::update_meta || a.kind == action_kind::remove;
-    if (counted) ++done_;
-    if ((a.kind == action_kind::create || a.kind == action_kind::update) && a.type == treesync::file_type::regular)
-      bytes_ += a.src_size;
+    if (role_ == role::count) {
+      if (meter_) meter_->on_counted(a);
+      return;
+    }
+    if (meter_) meter_->on_action(a);
     if (opt_.itemize || opt_.verbose)
       kept_.push_back(record{std::string(a.path), a.kind, a.type, a.changes, a.src_size, a.dst_size, a.code,
                              a.method, a.sparse, {}});
-    if (progress_) {
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_draw_ >= std::chrono::milliseconds(100)) draw(now);
-    }
   }
 
-  /// After the run: the last progress line (on a terminal), then the kept actions in order, as -i
-  /// or -v lines or, with --json, for json_actions().  A symlink written (or, under --dry-run, to
-  /// be written) is shown as `name -> target`, the target read from the destination after the run
+  /// The meter the comparison tells of the files it finds current, or null.
+  progress_meter* current_files_meter() const noexcept {
+    return role_ == role::run && meter_ && meter_->counting_current() ? meter_ : nullptr;
+  }
+
+  /// After the run (and after the meter's last line): the kept actions in order, as -i or -v
+  /// lines or, with --json, for json_actions().  A symlink written (or, under --dry-run, to be
+  /// written) is shown as `name -> target`, the target read from the destination after the run
   /// (from the source under --dry-run, or when the destination's link is gone).
   void finish() {
-    if (progress_) {
-      draw(std::chrono::steady_clock::now());
-      std::fputc('\n', stdout);
-      shown_ = 0;
-    }
     order();
     const bool checksum = opt_.compare == compare_mode::checksum;
     for (const record& k : kept_) {
@@ -325,20 +327,6 @@ class printer {
     std::fputc('\n', stdout);
   }
 
-  void draw(std::chrono::steady_clock::time_point now) {
-    last_draw_ = now;
-    const double secs = std::chrono::duration<double>(now - start_).count();
-    const double rate = secs > 0 ? static_cast<double>(bytes_) / secs : 0.0;
-    char buf[160];
-    const int n = std::snprintf(buf, sizeof buf, "%zu entries done, %s copied, %s/s, %.1f s", done_,
-                                human_bytes(static_cast<double>(bytes_)).c_str(), human_bytes(rate).c_str(), secs);
-    const std::size_t len = n < 0 ? 0 : static_cast<std::size_t>(n);
-    // overwrite the previous line; pad with spaces instead of terminal escapes
-    std::fprintf(stdout, "\r%s%*s", buf, static_cast<int>(shown_ > len ? shown_ - len : 0), "");
-    std::fflush(stdout);
-    shown_ = len;
-  }
-
   static std::string json_action(const treesync::action& a, bool checksum, const std::string* target) {
     std::string s = "{\"kind\":" + json_string(treesync::to_string(a.kind));
     s += ",\"type\":" + json_string(treesync::to_string(a.type));
@@ -369,12 +357,8 @@ class printer {
   }
 
   const options& opt_;
-  bool progress_;
-  std::chrono::steady_clock::time_point start_;
-  std::chrono::steady_clock::time_point last_draw_{};
-  std::size_t done_ = 0;
-  std::uint64_t bytes_ = 0;
-  std::size_t shown_ = 0;  // width of the progress line on screen, 0 when none
+  progress_meter* meter_;
+  role role_;
   std::vector<record> kept_;           // -i, -v, --json: the actions, until finish()
   std::vector<std::string> actions_;  // --json: the kept actions, in order
 };

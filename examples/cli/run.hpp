@@ -4,7 +4,8 @@
 // Every switch (dry run, write mode, durable, hard links, owner, ...) goes into a run-time
 // treesync::options; the compare, deletion and links options are run-time policies of the CLI's
 // own (each delegates to the built-ins).  So the tool instantiates sync() exactly once, in one
-// translation unit.
+// translation unit.  count_source() is --progress's counting run (cli/progress.hpp), through the
+// same run().
 #ifndef TREESYNC_CLI_RUN_HPP
 #define TREESYNC_CLI_RUN_HPP
 
@@ -24,16 +25,25 @@
 #include <system_error>
 #include <utility>
 
+#include <unistd.h>
+
 namespace treesync_cli {
 
 /// --checksum, --size-only, --update, --modify-window.  restamp(): whether a current file whose
 /// mtime differs gets the source's (true for checksum and size_only, whose verdict ignores mtimes,
 /// like the library's compare::checksum and compare::size_only; false for size_mtime and newer).
+/// `meter`: --progress, told of each file found current (its bytes are then done), or null.
 struct cli_compare {
   compare_mode mode;
   std::chrono::nanoseconds window;
+  progress_meter* meter;
   bool restamp() const { return mode == compare_mode::checksum || mode == compare_mode::size_only; }
   bool up_to_date(const treesync::file_pair& f) const {
+    const bool current = verdict(f);
+    if (current && meter) meter->on_current(f.src.size);
+    return current;
+  }
+  bool verdict(const treesync::file_pair& f) const {
     switch (mode) {
       case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
       case compare_mode::size_only: return treesync::compare::size_only.up_to_date(f);
@@ -111,23 +121,38 @@ inline treesync::options library_options(const run_context& c) {
   return library_options(c.opt, c.jobs, c.cancel, c.backup_dir);
 }
 
-/// sync() of `src` into `dst` with the policies of the command line `o` (compare, links, and
-/// `deletion` with its limit), the filter and the run-time options `lib`, plus `extra...`: an
-/// observer, and for a run split in pieces treesync::frontier or treesync::subtree
+/// The comparison of the command line `o` (--checksum, --size-only, --update, --modify-window).
+/// `meter`: --progress's, told of each file found current, or null (the MPI tool: no meter).
+inline cli_compare make_compare(const options& o, progress_meter* meter = nullptr) {
+  return cli_compare{o.compare, std::chrono::nanoseconds(o.modify_window_ns), meter};
+}
+
+/// sync() of `src` into `dst` with the comparison `compare`, the policies of the command line `o`
+/// (links, and `deletion` with its limit), the filter and the run-time options `lib`, plus
+/// `extra...`: an observer, and for a run split in pieces treesync::frontier or treesync::subtree
 /// (examples/treesync_mpi.cpp).
 template <class... Extra>
-treesync::report sync_with(const options& o, const cli_deletion& deletion, const treesync::filter& patterns,
-                           const std::filesystem::path& src, const std::filesystem::path& dst,
-                           const treesync::options& lib, std::error_code& ec, Extra&&... extra) {
-  const cli_compare compare{o.compare, std::chrono::nanoseconds(o.modify_window_ns)};
+treesync::report sync_with(const options& o, const cli_compare& compare, const cli_deletion& deletion,
+                           const treesync::filter& patterns, const std::filesystem::path& src,
+                           const std::filesystem::path& dst, const treesync::options& lib, std::error_code& ec,
+                           Extra&&... extra) {
   return treesync::sync(src, dst, lib, compare, deletion, cli_links{o.links}, patterns,
                         std::forward<Extra>(extra)..., ec);
 }
 
-/// The one sync() call of the tool.
+/// The same with the comparison of `o` and no --progress meter.
+template <class... Extra>
+treesync::report sync_with(const options& o, const cli_deletion& deletion, const treesync::filter& patterns,
+                           const std::filesystem::path& src, const std::filesystem::path& dst,
+                           const treesync::options& lib, std::error_code& ec, Extra&&... extra) {
+  return sync_with(o, make_compare(o), deletion, patterns, src, dst, lib, ec, std::forward<Extra>(extra)...);
+}
+
+/// The one sync() call of the tool.  The comparison tells the printer's --progress meter of the
+/// files it finds current (the counting run's printer has none to tell).
 inline treesync::report run(run_context& c, std::error_code& ec) {
-  return sync_with(c.opt, c.deletion, c.patterns, c.opt.operands[0], c.opt.operands[1], library_options(c), ec,
-                   c.observer);
+  return sync_with(c.opt, make_compare(c.opt, c.observer.current_files_meter()), c.deletion, c.patterns,
+                   c.opt.operands[0], c.opt.operands[1], library_options(c), ec, c.observer);
 }
 
 /// Reads the file `name` ("-": stdin) into `text`.
@@ -186,6 +211,27 @@ bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filt
     }
   }
   return true;
+}
+
+/// --progress's totals: a dry run of the same command line (filters, links, -x, --specials, -H)
+/// into a destination that does not exist, next to DST, so that every entry the mirror carries is
+/// reported once, as created; it reads only.  Returns whether it covered the whole source.
+inline bool count_source(const options& opt, const treesync::filter& patterns, progress_meter& meter) {
+  options counting = opt;
+  counting.dry_run = true;
+  counting.itemize = counting.verbose = counting.json = counting.progress = false;
+  counting.backup_dir.reset();
+  std::string dst = opt.operands[1];
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  const std::filesystem::path parent = std::filesystem::path(dst).parent_path();
+  const std::string name = ".treesync-progress-count-" + std::to_string(::getpid());
+  counting.operands[1] = parent.empty() ? name : (parent / name).string();
+  printer counter(counting, &meter, printer::role::count);
+  run_context context{counting, cli_deletion{deletion_mode::keep, treesync::unlimited}, patterns, opt.jobs,
+                      meter.count_cancel(), counter, std::string()};
+  std::error_code ec;
+  const treesync::report r = run(context, ec);
+  return !ec && !r.cancelled;
 }
 
 }  // namespace treesync_cli
