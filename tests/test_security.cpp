@@ -12,6 +12,7 @@
 #include <treesync/treesync.hpp>
 
 #include "support/canary.hpp"
+#include "support/report_checks.hpp"
 #include "support/temp_dir.hpp"
 
 #include <atomic>
@@ -33,18 +34,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace treesync_test;
-
-[[maybe_unused]] bool has_error(const treesync::report& r, const std::string& path) {
-  for (const auto& e : r.errors)
-    if (e.path == path) return true;
-  return false;
-}
-
-[[maybe_unused]] std::string errors_of(const treesync::report& r) {
-  std::string s;
-  for (const auto& e : r.errors) s += e.path + " " + e.operation + ": " + e.code.message() + "\n";
-  return s;
-}
 
 // The attacker's move, made from inside the run: an observer that acts once, on the first action
 // reported.
