@@ -1,0 +1,523 @@
+// tests/test_boundaries.cpp - the compare policies and the posix_fs operations the engine uses,
+// at their edges (issue 13, item 7): mtimes equal, one nanosecond apart, exactly one compare
+// window or one timestamp unit apart; equal mtimes with different sizes; files whose only
+// difference lies 3 MiB in; symlink targets up to PATH_MAX - 1 bytes; nanosecond and pre-1970
+// mtimes; names that begin with dots; a source rewritten with the same size while it is copied.
+//
+// The policies are asked directly (a file_pair built from two stat_infos, with a content check
+// that counts its calls); the posix_fs operations are called directly on temporary directories,
+// and through treesync::sync where what matters is what the engine makes of them.
+#include <doctest/doctest.h>
+
+#include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
+
+#include "support/mock_mirror.hpp"
+#include "support/report_checks.hpp"
+#include "support/temp_dir.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace treesync_test;
+using namespace std::chrono_literals;
+using treesync::file_type;
+using treesync::stat_info;
+
+constexpr std::int64_t second = 1000000000;
+constexpr std::int64_t t0 = 1600000000 * second + 123456789;  // a past mtime with a nanosecond part
+
+// ---- the compare policies, asked directly -------------------------------------------------------
+
+stat_info file_info(std::uint64_t size, std::int64_t mtime_ns) {
+  stat_info s;
+  s.type = file_type::regular;
+  s.size = size;
+  s.mtime_ns = mtime_ns;
+  s.mode = 0644;
+  return s;
+}
+
+/// What a policy answers for two files; `same_bytes` is what a content check would find, and
+/// `reads` counts the content checks the policy made.
+struct question {
+  stat_info src, dst;
+  bool racy = false;
+  bool same_bytes = true;
+  std::int64_t resolution_ns = 1;
+  int reads = 0;
+
+  template <class Policy>
+  bool up_to_date(const Policy& p) {
+    const treesync::file_pair pair(src, dst, racy, &content, this, resolution_ns);
+    return p.up_to_date(pair);
+  }
+
+ private:
+  static bool content(void* self) {
+    auto* q = static_cast<question*>(self);
+    ++q->reads;
+    return q->same_bytes;
+  }
+};
+
+question files(std::uint64_t src_size, std::int64_t src_mtime, std::uint64_t dst_size, std::int64_t dst_mtime) {
+  question q;
+  q.src = file_info(src_size, src_mtime);
+  q.dst = file_info(dst_size, dst_mtime);
+  return q;
+}
+
+// ---- real files -------------------------------------------------------------------------------
+
+constexpr off_t three_mib = 3 * 1024 * 1024;
+
+/// A sparse file of 3 MiB + 1 byte: a hole, then `last` at offset 3 MiB; mtime `mtime_ns`.
+void far_byte_file(const fs::path& p, char last, std::int64_t mtime_ns) {
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw_errno("open", p);
+  const bool ok = ::pwrite(fd, &last, 1, three_mib) == 1;
+  ::close(fd);
+  if (!ok) throw_errno("pwrite", p);
+  set_mtime(p, mtime_ns);
+}
+
+/// The same as a dense file: 3 MiB of 'z', then `last`.
+void far_byte_dense_file(const fs::path& p, char last, std::int64_t mtime_ns) {
+  std::string data(static_cast<std::size_t>(three_mib), 'z');
+  data += last;
+  write_file(p, data, 0644, mtime_ns);
+}
+
+treesync::posix_fs::dir_handle open_dir_at(const treesync::posix_fs& pfs, const fs::path& p) {
+  std::error_code ec;
+  auto d = pfs.open_root(p, ec);
+  if (ec) throw fs::filesystem_error("open_root", p, ec);
+  return d;
+}
+
+/// Whether the filesystem under `dir` keeps the mtime `ns` exactly.
+bool keeps_mtime(const fs::path& dir, std::int64_t ns) {
+  const fs::path probe = dir / "mtime-probe";
+  write_file(probe, "");
+  struct timespec ts[2] = {{0, UTIME_OMIT}, {static_cast<time_t>(ns / second), static_cast<long>(ns % second)}};
+  if (ts[1].tv_nsec < 0) {
+    ts[1].tv_nsec += second;
+    --ts[1].tv_sec;
+  }
+  const bool ok = ::utimensat(AT_FDCWD, probe.c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0 && mtime_ns_of(lstat_of(probe)) == ns;
+  ::unlink(probe.c_str());
+  return ok;
+}
+
+}  // namespace
+
+// ---- compare::size_mtime ------------------------------------------------------------------------
+
+TEST_CASE("compare::size_mtime: equal mtimes with sizes one byte apart are not up to date") {
+  question q = files(100, t0, 101, t0);
+  CHECK_FALSE(q.up_to_date(treesync::compare::size_mtime{}));
+  q = files(101, t0, 100, t0);
+  CHECK_FALSE(q.up_to_date(treesync::compare::size_mtime{}));
+  CHECK(q.reads == 0);
+}
+
+TEST_CASE("compare::size_mtime: equal sizes and mtimes are up to date without reading") {
+  question q = files(100, t0, 100, t0);
+  CHECK(q.up_to_date(treesync::compare::size_mtime{}));
+  CHECK(q.reads == 0);
+}
+
+TEST_CASE("compare::size_mtime: mtimes one nanosecond apart are not up to date, either way") {
+  question older = files(100, t0, 100, t0 - 1);
+  CHECK_FALSE(older.up_to_date(treesync::compare::size_mtime{}));
+  question newer = files(100, t0, 100, t0 + 1);
+  CHECK_FALSE(newer.up_to_date(treesync::compare::size_mtime{}));
+}
+
+TEST_CASE("compare::size_mtime: mtimes one unit of the destination's resolution apart differ, one nanosecond less do not") {
+  for (const std::int64_t unit : {std::int64_t(2), std::int64_t(100), second}) {
+    CAPTURE(unit);
+    question below = files(100, t0, 100, t0 - (unit - 1));
+    below.resolution_ns = unit;
+    CHECK(below.up_to_date(treesync::compare::size_mtime{}));
+    question at = files(100, t0, 100, t0 - unit);
+    at.resolution_ns = unit;
+    CHECK_FALSE(at.up_to_date(treesync::compare::size_mtime{}));
+    question above = files(100, t0, 100, t0 + unit);
+    above.resolution_ns = unit;
+    CHECK_FALSE(above.up_to_date(treesync::compare::size_mtime{}));
+  }
+}
+
+TEST_CASE("compare::size_mtime{window}: mtimes exactly the window apart are up to date, one nanosecond more are not") {
+  const treesync::compare::size_mtime two_seconds{2s};
+  question at = files(100, t0, 100, t0 - 2 * second);
+  CHECK(at.up_to_date(two_seconds));
+  question at_newer = files(100, t0, 100, t0 + 2 * second);
+  CHECK(at_newer.up_to_date(two_seconds));
+  question past = files(100, t0, 100, t0 - 2 * second - 1);
+  CHECK_FALSE(past.up_to_date(two_seconds));
+  question past_newer = files(100, t0, 100, t0 + 2 * second + 1);
+  CHECK_FALSE(past_newer.up_to_date(two_seconds));
+}
+
+TEST_CASE("compare::size_mtime{window}: equal mtimes with different sizes are not up to date") {
+  question q = files(100, t0, 99, t0);
+  CHECK_FALSE(q.up_to_date(treesync::compare::size_mtime{2s}));
+}
+
+TEST_CASE("compare::size_mtime: a racy pair with equal size and mtime is decided by its bytes") {
+  question same = files(100, t0, 100, t0);
+  same.racy = true;
+  CHECK(same.up_to_date(treesync::compare::size_mtime{}));
+  CHECK(same.reads == 1);
+  question differ = files(100, t0, 100, t0);
+  differ.racy = true;
+  differ.same_bytes = false;
+  CHECK_FALSE(differ.up_to_date(treesync::compare::size_mtime{}));
+}
+
+// ---- compare::newer -----------------------------------------------------------------------------
+
+TEST_CASE("compare::newer: a destination one nanosecond newer is kept, whatever its size") {
+  question q = files(100, t0, 7, t0 + 1);
+  CHECK(q.up_to_date(treesync::compare::newer));
+}
+
+TEST_CASE("compare::newer: a destination one nanosecond older is not up to date") {
+  question q = files(100, t0, 100, t0 - 1);
+  CHECK_FALSE(q.up_to_date(treesync::compare::newer));
+}
+
+TEST_CASE("compare::newer: equal mtimes with different sizes are not up to date") {
+  question q = files(100, t0, 101, t0);
+  CHECK_FALSE(q.up_to_date(treesync::compare::newer));
+}
+
+TEST_CASE("compare::newer: a destination newer by less than the resolution counts as the same mtime") {
+  question q = files(100, t0, 7, t0 + 999);
+  q.resolution_ns = 1000;
+  CHECK_FALSE(q.up_to_date(treesync::compare::newer));  // same mtime, different size
+  question same = files(100, t0, 100, t0 + 999);
+  same.resolution_ns = 1000;
+  CHECK(same.up_to_date(treesync::compare::newer));
+}
+
+// ---- compare::size_only, checksum, always --------------------------------------------------------
+
+TEST_CASE("compare::size_only: equal sizes are up to date whatever the mtimes; sizes one byte apart are not") {
+  question q = files(100, t0, 100, t0 - 5 * second);
+  CHECK(q.up_to_date(treesync::compare::size_only));
+  question differ = files(100, t0, 101, t0);
+  CHECK_FALSE(differ.up_to_date(treesync::compare::size_only));
+  CHECK(q.reads + differ.reads == 0);
+}
+
+TEST_CASE("compare::checksum: equal sizes are decided by the bytes, whatever the mtimes") {
+  question same = files(100, t0, 100, t0 + 1);
+  CHECK(same.up_to_date(treesync::compare::checksum));
+  CHECK(same.reads == 1);
+  question differ = files(100, t0, 100, t0);
+  differ.same_bytes = false;
+  CHECK_FALSE(differ.up_to_date(treesync::compare::checksum));
+}
+
+TEST_CASE("compare::checksum: equal mtimes with different sizes are not up to date, and nothing is read") {
+  question q = files(100, t0, 101, t0);
+  CHECK_FALSE(q.up_to_date(treesync::compare::checksum));
+  CHECK(q.reads == 0);
+}
+
+TEST_CASE("compare::always: identical files are not up to date") {
+  question q = files(100, t0, 100, t0);
+  CHECK_FALSE(q.up_to_date(treesync::compare::always));
+}
+
+// ---- posix_fs operations --------------------------------------------------------------------------
+
+TEST_CASE("posix_fs::same_content tells apart files whose only difference is one byte at offset 3 MiB") {
+  temp_dir t;
+  far_byte_file(t / "a", 'a', t0);
+  far_byte_file(t / "b", 'b', t0);
+  far_byte_dense_file(t / "c", 'a', t0);
+  far_byte_dense_file(t / "d", 'b', t0);
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  CHECK_FALSE(pfs.same_content(d, "a", false, d, "b", ec));
+  CHECK_FALSE(ec);
+  CHECK_FALSE(pfs.same_content(d, "c", false, d, "d", ec));
+  CHECK_FALSE(ec);
+}
+
+TEST_CASE("posix_fs::same_content finds two 3 MiB + 1 byte files with the same bytes the same") {
+  temp_dir t;
+  far_byte_dense_file(t / "c", 'a', t0);
+  far_byte_dense_file(t / "d", 'a', t0 + 5);
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  CHECK(pfs.same_content(d, "c", false, d, "d", ec));
+  CHECK_FALSE(ec);
+}
+
+TEST_CASE("posix_fs::stat gives the size of a 3 MiB + 1 byte file and its mtime to the nanosecond") {
+  temp_dir t;
+  far_byte_file(t / "a", 'a', t0);
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  const stat_info s = pfs.stat(d, "a", false, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(s.type == file_type::regular);
+  CHECK(s.size == std::uint64_t(three_mib) + 1);
+  CHECK(s.mtime_ns == t0);
+}
+
+TEST_CASE("posix_fs::read_link returns targets of 255 to 257, 511 to 513 and PATH_MAX - 1 bytes whole") {
+  temp_dir t;
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  for (const std::size_t n : {std::size_t(255), std::size_t(256), std::size_t(257), std::size_t(511), std::size_t(512),
+                              std::size_t(513), std::size_t(PATH_MAX - 1)}) {
+    CAPTURE(n);
+    std::string target(n, 'x');
+    for (std::size_t i = 0; i < n; i += 10) target[i] = '/';  // a path of short components
+    const std::string name = "link" + std::to_string(n);
+    make_symlink(target, t / name);
+    std::error_code ec;
+    CHECK(pfs.read_link(d, name, ec) == target);
+    CHECK_FALSE(ec);
+  }
+}
+
+TEST_CASE("posix_fs::make_symlink creates a link with a PATH_MAX - 1 byte target") {
+  temp_dir t;
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  const std::string target(PATH_MAX - 1, 'y');
+  std::error_code ec;
+  pfs.make_symlink(d, "long", target, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(read_link(t / "long") == target);
+}
+
+TEST_CASE("posix_fs::list shows names that begin with dots and never '.' or '..'") {
+  temp_dir t;
+  for (const char* n : {"...", ".x", "..x", "x."}) write_file(t / n, n);
+  make_dir(t / "..d");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const auto& e : pfs.list(d, ec)) names.push_back(e.name);
+  REQUIRE_FALSE(ec);
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"...", "..d", "..x", ".x", "x."});
+}
+
+TEST_CASE("posix_fs::set_mtime keeps nanosecond, whole-second and pre-1970 mtimes exactly") {
+  temp_dir t;
+  write_file(t / "f", "f");
+  make_dir(t / "d");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  for (const std::int64_t ns : {t0, t0 + 1, 1600000000 * second, 1600000000 * second + 999999999,
+                                std::int64_t(1), std::int64_t(-1), -second, -second - 1}) {
+    CAPTURE(ns);
+    if (!keeps_mtime(t.path(), ns)) {
+      MESSAGE("this filesystem does not keep mtime ", ns, ": not checked");
+      continue;
+    }
+    for (const char* name : {"f", "d"}) {
+      CAPTURE(name);
+      std::error_code ec;
+      pfs.set_mtime(d, name, ns, ec);
+      CHECK_FALSE(ec);
+      CHECK(mtime_ns_of(lstat_of(t / name)) == ns);
+    }
+  }
+}
+
+TEST_CASE("posix_fs::set_mode sets every permission bit, set-ID and sticky bits included") {
+  temp_dir t;
+  write_file(t / "f", "f");
+  make_dir(t / "d");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  for (const std::uint32_t mode : {0u, 0777u, 04755u, 02750u, 01777u, 07777u, 0001u}) {
+    CAPTURE(mode);
+    for (const char* name : {"f", "d"}) {
+      CAPTURE(name);
+      std::error_code ec;
+      pfs.set_mode(d, name, mode, ec);
+      if (ec == std::errc::operation_not_permitted) continue;  // set-group-ID outside one's groups
+      CHECK_FALSE(ec);
+      CHECK((lstat_of(t / name).st_mode & 07777) == mode);
+    }
+  }
+}
+
+TEST_CASE("posix_fs::copy_file copies the byte at offset 3 MiB of a sparse and of a dense file") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  far_byte_file(t / "src" / "sparse", 'q', t0);
+  far_byte_dense_file(t / "src" / "dense", 'q', t0);
+  const treesync::posix_fs pfs;
+  auto sd = open_dir_at(pfs, t / "src");
+  auto dd = open_dir_at(pfs, t / "dst");
+  for (const char* name : {"sparse", "dense"}) {
+    CAPTURE(name);
+    std::error_code ec;
+    const stat_info st = pfs.stat(sd, name, false, ec);
+    REQUIRE_FALSE(ec);
+    const treesync::copy_result res = pfs.copy_file(sd, name, dd, name, st, treesync::copy_options{}, ec);
+    CHECK_FALSE(ec);
+    CHECK(res.bytes == std::uint64_t(three_mib) + 1);
+    const std::string got = read_file(t / "dst" / name);
+    REQUIRE(got.size() == std::size_t(three_mib) + 1);
+    CHECK(got.back() == 'q');
+    CHECK(got == read_file(t / "src" / name));
+    CHECK(mtime_ns_of(lstat_of(t / "dst" / name)) == t0);
+  }
+}
+
+TEST_CASE("posix_fs::judge_timestamps: a directory stamped one nanosecond off whole seconds has nanosecond resolution") {
+  stat_info dir;
+  dir.type = file_type::directory;
+  dir.mtime_ns = 1600000000 * second;
+  dir.ctime_ns = 1600000000 * second + 1;
+  CHECK(treesync::posix_fs::judge_timestamps(dir, false).resolution_ns == 1);
+  dir.ctime_ns = 1600000000 * second + 10;
+  CHECK(treesync::posix_fs::judge_timestamps(dir, false).resolution_ns == 10);
+  dir.ctime_ns = 1600000000 * second;
+  const treesync::time_model whole = treesync::posix_fs::judge_timestamps(dir, false);
+  CHECK(whole.resolution_ns == second);
+  CHECK_FALSE(whole.ctime);
+  CHECK(treesync::posix_fs::judge_timestamps(dir, true).ctime);
+}
+
+// ---- the engine over posix_fs, at the same edges ---------------------------------------------------
+
+TEST_CASE("posix: compare::checksum rewrites a file whose only difference is one byte at offset 3 MiB") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  far_byte_file(t / "src" / "f", 'a', t0);
+  far_byte_file(t / "dst" / "f", 'b', t0);
+  const treesync::report r = treesync::sync(t / "src", t / "dst", treesync::compare::checksum);
+  CHECK(r.ok());
+  CHECK(r.updated == 1);
+  CHECK(read_file(t / "dst" / "f") == read_file(t / "src" / "f"));
+}
+
+TEST_CASE("posix: a racy copy whose only difference is one byte at offset 3 MiB is rewritten") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  const std::int64_t now = past_ns(0, 0);
+  far_byte_dense_file(t / "src" / "f", 'a', now);  // within the racy window: size+mtime prove nothing
+  far_byte_dense_file(t / "dst" / "f", 'b', now);
+  const treesync::report r = treesync::sync(t / "src", t / "dst");
+  CHECK(r.ok());
+  CHECK(read_file(t / "dst" / "f") == read_file(t / "src" / "f"));
+}
+
+TEST_CASE("posix: links::preserve recreates a symlink whose target is PATH_MAX - 1 bytes long") {
+  temp_dir t;
+  make_dir(t / "src");
+  std::string target(PATH_MAX - 1, 'l');
+  for (std::size_t i = 0; i < target.size(); i += 100) target[i] = '/';
+  make_symlink(target, t / "src" / "long");
+  const treesync::report r = treesync::sync(t / "src", t / "dst", treesync::links::preserve);
+  CHECK(r.ok());
+  CHECK(read_link(t / "dst" / "long") == target);
+  CHECK(treesync::sync(t / "src", t / "dst", treesync::links::preserve).unchanged());
+}
+
+TEST_CASE("posix: a destination file with the source's mtime and one byte more is rewritten") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  write_file(t / "src" / "f", "source", 0644, past_ns(100));
+  write_file(t / "dst" / "f", "source!", 0644, mtime_ns_of(lstat_of(t / "src" / "f")));
+  const treesync::report r = treesync::sync(t / "src", t / "dst");
+  CHECK(r.updated == 1);
+  CHECK(read_file(t / "dst" / "f") == "source");
+}
+
+TEST_CASE("posix: a destination file one nanosecond older than its source, same size, is rewritten") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  const std::int64_t m = past_ns(100);
+  write_file(t / "src" / "f", "source", 0644, m);
+  write_file(t / "dst" / "f", "SOURCE", 0644, m - 1);
+  if (mtime_ns_of(lstat_of(t / "dst" / "f")) != m - 1) {
+    MESSAGE("this filesystem does not keep nanoseconds: not checked");
+    return;
+  }
+  const treesync::report r = treesync::sync(t / "src", t / "dst");
+  CHECK(r.updated == 1);
+  CHECK(read_file(t / "dst" / "f") == "source");
+  CHECK(mtime_ns_of(lstat_of(t / "dst" / "f")) == m);
+}
+
+TEST_CASE("posix: compare::size_mtime{window} leaves a file exactly the window apart and rewrites one a nanosecond further") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  const std::int64_t m = past_ns(100);
+  write_file(t / "src" / "at", "source", 0644, m);
+  write_file(t / "src" / "past", "source", 0644, m);
+  write_file(t / "dst" / "at", "SOURCE", 0644, m - 2 * second);
+  write_file(t / "dst" / "past", "SOURCE", 0644, m - 2 * second - 1);
+  const treesync::report r = treesync::sync(t / "src", t / "dst", treesync::compare::size_mtime{2s});
+  CHECK(r.ok());
+  CHECK(read_file(t / "dst" / "at") == "SOURCE");
+  CHECK(read_file(t / "dst" / "past") == "source");
+}
+
+// ---- a same-size rewrite during a copy (mock_fs hook) ----------------------------------------------
+
+TEST_CASE("a source file rewritten with the same size while it is copied is reported and never installed as current") {
+  for (const unsigned n : {1u, 2u}) {
+    CAPTURE(n);
+    treesync::mock_fs fs;
+    fs.write("/src/f", "before");
+    fs.write("/src/g", "other");
+    fs.set_mtime("/src/f", t0);
+    fs.advance(10s);
+    bool rewritten = false;
+    fs.on_operation([&](treesync::mock_fs::op kind, const std::string& path) {
+      if (kind == treesync::mock_fs::op::open_read && path == "/src/f" && !rewritten) {
+        rewritten = true;
+        fs.advance(1ms);
+        fs.write("/src/f", "AFTER!");  // same size, a new mtime
+      }
+    });
+    const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::jobs{n});
+    fs.on_operation(nullptr);
+    CHECK(rewritten);
+    CHECK((has_path(r.vanished, "f") || has_error(r, "f")));
+    CHECK(lying_files(fs, "/src", "/dst", false).empty());
+    CHECK(temporaries(fs, "/dst").empty());
+    fs.advance(10s);
+    CHECK(treesync::sync(fs, "/src", "/dst").ok());
+    CHECK(fs.read("/dst/f") == "AFTER!");
+    CHECK(exact_mirror_diff(fs, "/src", "/dst") == "");
+  }
+}
