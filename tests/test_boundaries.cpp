@@ -521,3 +521,35 @@ TEST_CASE("a source file rewritten with the same size while it is copied is repo
     CHECK(exact_mirror_diff(fs, "/src", "/dst") == "");
   }
 }
+
+TEST_CASE("a source file rewritten with the same size while its update is copied is reported and leaves no temporary") {
+  for (const unsigned n : {1u, 2u}) {
+    CAPTURE(n);
+    treesync::mock_fs fs;
+    fs.write("/src/f", "before");
+    fs.write("/src/g", "other");
+    fs.set_mtime("/src/f", t0);
+    fs.advance(10s);
+    REQUIRE(treesync::sync(fs, "/src", "/dst").ok());
+    fs.write("/src/f", "second");  // the update the next run copies
+    fs.advance(10s);
+    bool rewritten = false;
+    fs.on_operation([&](treesync::mock_fs::op kind, const std::string& path) {
+      if (kind == treesync::mock_fs::op::open_read && path == "/src/f" && !rewritten) {
+        rewritten = true;
+        fs.advance(1ms);
+        fs.write("/src/f", "THIRD!");  // same size, a new mtime
+      }
+    });
+    const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::jobs{n});
+    fs.on_operation(nullptr);
+    CHECK(rewritten);
+    CHECK((has_path(r.vanished, "f") || has_error(r, "f")));
+    CHECK(fs.read("/dst/f") == "before");  // the old copy stays until a whole new one is made
+    CHECK(lying_files(fs, "/src", "/dst", false).empty());
+    CHECK(temporaries(fs, "/dst").empty());
+    fs.advance(10s);
+    CHECK(treesync::sync(fs, "/src", "/dst").ok());
+    CHECK(exact_mirror_diff(fs, "/src", "/dst") == "");
+  }
+}
