@@ -553,3 +553,216 @@ TEST_CASE("a source file rewritten with the same size while its update is copied
     CHECK(exact_mirror_diff(fs, "/src", "/dst") == "");
   }
 }
+
+// ---- posix_fs operations: the follow flag, links, types and stale stats ----------------------------
+
+TEST_CASE("posix_fs::open_dir follows a symlink to a directory only when asked") {
+  temp_dir t;
+  make_dir(t / "real");
+  make_symlink("real", t / "link");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  pfs.open_dir(d, "link", false, ec);
+  CHECK(ec);
+  auto followed = pfs.open_dir(d, "link", true, ec);
+  CHECK_FALSE(ec);
+  CHECK(followed.fd() >= 0);
+}
+
+TEST_CASE("posix_fs::stat and stat_path see a symlink itself, or what it points to when asked") {
+  temp_dir t;
+  write_file(t / "file", "12345");
+  make_symlink("file", t / "link");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  CHECK(pfs.stat(d, "link", false, ec).type == file_type::symlink);
+  const stat_info followed = pfs.stat(d, "link", true, ec);
+  CHECK(followed.type == file_type::regular);
+  CHECK(followed.size == 5);
+  CHECK(pfs.stat_path(t / "link", false, ec).type == file_type::symlink);
+  CHECK(pfs.stat_path(t / "link", true, ec).type == file_type::regular);
+}
+
+TEST_CASE("posix_fs::set_mtime on a symlink changes the link's own mtime, never its target's") {
+  temp_dir t;
+  write_file(t / "file", "x", 0644, t0);
+  make_symlink("file", t / "link");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  pfs.set_mtime(d, "link", t0 + 5 * second + 1, ec);
+  CHECK_FALSE(ec);
+  CHECK(mtime_ns_of(lstat_of(t / "link")) == t0 + 5 * second + 1);
+  CHECK(mtime_ns_of(lstat_of(t / "file")) == t0);
+}
+
+TEST_CASE("posix_fs::set_mode refuses a symlink and leaves its target alone") {
+  temp_dir t;
+  write_file(t / "file", "x", 0644);
+  make_symlink("file", t / "link");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  pfs.set_mode(d, "link", 0600, ec);
+  CHECK(ec);
+  CHECK((lstat_of(t / "file").st_mode & 07777) == 0644);
+}
+
+TEST_CASE("posix_fs::copy_file reports a source rewritten with the same size after its stat as changed") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  write_file(t / "src" / "f", "before", 0644, t0);
+  const treesync::posix_fs pfs;
+  auto sd = open_dir_at(pfs, t / "src");
+  auto dd = open_dir_at(pfs, t / "dst");
+  std::error_code ec;
+  const stat_info st = pfs.stat(sd, "f", false, ec);
+  REQUIRE_FALSE(ec);
+  write_file(t / "src" / "f", "AFTER!", 0644, t0 + 1);  // same size, one nanosecond later
+  pfs.copy_file(sd, "f", dd, "f", st, treesync::copy_options{}, ec);
+  CHECK(ec == treesync::errc::changed_during_copy);
+}
+
+TEST_CASE("posix_fs::copy_file in place refuses a destination file with a second hard link") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  write_file(t / "src" / "f", "new content", 0644, t0);
+  write_file(t / "dst" / "f", "old", 0644, t0);
+  REQUIRE(::link((t / "dst" / "f").c_str(), (t / "outside").c_str()) == 0);
+  const treesync::posix_fs pfs;
+  auto sd = open_dir_at(pfs, t / "src");
+  auto dd = open_dir_at(pfs, t / "dst");
+  std::error_code ec;
+  const stat_info st = pfs.stat(sd, "f", false, ec);
+  treesync::copy_options opt;
+  opt.replace = true;
+  pfs.copy_file(sd, "f", dd, "f", st, opt, ec);
+  CHECK(ec == std::errc::too_many_links);
+  CHECK(read_file(t / "outside") == "old");
+}
+
+TEST_CASE("posix_fs::copy_file copies an empty file with its mode and mtime") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  write_file(t / "src" / "e", "", 0640, t0);
+  const treesync::posix_fs pfs;
+  auto sd = open_dir_at(pfs, t / "src");
+  auto dd = open_dir_at(pfs, t / "dst");
+  std::error_code ec;
+  const stat_info st = pfs.stat(sd, "e", false, ec);
+  const treesync::copy_result res = pfs.copy_file(sd, "e", dd, "e", st, treesync::copy_options{}, ec);
+  CHECK_FALSE(ec);
+  CHECK(res.bytes == 0);
+  CHECK(read_file(t / "dst" / "e").empty());
+  CHECK((lstat_of(t / "dst" / "e").st_mode & 07777) == 0640);
+  CHECK(mtime_ns_of(lstat_of(t / "dst" / "e")) == t0);
+}
+
+TEST_CASE("posix_fs::remove refuses a directory and remove_dir refuses a file and a non-empty directory") {
+  temp_dir t;
+  make_dir(t / "empty");
+  make_dir(t / "full");
+  write_file(t / "full" / "x", "x");
+  write_file(t / "file", "f");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  pfs.remove(d, "empty", ec);
+  CHECK(ec);
+  CHECK(exists_nofollow(t / "empty"));
+  pfs.remove_dir(d, "file", ec);
+  CHECK(ec == std::errc::not_a_directory);
+  pfs.remove_dir(d, "full", ec);
+  CHECK(ec == std::errc::directory_not_empty);
+  pfs.remove_dir(d, "empty", ec);
+  CHECK_FALSE(ec);
+  CHECK_FALSE(exists_nofollow(t / "empty"));
+  pfs.remove(d, "file", ec);
+  CHECK_FALSE(ec);
+  CHECK_FALSE(exists_nofollow(t / "file"));
+}
+
+TEST_CASE("posix_fs::rename and move replace an existing file and keep the moved inode") {
+  temp_dir t;
+  make_dir(t / "a");
+  make_dir(t / "b");
+  write_file(t / "a" / "new", "new");
+  write_file(t / "a" / "old", "old");
+  write_file(t / "b" / "old", "other");
+  const auto ino = lstat_of(t / "a" / "new").st_ino;
+  const treesync::posix_fs pfs;
+  auto a = open_dir_at(pfs, t / "a");
+  auto b = open_dir_at(pfs, t / "b");
+  std::error_code ec;
+  pfs.rename(a, "new", "old", ec);
+  CHECK_FALSE(ec);
+  CHECK(read_file(t / "a" / "old") == "new");
+  CHECK(lstat_of(t / "a" / "old").st_ino == ino);
+  pfs.move(a, "old", b, "old", ec);
+  CHECK_FALSE(ec);
+  CHECK(read_file(t / "b" / "old") == "new");
+  CHECK(lstat_of(t / "b" / "old").st_ino == ino);
+  CHECK_FALSE(exists_nofollow(t / "a" / "old"));
+}
+
+TEST_CASE("posix_fs::link makes a second name for the same inode") {
+  temp_dir t;
+  write_file(t / "one", "1");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  pfs.link(d, "one", d, "two", ec);
+  CHECK_FALSE(ec);
+  CHECK(lstat_of(t / "two").st_ino == lstat_of(t / "one").st_ino);
+  CHECK(lstat_of(t / "one").st_nlink == 2);
+}
+
+TEST_CASE("posix_fs::make_special makes a FIFO, and refuses a type that is not special") {
+  temp_dir t;
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  stat_info st;
+  st.type = file_type::fifo;
+  std::error_code ec;
+  pfs.make_special(d, "pipe", st, ec);
+  CHECK_FALSE(ec);
+  CHECK(S_ISFIFO(lstat_of(t / "pipe").st_mode));
+  st.type = file_type::regular;
+  pfs.make_special(d, "file", st, ec);
+  CHECK(ec == std::errc::invalid_argument);
+  CHECK_FALSE(exists_nofollow(t / "file"));
+}
+
+TEST_CASE("posix_fs::set_owner with -1 leaves owner and group as they are") {
+  temp_dir t;
+  write_file(t / "f", "f");
+  const auto before = lstat_of(t / "f");
+  const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
+  std::error_code ec;
+  pfs.set_owner(d, "f", -1, -1, ec);
+  CHECK_FALSE(ec);
+  CHECK(lstat_of(t / "f").st_uid == before.st_uid);
+  CHECK(lstat_of(t / "f").st_gid == before.st_gid);
+}
+
+TEST_CASE("posix_fs::make_root and make_dir create directories; make_root refuses an existing one") {
+  temp_dir t;
+  const treesync::posix_fs pfs;
+  std::error_code ec;
+  pfs.make_root(t / "root", 0700, ec);
+  CHECK_FALSE(ec);
+  CHECK(S_ISDIR(lstat_of(t / "root").st_mode));
+  pfs.make_root(t / "root", 0700, ec);
+  CHECK(ec == std::errc::file_exists);
+  auto d = open_dir_at(pfs, t / "root");
+  pfs.make_dir(d, "sub", 0700, ec);
+  CHECK_FALSE(ec);
+  CHECK(S_ISDIR(lstat_of(t / "root" / "sub").st_mode));
+  CHECK((lstat_of(t / "root" / "sub").st_mode & 0077) == 0);  // never more than asked for
+}
