@@ -395,6 +395,31 @@ TEST_CASE("posix_fs::copy_file copies the byte at offset 3 MiB of a sparse and o
   }
 }
 
+TEST_CASE("posix_fs::copy_file copies a sparse file that ends in a hole 3 MiB long at its full size") {
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  {
+    const fs::path p = t / "src" / "tail";
+    const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    const bool ok = ::write(fd, "head", 4) == 4 && ::ftruncate(fd, three_mib + 1) == 0;
+    ::close(fd);
+    REQUIRE(ok);
+    set_mtime(p, t0);
+  }
+  const treesync::posix_fs pfs;
+  auto sd = open_dir_at(pfs, t / "src");
+  auto dd = open_dir_at(pfs, t / "dst");
+  std::error_code ec;
+  const stat_info st = pfs.stat(sd, "tail", false, ec);
+  REQUIRE_FALSE(ec);
+  pfs.copy_file(sd, "tail", dd, "tail", st, treesync::copy_options{}, ec);
+  CHECK_FALSE(ec);
+  CHECK(lstat_of(t / "dst" / "tail").st_size == three_mib + 1);
+  CHECK(read_file(t / "dst" / "tail") == read_file(t / "src" / "tail"));
+}
+
 TEST_CASE("posix_fs::judge_timestamps: a directory stamped one nanosecond off whole seconds has nanosecond resolution") {
   stat_info dir;
   dir.type = file_type::directory;

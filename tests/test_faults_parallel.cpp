@@ -64,6 +64,7 @@ struct sweep_result {
   std::size_t ops = 0;     // operations of the unfaulted run
   std::size_t points = 0;  // faulted runs
   std::size_t refused = 0, reported = 0, absorbed = 0;
+  std::vector<std::string> absorbed_ops;  // which operations failed without a visible effect
   std::vector<std::string> problems;
 };
 
@@ -116,6 +117,7 @@ void faulted_run(const scenario& sc, std::size_t k, sweep_result& out) {
     ++out.reported;
   } else if (exact) {
     ++out.absorbed;
+    out.absorbed_ops.push_back(std::string(op_name(failed_kind)) + " " + treesync::escape(failed_path));
   } else {
     out.problems.push_back(where + "not reported as the error mode says, and no exact mirror (" + describe(r, ec) + ")");
   }
@@ -161,6 +163,9 @@ void check_sweep(const scenario& sc) {
   MESSAGE(sc.name, ": ", res.ops, " operations, ", res.points, " faulted runs (", res.refused,
           " refused or stopped, ", res.reported, " in report.errors, ", res.absorbed, " absorbed with an exact mirror, ",
           res.problems.size(), " problems)");
+  std::string absorbed;
+  for (const auto& a : res.absorbed_ops) absorbed += "  " + a + "\n";
+  if (!absorbed.empty()) MESSAGE(sc.name, ": the operations whose failure was absorbed:\n", absorbed);
   CHECK(res.points == res.ops);
   std::string first;
   for (std::size_t i = 0; i < res.problems.size() && i < 25; ++i) first += res.problems[i] + "\n";
