@@ -121,6 +121,12 @@ bool keeps_mtime(const fs::path& dir, std::int64_t ns) {
   return ok;
 }
 
+/// posix_fs judges a destination's timestamp resolution from its root directory's mtime and ctime
+/// (posix_fs::judge_timestamps): a root whose stamps happen to be round (a new directory's mtime
+/// and ctime are equal, and end in 0 one time in ten) is taken for a coarser filesystem.  An mtime
+/// ending in 9 makes the judgement nanoseconds, as the filesystem keeps them.
+void stamp_root_fine(const fs::path& dir) { set_mtime(dir, past_ns(50, 123456789)); }
+
 }  // namespace
 
 // ---- compare::size_mtime ------------------------------------------------------------------------
@@ -491,6 +497,7 @@ TEST_CASE("posix: a destination file one nanosecond older than its source, same 
   const std::int64_t m = past_ns(100);
   write_file(t / "src" / "f", "source", 0644, m);
   write_file(t / "dst" / "f", "SOURCE", 0644, m - 1);
+  stamp_root_fine(t / "dst");
   if (mtime_ns_of(lstat_of(t / "dst" / "f")) != m - 1) {
     MESSAGE("this filesystem does not keep nanoseconds: not checked");
     return;
@@ -499,6 +506,39 @@ TEST_CASE("posix: a destination file one nanosecond older than its source, same 
   CHECK(r.updated == 1);
   CHECK(read_file(t / "dst" / "f") == "source");
   CHECK(mtime_ns_of(lstat_of(t / "dst" / "f")) == m);
+}
+
+// Bug (treesync.hpp, posix_fs::judge_timestamps; not fixed here): the resolution is judged from
+// the destination root's mtime and ctime, on the premise that a fine-grained filesystem's ctime
+// digits are not round.  But a directory whose last change set both stamps at once (any new or
+// just-written directory) has mtime == ctime, so the two are one sample, not two: one root in ten
+// ends in 0 and is judged 10 ns, one in a hundred 100 ns, and so on.  compare::size_mtime then
+// takes mtimes up to that unit apart for equal, and a same-size file one nanosecond older than
+// its source is left alone.  This case finds such a root (about ten tries) and shows it.
+TEST_CASE("posix: a destination root whose mtime and ctime happen to end in 0 does not hide a file one nanosecond older" *
+          doctest::may_fail()) {
+  temp_dir t;
+  make_dir(t / "src");
+  const std::int64_t m = past_ns(100);
+  write_file(t / "src" / "f", "source", 0644, m);
+  fs::path dst;
+  for (int i = 0; i < 1000 && dst.empty(); ++i) {
+    const fs::path candidate = t / ("dst" + std::to_string(i));
+    make_dir(candidate);
+    write_file(candidate / "f", "SOURCE", 0644, m - 1);
+    const struct ::stat st = lstat_of(candidate);
+    if (mtime_ns_of(st) % 10 == 0 && ctime_ns_of(st) % 10 == 0 && mtime_ns_of(st) % second != 0) dst = candidate;
+  }
+  REQUIRE_FALSE(dst.empty());
+  if (mtime_ns_of(lstat_of(dst / "f")) != m - 1) {
+    MESSAGE("this filesystem does not keep nanoseconds: not checked");
+    return;
+  }
+  const struct ::stat root = lstat_of(dst);
+  MESSAGE("destination root: mtime ", mtime_ns_of(root), " ctime ", ctime_ns_of(root));
+  const treesync::report r = treesync::sync(t / "src", dst);
+  CHECK(r.updated == 1);
+  CHECK(read_file(dst / "f") == "source");
 }
 
 TEST_CASE("posix: compare::size_mtime{window} leaves a file exactly the window apart and rewrites one a nanosecond further") {
@@ -510,6 +550,7 @@ TEST_CASE("posix: compare::size_mtime{window} leaves a file exactly the window a
   write_file(t / "src" / "past", "source", 0644, m);
   write_file(t / "dst" / "at", "SOURCE", 0644, m - 2 * second);
   write_file(t / "dst" / "past", "SOURCE", 0644, m - 2 * second - 1);
+  stamp_root_fine(t / "dst");
   const treesync::report r = treesync::sync(t / "src", t / "dst", treesync::compare::size_mtime{2s});
   CHECK(r.ok());
   CHECK(read_file(t / "dst" / "at") == "SOURCE");
