@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/temp_dir.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,27 +14,14 @@
 #include <string>
 
 namespace {
-struct scratch {
-  scratch() {
-    char tmpl[] = "/tmp/treesync-copy-XXXXXX";
-    path = ::mkdtemp(tmpl);
-    ::mkdir((path + "/src").c_str(), 0755);
-  }
-  ~scratch() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string path;
-};
+using namespace treesync_test;
 
-std::string read_all(const std::string& p) {
-  std::string out;
-  const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-  char buf[1 << 16];
-  for (::ssize_t n; fd >= 0 && (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<std::size_t>(n));
-  if (fd >= 0) ::close(fd);
-  return out;
-}
+// A temporary directory with an empty src/ in it.
+struct scratch {
+  scratch() { make_dir(dir / "src"); }
+  temp_dir dir;
+  const std::string path = dir.path().string();
+};
 }  // namespace
 
 TEST_CASE("posix: a sparse source file stays sparse in the destination, with the same bytes") {
@@ -59,7 +48,7 @@ TEST_CASE("posix: a sparse source file stays sparse in the destination, with the
   REQUIRE(::stat((s.path + "/dst/sparse.img").c_str(), &dt) == 0);
   CHECK(dt.st_size == st.st_size);
   CHECK(dt.st_blocks * 512 < 1 << 20);  // the 4 KiB extent, not 32 MiB
-  CHECK(read_all(s.path + "/dst/sparse.img") == read_all(src));
+  CHECK(read_file(s.path + "/dst/sparse.img") == read_file(src));
 }
 
 TEST_CASE("posix: the observer is told how each file's data was copied") {
@@ -77,5 +66,5 @@ TEST_CASE("posix: the observer is told how each file's data was copied") {
   CHECK(method != treesync::copy_method::none);
   CHECK(method != treesync::copy_method::memory);
   MESSAGE("copied by ", std::string(treesync::to_string(method)));
-  CHECK(read_all(s.path + "/dst/data.bin") == data);
+  CHECK(read_file(s.path + "/dst/data.bin") == data);
 }

@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/mock_mirror.hpp"
+
 #include <atomic>
 #include <set>
 
@@ -36,22 +38,7 @@ void small_tree(mock_fs& fs) {
 // dst mirrors src exactly: same relative paths, types, bytes, link targets, modes and mtimes
 // (the roots' own mode and mtime included).
 void check_mirror(const mock_fs& fs, const std::string& src = "/src", const std::string& dst = "/dst") {
-  const auto s = fs.tree(src);
-  const auto d = fs.tree(dst);
-  std::set<std::string> names;
-  for (const auto& kv : s) names.insert(kv.first);
-  for (const auto& kv : d) names.insert(kv.first);
-  for (const auto& n : names) {
-    INFO("entry: ", n);
-    REQUIRE(s.count(n) == 1);
-    REQUIRE(d.count(n) == 1);
-    CHECK(to_string(s.at(n).type) == std::string(to_string(d.at(n).type)));
-    CHECK(s.at(n).data == d.at(n).data);
-    CHECK(s.at(n).mode == d.at(n).mode);
-    if (s.at(n).type != file_type::symlink) CHECK(s.at(n).mtime_ns == d.at(n).mtime_ns);
-  }
-  CHECK(fs.lstat(src).mode == fs.lstat(dst).mode);
-  CHECK(fs.lstat(src).mtime_ns == fs.lstat(dst).mtime_ns);
+  CHECK(treesync_test::exact_mirror_diff(fs, src, dst) == "");
 }
 
 treesync::report sync(mock_fs& fs) { return treesync::sync(fs, "/src", "/dst"); }

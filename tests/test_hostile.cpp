@@ -10,6 +10,7 @@
 
 #include <treesync/treesync.hpp>
 
+#include "support/report_checks.hpp"
 #include "support/temp_dir.hpp"
 
 #include <atomic>
@@ -28,12 +29,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace treesync_test;
-
-bool has_error(const treesync::report& r, const std::string& path) {
-  for (const auto& e : r.errors)
-    if (e.path == path) return true;
-  return false;
-}
 
 std::size_t count_entries(const fs::path& dir) {
   std::size_t n = 0;

@@ -10,6 +10,8 @@
 #include <treesync/mock_fs.hpp>
 
 #include "support/mock_mirror.hpp"
+#include "support/mock_trees.hpp"
+#include "support/report_checks.hpp"
 
 #include <functional>
 #include <memory>
@@ -32,8 +34,7 @@ void tree(mock_fs& fs) {
   fs.write("/src/include/x.h", "int x;");
   fs.write("/src/include/y.h", "int y;");
   fs.write("/src/zeta/z.h", "int z;");
-  std::int64_t t = 1600000000 * sec + 5;
-  for (const auto& kv : fs.tree("/src")) fs.set_mtime("/src/" + kv.first, t += sec);
+  stamp_entries(fs, "/src", 1600000000 * sec + 5 + sec, sec);
   fs.set_mtime("/src", 1500000000 * sec + 3);
   fs.advance(10s);
 }
@@ -62,18 +63,11 @@ void next_run_converges(mock_fs& fs) {
   const treesync::report r = treesync::sync(fs, "/src", "/dst");
   CHECK(r.ok());
   CHECK(r.vanished.empty());
-  CHECK(mirror_diff(expected_mirror(fs, "/src", true), fs.tree("/dst")) == "");
-  CHECK(fs.lstat("/dst").mtime_ns == fs.lstat("/src").mtime_ns);
+  CHECK(exact_mirror_diff(fs, "/src", "/dst", true) == "");
   CHECK(temporaries(fs, "/dst").empty());
   fs.reset_counters();
   treesync::sync(fs, "/src", "/dst");
   CHECK(fs.ops().writes() == 0);
-}
-
-bool has(const std::vector<treesync::entry_error>& v, const std::string& path) {
-  for (const auto& e : v)
-    if (e.path == path) return true;
-  return false;
 }
 
 // once(k, path, fn): a hook that calls fn the first time operation k touches path
@@ -109,7 +103,7 @@ TEST_CASE("mid-run: a source file that vanishes between the listing and its stat
   synced_tree(fs);
   const auto r = changing_run(fs, once(op::stat, "/src/a.txt", [&] { fs.remove("/src/a.txt"); }));
   CHECK(r.errors.empty());
-  CHECK(has(r.vanished, "a.txt"));
+  CHECK(has_path(r.vanished, "a.txt"));
   next_run_converges(fs);
   CHECK_FALSE(fs.exists("/dst/a.txt"));
 }
@@ -156,7 +150,7 @@ TEST_CASE("mid-run: a source file rewritten with the same size while it is copie
                                 fs.advance(1s);
                                 fs.write("/src/b.txt", "b-r-v");  // same size, new mtime
                               }));
-  CHECK(has(r.vanished, "b.txt"));
+  CHECK(has_path(r.vanished, "b.txt"));
   CHECK(fs.read("/dst/b.txt") == "bravo");
   next_run_converges(fs);
 }
@@ -170,7 +164,7 @@ TEST_CASE("mid-run: a source file that becomes a directory while it is being cop
                                 fs.remove("/src/a.txt");
                                 fs.write("/src/a.txt/inside", "now a directory");
                               }));
-  CHECK((has(r.errors, "a.txt") || has(r.vanished, "a.txt")));
+  CHECK((has_path(r.errors, "a.txt") || has_path(r.vanished, "a.txt")));
   CHECK(fs.lstat("/dst/a.txt").type == file_type::regular);
   CHECK(fs.read("/dst/a.txt") == "alpha alpha");
   next_run_converges(fs);
@@ -196,7 +190,7 @@ TEST_CASE("mid-run: a source file replaced by a symlink between the listing and 
                                 fs.remove("/src/b.txt");
                                 fs.symlink("/src/b.txt", "a.txt");
                               }));
-  CHECK(has(r.vanished, "b.txt"));
+  CHECK(has_path(r.vanished, "b.txt"));
   CHECK(fs.read("/dst/b.txt") == "bravo");
   next_run_converges(fs);
   CHECK(fs.read("/dst/b.txt") == "alpha alpha");
@@ -207,7 +201,7 @@ TEST_CASE("mid-run: a source directory that vanishes before it is opened is repo
   synced_tree(fs);
   const auto r = changing_run(fs, once(op::open_dir, "/src/include", [&] { fs.remove("/src/include"); }));
   CHECK(r.errors.empty());
-  CHECK(has(r.vanished, "include"));
+  CHECK(has_path(r.vanished, "include"));
   CHECK(fs.read("/dst/include/x.h") == "int x;");  // nothing deleted on a vanished listing
   next_run_converges(fs);
   CHECK_FALSE(fs.exists("/dst/include"));
@@ -247,7 +241,7 @@ TEST_CASE("mid-run: a destination file that appears where a directory is being c
   tree(fs);
   // include/ is new: created under a temporary name, renamed into place once complete
   const auto r = changing_run(fs, once_temp(op::mkdir, "/dst", [&] { fs.write("/dst/include", "intruder"); }));
-  CHECK(has(r.errors, "include"));
+  CHECK(has_path(r.errors, "include"));
   next_run_converges(fs);
 }
 
@@ -255,7 +249,7 @@ TEST_CASE("mid-run: a destination directory that appears where a file is being c
   mock_fs fs;
   tree(fs);
   const auto r = changing_run(fs, once_temp(op::open_write, "/dst", [&] { fs.write("/dst/b.txt/inner", "intruder"); }));
-  CHECK((has(r.errors, "b.txt") || fs.lstat("/dst/b.txt").type == file_type::regular));
+  CHECK((has_path(r.errors, "b.txt") || fs.lstat("/dst/b.txt").type == file_type::regular));
   next_run_converges(fs);
 }
 
@@ -290,6 +284,6 @@ TEST_CASE("mid-run: a destination directory that vanishes before it is opened is
   fs.write("/src/include/new.h", "new");
   fs.advance(10s);
   const auto r = changing_run(fs, once(op::open_dir, "/dst/include", [&] { fs.remove("/dst/include"); }));
-  CHECK((has(r.errors, "include") || fs.exists("/dst/include/new.h")));
+  CHECK((has_path(r.errors, "include") || fs.exists("/dst/include/new.h")));
   next_run_converges(fs);
 }

@@ -12,6 +12,8 @@
 #include <treesync/treesync.hpp>
 
 #include "support/canary.hpp"
+#include "support/deep_tree.hpp"
+#include "support/report_checks.hpp"
 #include "support/temp_dir.hpp"
 
 #include <atomic>
@@ -33,18 +35,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using namespace treesync_test;
-
-[[maybe_unused]] bool has_error(const treesync::report& r, const std::string& path) {
-  for (const auto& e : r.errors)
-    if (e.path == path) return true;
-  return false;
-}
-
-[[maybe_unused]] std::string errors_of(const treesync::report& r) {
-  std::string s;
-  for (const auto& e : r.errors) s += e.path + " " + e.operation + ": " + e.code.message() + "\n";
-  return s;
-}
 
 // The attacker's move, made from inside the run: an observer that acts once, on the first action
 // reported.
@@ -145,52 +135,6 @@ struct arena {
   // Call once the attacker's setup is done.
   void seal() { before = snapshot(outside); }
   std::string canary_changes() const { return changes(before, snapshot(outside)); }
-};
-
-// Lowers the soft limit on open files for the duration of a test.
-class fd_limit {
- public:
-  explicit fd_limit(rlim_t soft) {
-    ::getrlimit(RLIMIT_NOFILE, &saved_);
-    rlimit lowered = saved_;
-    lowered.rlim_cur = std::min<rlim_t>(soft, saved_.rlim_max);
-    ::setrlimit(RLIMIT_NOFILE, &lowered);
-  }
-  ~fd_limit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
-  fd_limit(const fd_limit&) = delete;
-  fd_limit& operator=(const fd_limit&) = delete;
-
- private:
-  rlimit saved_{};
-};
-
-// A chain of `depth` directories named "d" below `root`, built with *at() calls only; a file at
-// the bottom.
-[[maybe_unused]] bool make_chain(const std::string& root, int depth) {
-  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  for (int i = 0; fd >= 0 && i < depth; ++i) {
-    ::mkdirat(fd, "d", 0755);
-    const int next = ::openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    ::close(fd);
-    fd = next;
-  }
-  if (fd < 0) return false;
-  const int f = ::openat(fd, "leaf.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  const bool ok = f >= 0 && ::write(f, "leaf", 4) == 4;
-  if (f >= 0) ::close(f);
-  ::close(fd);
-  return ok;
-}
-
-// A scratch directory on tmpfs when there is one, removed with `rm -rf` (deep trees).
-struct scratch {
-  scratch() {
-    std::string base = ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
-    std::string tmpl = base + "/treesync-sec-XXXXXX";
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~scratch() { std::system(("rm -rf '" + path + "'").c_str()); }
-  std::string path;
 };
 
 // "VmRSS:" / "VmHWM:" of this process, in kB.
@@ -543,7 +487,7 @@ TEST_CASE("posix_fs: copy_file copies no more than the size stat gave and report
 // ---- 6: memory linear in depth -----------------------------------------------------------------
 
 TEST_CASE("posix: memory stays linear in depth: a 5,000-level chain syncs within a few MB") {
-  scratch s;
+  deep_scratch s("sec");
   const std::string src = s.path + "/src", dst = s.path + "/dst";
   REQUIRE(::mkdir(src.c_str(), 0755) == 0);
   REQUIRE(make_chain(src, 5000));
@@ -572,7 +516,7 @@ TEST_CASE("posix: memory stays linear in depth: a 5,000-level chain syncs within
 // ---- 7: deep deletion within a bounded number of descriptors -----------------------------------
 
 TEST_CASE("posix: a 20,000-level extraneous chain is deleted under a 1,024-descriptor limit") {
-  scratch s;
+  deep_scratch s("sec");
   const std::string src = s.path + "/src", dst = s.path + "/dst";
   REQUIRE(::mkdir(src.c_str(), 0755) == 0);
   REQUIRE(::mkdir(dst.c_str(), 0755) == 0);

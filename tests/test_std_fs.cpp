@@ -3,26 +3,13 @@
 
 #include <doctest/doctest.h>
 
-#include <unistd.h>
+#include "support/temp_dir.hpp"
 
 #include <fstream>
 #include <map>
 
 namespace {
 namespace fs = std::filesystem;
-
-struct tree_dir {
-  tree_dir() {
-    path = fs::temp_directory_path() / ("treesync-stdfs-" + std::to_string(::getpid()) + "-" + std::to_string(++count));
-    fs::create_directories(path);
-  }
-  ~tree_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  static inline int count = 0;
-  fs::path path;
-};
 
 void write(const fs::path& p, const std::string& text) {
   fs::create_directories(p.parent_path());
@@ -50,42 +37,42 @@ std::map<std::string, std::string> manifest(const fs::path& root) {
 }  // namespace
 
 TEST_CASE("std_fs: a cold and a warm run give the mirror posix_fs gives") {
-  tree_dir t;
-  write(t.path / "src/a.txt", "alpha");
-  write(t.path / "src/sub/b.txt", "beta");
-  write(t.path / "src/sub/deeper/c.txt", "gamma");
-  fs::create_symlink("a.txt", t.path / "src/link");
-  fs::permissions(t.path / "src/sub/b.txt", fs::perms(0600), fs::perm_options::replace);
+  treesync_test::temp_dir t;
+  write(t.path() / "src/a.txt", "alpha");
+  write(t.path() / "src/sub/b.txt", "beta");
+  write(t.path() / "src/sub/deeper/c.txt", "gamma");
+  fs::create_symlink("a.txt", t.path() / "src/link");
+  fs::permissions(t.path() / "src/sub/b.txt", fs::perms(0600), fs::perm_options::replace);
   treesync::std_fs portable;
-  const auto r = treesync::sync(portable, t.path / "src", t.path / "portable");
+  const auto r = treesync::sync(portable, t.path() / "src", t.path() / "portable");
   CHECK(r.ok());
-  treesync::sync(t.path / "src", t.path / "posix");
-  CHECK(manifest(t.path / "portable") == manifest(t.path / "posix"));
-  CHECK(treesync::sync(portable, t.path / "src", t.path / "portable").unchanged());
+  treesync::sync(t.path() / "src", t.path() / "posix");
+  CHECK(manifest(t.path() / "portable") == manifest(t.path() / "posix"));
+  CHECK(treesync::sync(portable, t.path() / "src", t.path() / "portable").unchanged());
 }
 
 TEST_CASE("std_fs: changes converge and extraneous entries are deleted") {
-  tree_dir t;
-  write(t.path / "src/a.txt", "alpha");
-  write(t.path / "src/sub/b.txt", "beta");
+  treesync_test::temp_dir t;
+  write(t.path() / "src/a.txt", "alpha");
+  write(t.path() / "src/sub/b.txt", "beta");
   treesync::std_fs portable;
-  treesync::sync(portable, t.path / "src", t.path / "dst");
-  write(t.path / "src/a.txt", "ALPHA, longer");
-  fs::remove_all(t.path / "src/sub");
-  write(t.path / "src/sub", "now a file");
-  write(t.path / "dst/extra.txt", "x");
-  const auto r = treesync::sync(portable, t.path / "src", t.path / "dst");
+  treesync::sync(portable, t.path() / "src", t.path() / "dst");
+  write(t.path() / "src/a.txt", "ALPHA, longer");
+  fs::remove_all(t.path() / "src/sub");
+  write(t.path() / "src/sub", "now a file");
+  write(t.path() / "dst/extra.txt", "x");
+  const auto r = treesync::sync(portable, t.path() / "src", t.path() / "dst");
   CHECK(r.ok());
-  CHECK(manifest(t.path / "src") == manifest(t.path / "dst"));
+  CHECK(manifest(t.path() / "src") == manifest(t.path() / "dst"));
 }
 
 TEST_CASE("std_fs: the guards refuse the same and nested directories") {
-  tree_dir t;
-  write(t.path / "src/a.txt", "alpha");
+  treesync_test::temp_dir t;
+  write(t.path() / "src/a.txt", "alpha");
   treesync::std_fs portable;
   std::error_code ec;
-  treesync::sync(portable, t.path / "src", t.path / "src", ec);
+  treesync::sync(portable, t.path() / "src", t.path() / "src", ec);
   CHECK(ec == treesync::errc::same_directory);
-  treesync::sync(portable, t.path / "src", t.path / "src/inner", ec);
+  treesync::sync(portable, t.path() / "src", t.path() / "src/inner", ec);
   CHECK(ec == treesync::errc::nested_directory);
 }

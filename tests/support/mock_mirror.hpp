@@ -8,7 +8,10 @@
 //   lying_files(fs, "/src", "/dst", follow) destination files at their final name whose bytes
 //                                          differ from the source's while their size and mtime
 //                                          equal it: files that look up to date but are not;
-//   temporaries(fs, "/dst")                 `.treesync-tmp-*` entries left behind.
+//   temporaries(fs, "/dst")                 `.treesync-tmp-*` entries left behind;
+//   exact_mirror_diff(fs, "/src", "/dst"[, follow])  mirror_diff of the whole destination, plus
+//                                          the roots' own mode and mtime: empty when /dst is the
+//                                          exact mirror.
 #ifndef TREESYNC_TESTS_SUPPORT_MOCK_MIRROR_HPP
 #define TREESYNC_TESTS_SUPPORT_MOCK_MIRROR_HPP
 
@@ -82,6 +85,31 @@ inline std::string mirror_diff(const snapshot& want, const snapshot& got) {
   for (const auto& kv : got)
     if (!want.count(kv.first)) out += "extra: " + treesync::escape(kv.first) + "\n";
   return out;
+}
+
+namespace detail_mirror {
+inline std::string root_diff(const treesync::mock_fs& fs, const std::string& src, const std::string& dst) {
+  std::string out;
+  const treesync::stat_info s = fs.lstat(src);
+  const treesync::stat_info d = fs.lstat(dst);
+  if (s.mode != d.mode) out += "mode: <root>\n";
+  if (s.mtime_ns != d.mtime_ns) out += "mtime: <root>\n";
+  return out;
+}
+}  // namespace detail_mirror
+
+/// How `dst` differs from the mirror of `src` (links not followed): every entry's type, bytes,
+/// link target, mode and mtime (symlinks' mtimes aside), and the roots' own mode and mtime.
+inline std::string exact_mirror_diff(const treesync::mock_fs& fs, const std::string& src, const std::string& dst) {
+  if (!fs.exists(dst)) return "missing: <root>\n";
+  return mirror_diff(fs.tree(src), fs.tree(dst)) + detail_mirror::root_diff(fs, src, dst);
+}
+
+/// The same for a mirror that follows links when `follow` is set (see expected_mirror).
+inline std::string exact_mirror_diff(treesync::mock_fs& fs, const std::string& src, const std::string& dst,
+                                     bool follow) {
+  if (!fs.exists(dst)) return "missing: <root>\n";
+  return mirror_diff(expected_mirror(fs, src, follow), fs.tree(dst)) + detail_mirror::root_diff(fs, src, dst);
 }
 
 /// Destination files (at their final names) that carry the source's size and mtime but not its
