@@ -508,15 +508,12 @@ TEST_CASE("posix: a destination file one nanosecond older than its source, same 
   CHECK(mtime_ns_of(lstat_of(t / "dst" / "f")) == m);
 }
 
-// Bug (treesync.hpp, posix_fs::judge_timestamps; not fixed here): the resolution is judged from
-// the destination root's mtime and ctime, on the premise that a fine-grained filesystem's ctime
-// digits are not round.  But a directory whose last change set both stamps at once (any new or
-// just-written directory) has mtime == ctime, so the two are one sample, not two: one root in ten
-// ends in 0 and is judged 10 ns, one in a hundred 100 ns, and so on.  compare::size_mtime then
-// takes mtimes up to that unit apart for equal, and a same-size file one nanosecond older than
-// its source is left alone.  This case finds such a root (about ten tries) and shows it.
-TEST_CASE("posix: a destination root whose mtime and ctime happen to end in 0 does not hide a file one nanosecond older" *
-          doctest::may_fail()) {
+// posix_fs::judge_timestamps once guessed the resolution from the round digits of the root's
+// mtime and ctime alone; a directory just changed has mtime == ctime, so one root in ten ending
+// in 0 was taken for a 10 ns filesystem and a same-size file one nanosecond older than its source
+// was left alone.  A local filesystem known to keep nanoseconds is now taken at its word.  This
+// case finds such a root (about ten tries) and shows the file is copied.
+TEST_CASE("posix: a destination root whose mtime and ctime happen to end in 0 does not hide a file one nanosecond older") {
   temp_dir t;
   make_dir(t / "src");
   const std::int64_t m = past_ns(100);

@@ -182,16 +182,12 @@ TEST_CASE("jobs{2} fault sweep: a warm sync with churn and type swaps reports a 
   check_sweep({"churn preserve", false, false, warm_setup(treesync::links::preserve), runner(treesync::links::preserve)});
 }
 
-// Bug found by this case (treesync.hpp; not fixed here), about 1 loop run in 15: a stopped run
-// leaves a staged directory `.treesync-tmp-<token>-4` (the fault hit the chmod or utime of the
-// staged `newdir`); the next run in the same process numbers its temporaries from 1 again with
-// the same stem (temp_stem_ is the process token, temp_counter_ restarts per run), so its
-// temporary #4 has the leftover's name.  A serial run removes the leftover before it makes any
-// temporary in that directory (3000 of 3000 tries converged); under jobs{2} the other worker can
-// make temporary #4 first - here the symlink replacing the file s3 - and the run fails with
-// "symlink s3: File exists" (errors::stop: the returned code is EEXIST).  A later run converges.
-TEST_CASE("jobs{2} fault sweep: under errors::stop a failure at any operation ends the run with its error code and the next run converges" *
-          doctest::may_fail()) {
+// This case found a bug (about 1 loop run in 15): a stopped run leaves a staged directory
+// `.treesync-tmp-<token>-4`; the next run in the same process numbered its temporaries from 1
+// again with the same stem, and under jobs{2} another worker could make temporary #4 before the
+// leftover was removed ("symlink s3: File exists").  Temporary names now carry the run's serial
+// number as well as the process's.
+TEST_CASE("jobs{2} fault sweep: under errors::stop a failure at any operation ends the run with its error code and the next run converges") {
   check_sweep({"churn stop", false, true, warm_setup(treesync::links::preserve),
                runner(treesync::links::preserve, treesync::errors::stop)});
 }

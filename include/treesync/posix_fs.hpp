@@ -366,11 +366,17 @@ class posix_fs : private detail::posix_io {
   }
 
   /// The judgement of timestamps() from a directory's stat (`known_ctime`: a local filesystem
-  /// known to keep a ctime).
+  /// known to keep a ctime, and nanosecond timestamps unless it stores whole seconds only, as
+  /// ext2/3 with small inodes do).  Elsewhere the unit is guessed from the round digits the two
+  /// stamps share; a directory just changed has mtime == ctime, so that is one sample: a
+  /// nanosecond filesystem unknown here is taken for a 10 ns one once in ten (mtimes closer
+  /// than that then count as equal, which no real change is).
   static time_model judge_timestamps(const stat_info& dir, bool known_ctime) noexcept {
     time_model m;
     std::int64_t unit = 1;
-    while (unit < 1000000000 && dir.mtime_ns % (unit * 10) == 0 && dir.ctime_ns % (unit * 10) == 0) unit *= 10;
+    const bool fine = known_ctime && (dir.mtime_ns % 1000000000 != 0 || dir.ctime_ns % 1000000000 != 0);
+    while (!fine && unit < 1000000000 && dir.mtime_ns % (unit * 10) == 0 && dir.ctime_ns % (unit * 10) == 0)
+      unit *= 10;
     m.resolution_ns = unit;
     m.ctime = known_ctime || !(unit == 1000000000 && dir.ctime_ns == dir.mtime_ns);
     return m;

@@ -30,6 +30,12 @@ inline std::filesystem::path strip_trailing_separators(std::filesystem::path p) 
   return std::filesystem::path(s);
 }
 
+/// How many runs this process has started (temporary names differ from run to run).
+inline unsigned long run_serial() noexcept {
+  static std::atomic<unsigned long> runs{0};
+  return ++runs;
+}
+
 inline unsigned long process_token() noexcept {
 #if TREESYNC_HAS_POSIX
   return static_cast<unsigned long>(::getpid());
@@ -384,7 +390,11 @@ struct run_state {
   std::mutex live_mu_;
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> live_;
   std::atomic<std::uint64_t> temp_counter_{0};
-  const std::string temp_stem_ = std::string(temp_prefix) + std::to_string(process_token()) + "-";  // once a run
+  // Unique to this run: the process, and which of its runs.  A run stopped midway can leave a
+  // staged directory behind; a later run in the same process must never make a temporary of that
+  // name before it removes the leftover (jobs{n}: another worker may get there first).
+  const std::string temp_stem_ = std::string(temp_prefix) + std::to_string(process_token()) + "-" +
+                                 std::to_string(run_serial()) + "-";
 };
 
 // ---- the journal -------------------------------------------------------------------------------
