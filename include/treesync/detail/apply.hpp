@@ -282,9 +282,9 @@ class applier {
     if (made == name) return true;
     std::error_code ec;
     fs_.rename(d, made, name, ec);
-    if (ec) {
-      discard(d, made);
+    if (ec) {  // reported (errors::stop: stopped) first, then cleaned up: see journal::fail
       j_.fail("rename", ec);
+      discard(d, made);
       return false;
     }
     return true;
@@ -419,16 +419,16 @@ class applier {
     opts.xattrs = s_.opt.xattrs;
     std::error_code ec;
     const copy_result copied = fs_.copy_file(n.src, name, d, made, p.src, opts, ec);
-    if (ec) {
-      if (discardable) discard(d, made);
+    if (ec) {  // reported first, then cleaned up: see journal::fail
       ec == errc::changed_during_copy ? j_.vanish("copy", ec) : j_.source_failure(n.src, name, "copy", ec);
+      if (discardable) discard(d, made);
       return !discardable;
     }
     if (s_.smudge_copy(p.src.mtime_ns)) {  // no ctime will tell the next run this copy was racy
       fs_.set_mtime(d, made, smudged_mtime(p.src.mtime_ns), ec);
       if (ec) {
-        if (discardable) discard(d, made);
         j_.fail("utime", ec);
+        if (discardable) discard(d, made);
         return !discardable;
       }
     }
@@ -459,8 +459,9 @@ class applier {
     if (!ec) fs_.set_mode(d, made, st.mode, ec);
     if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
     if (ec) {
+      j_.fail("mknod", ec);
       discard(d, made);
-      return j_.fail("mknod", ec), true;
+      return true;
     }
     if (!install(d, made, name, p.old)) return true;
     j_.wrote(p, {});

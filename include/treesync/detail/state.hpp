@@ -417,10 +417,13 @@ class journal {
             bool sparse = false) {
     s_.observe(action{kind, type, std::string_view(rel), src_size, dst_size, code, changes, method, sparse});
   }
+  // Under errors::stop the stop is set first: before the observer is told (it may block) and
+  // before the caller cleans up (a filesystem call, which may wait behind the other workers'
+  // calls).  Until it is set the other workers go on taking entries.
   void fail(const char* op, std::error_code ec) {
+    s_.stop_on(ec);
     rep.errors.push_back({rel, op, ec});
     note(action_kind::error, file_type::none, 0, 0, ec);
-    s_.stop_on(ec);
   }
   void vanish(const char* op, std::error_code ec) {
     rep.vanished.push_back({rel, op, ec});
