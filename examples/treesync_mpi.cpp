@@ -100,7 +100,7 @@ struct recorded_action {  // treesync::action with its own path
   std::string path;
   std::uint64_t src_size, dst_size;
   std::error_code code;
-  unsigned changes;
+  treesync::changed changes;
   treesync::copy_method method;
   bool sparse;
   treesync::action view() const { return {kind, type, path, src_size, dst_size, code, changes, method, sparse}; }
@@ -187,7 +187,8 @@ struct writer {
     u64(v.size());
     for (const auto& e : v) {
       str(e.path);
-      str(e.operation);
+      u64(static_cast<std::uint64_t>(e.operation));
+      u64(static_cast<std::uint64_t>(e.side));
       code(e.code);
     }
   }
@@ -215,7 +216,8 @@ struct reader {
     std::vector<treesync::entry_error> v(static_cast<std::size_t>(u64()));
     for (auto& e : v) {
       e.path = str();
-      e.operation = str();
+      e.operation = static_cast<treesync::operation>(u64());
+      e.side = static_cast<treesync::side>(u64());
       e.code = code();
     }
     return v;
@@ -242,7 +244,7 @@ std::string serialize(const treesync::report& r, const std::vector<recorded_acti
     w.u64(a.src_size);
     w.u64(a.dst_size);
     w.code(a.code);
-    w.u64(a.changes);
+    w.u64(static_cast<std::uint64_t>(a.changes));
     w.u64(static_cast<std::uint64_t>(a.method));
     w.u64(a.sparse ? 1 : 0);
   }
@@ -271,7 +273,7 @@ std::uint64_t deserialize(const std::string& buf, treesync::report& r, std::vect
     a.src_size = rd.u64();
     a.dst_size = rd.u64();
     a.code = rd.code();
-    a.changes = static_cast<unsigned>(rd.u64());
+    a.changes = static_cast<treesync::changed>(rd.u64());
     a.method = static_cast<treesync::copy_method>(rd.u64());
     a.sparse = rd.u64() != 0;
     actions.push_back(std::move(a));
@@ -660,12 +662,12 @@ int main(int argc, char** argv) {
       treesync::report fix = run(src, dst, false, true, ec, treesync::no_observer_t{},
                                  treesync::frontier{static_cast<std::size_t>(depth), {}});
       for (auto& e : fix.errors) merged.errors.push_back(std::move(e));
-      if (ec && ec != std::errc::operation_canceled) merged.errors.push_back({"", "utime", ec});
+      if (ec && ec != std::errc::operation_canceled) merged.errors.push_back({"", treesync::operation::utime, ec, treesync::side::destination});
     }
 
     sort_entries(merged);  // in the order of the actions, as the CLI's
     const auto same = [](const treesync::entry_error& a, const treesync::entry_error& b) {
-      return a.path == b.path && a.operation == b.operation && a.code == b.code;
+      return a.path == b.path && a.operation == b.operation && a.side == b.side && a.code == b.code;
     };
     for (auto* v : {&merged.errors, &merged.vanished, &merged.skipped_entries, &merged.notices})
       v->erase(std::unique(v->begin(), v->end(), same), v->end());  // the second shallow pass meets
