@@ -42,7 +42,7 @@ using namespace treesync_test;
 
 [[maybe_unused]] std::string errors_of(const treesync::report& r) {
   std::string s;
-  for (const auto& e : r.errors) s += e.path + " " + e.operation + ": " + e.code.message() + "\n";
+  for (const auto& e : r.errors) s += e.path + " " + treesync::to_string(e.operation) + ": " + e.code.message() + "\n";
   return s;
 }
 
@@ -308,7 +308,7 @@ TEST_CASE("hostile: an absolute backup_dir below a planted symlink is refused be
   make_symlink(a.outside.string(), a.t / "lnk");
   a.seal();
   std::error_code ec;
-  treesync::sync(a.src, a.dst, treesync::backup_dir{a.t / "lnk" / "bk"}, ec);
+  (void)treesync::sync(a.src, a.dst, treesync::backup_dir{a.t / "lnk" / "bk"}, ec);
   CHECK(ec == treesync::errc::unsafe_backup_dir);
   CHECK(a.canary_changes() == "");
   CHECK(read_file(a.dst / "f") == "old\n");
