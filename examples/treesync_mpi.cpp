@@ -155,20 +155,9 @@ struct subtree_observer {
 };
 
 void add(treesync::report& into, treesync::report&& r) {
-  into.scanned += r.scanned;
-  into.created += r.created;
-  into.updated += r.updated;
-  into.meta_updated += r.meta_updated;
-  into.deleted += r.deleted;
-  into.excluded += r.excluded;
-  into.skipped += r.skipped;
-  into.cleaned += r.cleaned;
-  into.settled += r.settled;
-  into.bytes_copied += r.bytes_copied;
-  for (auto v : {&treesync::report::errors, &treesync::report::vanished, &treesync::report::skipped_entries,
-                  &treesync::report::notices})
-    for (auto& e : r.*v) (into.*v).push_back(std::move(e));
-  into.cancelled = into.cancelled || r.cancelled;
+  const bool cancelled = r.cancelled;
+  into.merge(std::move(r));  // the counts added, the lists appended
+  into.cancelled = into.cancelled || cancelled;
 }
 
 // A flat byte buffer: a report and the actions, sent to rank 0.
@@ -609,10 +598,13 @@ int main(int argc, char** argv) {
       r.meta_updated -= std::min(r.meta_updated, dropped_meta);
       r.created -= std::min(r.created, dropped_create);
       ++subtrees_done;
-      if (ec == std::errc::no_such_file_or_directory && ::lstat(s.c_str(), &st) != 0)
-        r.vanished.push_back({rel, "list", ec});  // gone since the shallow pass saw it
-      else if (ec && ec != std::errc::operation_canceled)
-        r.errors.push_back({rel, "sync", ec});
+      if ((ec == treesync::errc::source_missing || ec == std::errc::no_such_file_or_directory) &&
+          ::lstat(s.c_str(), &st) != 0)  // gone since the shallow pass saw it
+        r.vanished.push_back({rel, treesync::operation::list, std::make_error_code(std::errc::no_such_file_or_directory),
+                              treesync::side::source});
+      else if (ec && ec != std::errc::operation_canceled)  // a subtree's run refused: the source's fault only when missing
+        r.errors.push_back({rel, treesync::operation::sync, ec,
+                            ec == treesync::errc::source_missing ? treesync::side::source : treesync::side::destination});
       std::lock_guard<std::mutex> lock(mine_mu);
       add(mine, std::move(r));
     });
@@ -662,7 +654,8 @@ int main(int argc, char** argv) {
       treesync::report fix = run(src, dst, false, true, ec, treesync::no_observer_t{},
                                  treesync::frontier{static_cast<std::size_t>(depth), {}});
       for (auto& e : fix.errors) merged.errors.push_back(std::move(e));
-      if (ec && ec != std::errc::operation_canceled) merged.errors.push_back({"", treesync::operation::utime, ec, treesync::side::destination});
+      if (ec && ec != std::errc::operation_canceled)
+        merged.errors.push_back({"", treesync::operation::utime, ec, treesync::side::destination});
     }
 
     sort_entries(merged);  // in the order of the actions, as the CLI's

@@ -270,6 +270,7 @@ enum class operation : unsigned char {
   fsync,
   xattr,
   backup,
+  sync,  ///< a whole run of a subtree (treesync_mpi), refused or failed; keep it last (from_string)
 };
 
 inline constexpr const char* to_string(operation o) noexcept {
@@ -294,13 +295,14 @@ inline constexpr const char* to_string(operation o) noexcept {
     case operation::fsync: return "fsync";
     case operation::xattr: return "xattr";
     case operation::backup: return "backup";
+    case operation::sync: return "sync";
   }
   return "?";
 }
 
 /// The operation named `word` (as to_string spells it); false when there is none.
 inline bool from_string(std::string_view word, operation& out) noexcept {
-  for (unsigned i = 0; i <= static_cast<unsigned>(operation::backup); ++i) {
+  for (unsigned i = 0; i <= static_cast<unsigned>(operation::sync); ++i) {
     const auto o = static_cast<operation>(i);
     if (word == to_string(o)) {
       out = o;
