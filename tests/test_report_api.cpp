@@ -226,7 +226,17 @@ TEST_CASE("a missing source is refused with errc::source_missing") {
   std::error_code ec;
   const report r = treesync::sync(fs, "/nowhere", "/dst", ec);
   CHECK(ec == treesync::errc::source_missing);
+  CHECK(ec != treesync::errc::destination_parent_missing);
   CHECK(r.unchanged());
+}
+
+TEST_CASE("both missing-path refusals still compare equal to no_such_file_or_directory") {
+  const std::error_code src = treesync::errc::source_missing;
+  const std::error_code parent = treesync::errc::destination_parent_missing;
+  CHECK(src == std::errc::no_such_file_or_directory);
+  CHECK(parent == std::errc::no_such_file_or_directory);
+  CHECK(src != parent);
+  CHECK(std::error_code(treesync::errc::destination_dangling_symlink) != std::errc::no_such_file_or_directory);
 }
 
 TEST_CASE("a destination whose parent is missing is refused with errc::destination_parent_missing") {

@@ -123,8 +123,8 @@ enum class errc {
   other_filesystem,       ///< a directory on another filesystem, not entered (one_file_system)
   case_collision,         ///< two names that differ only in case (detect_case_collisions)
   unsafe_backup_dir,      ///< the backup directory's path goes through a symlink or a non-directory
-  source_missing,         ///< the source root does not exist (a refusal; was plain ENOENT)
-  destination_parent_missing,  ///< the destination root is missing and so is its parent: not made (no mkdir -p)
+  source_missing,         ///< the source root does not exist (compares equal to std::errc::no_such_file_or_directory)
+  destination_parent_missing,  ///< the destination and its parent are missing: not made (no mkdir -p); also == ENOENT
   destination_dangling_symlink,  ///< the destination root is a symlink to nothing: neither followed nor replaced
 };
 
@@ -152,6 +152,15 @@ class error_category_impl final : public std::error_category {
       case errc::destination_dangling_symlink: return "destination is a dangling symbolic link";
     }
     return "unknown treesync error";
+  }
+  // A missing source or destination parent is still "no such file or directory" to a caller that
+  // compares with std::errc::no_such_file_or_directory (as before these codes existed).
+  std::error_condition default_error_condition(int c) const noexcept override {
+    switch (static_cast<errc>(c)) {
+      case errc::source_missing:
+      case errc::destination_parent_missing: return std::errc::no_such_file_or_directory;
+      default: return {c, *this};
+    }
   }
 };
 }  // namespace detail
