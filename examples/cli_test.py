@@ -356,7 +356,7 @@ def test_exit_codes():
     write(os.path.join(src, "ok"), "ok")
     os.symlink("missing-target", os.path.join(src, "dangling"))
     rc, out, err = run(src, dst)
-    check(rc == 23 and re.search(r"^treesync: \S+ dangling: ", err, re.M),
+    check(rc == 23 and re.search(r"^treesync: \S+ dangling \(source \S+/dangling\): ", err, re.M),
           "23: a dangling link, reported as 'treesync: OPERATION PATH (SIDE FULL-PATH): reason' (%r)" % err)
     check(os.path.exists(os.path.join(dst, "ok")), "23: every other entry was still synced")
 
@@ -1486,7 +1486,7 @@ def test_output_order_errors():
     check(paths == want, "the errors are sorted as the actions: by path, a directory's files before its "
           "sub-directories (%r)" % paths)
     lines_err = [l for l in lines(errs.pop()) if l.startswith("treesync: ")]
-    check([re.sub(r"^treesync: \S+ (\S+):.*", r"\1", l) for l in lines_err] == want,
+    check([re.sub(r"^treesync: \S+ (\S+) \((source|destination) .*", r"\1", l) for l in lines_err] == want,
           "stderr lists the errors in that order too")
 
 
