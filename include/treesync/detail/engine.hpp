@@ -537,7 +537,8 @@ class engine {
     }
     if (dst_exists && ds.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
     if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
-    if (auto e = check_nesting(s_.fs, src, ss, dst, dst_exists ? &ds : nullptr)) return e;
+    if (auto e = check_nesting(s_.fs, src, ss, dst, dst_exists ? &ds : nullptr))  // resolves DST's parent
+      return !dst_exists && is_enoent(e) ? make_error_code(errc::destination_parent_missing) : e;
     if (s_.backups.enabled() && !s_.backups.relative()) return s_.backups.check(nullptr);
     return {};
   }
