@@ -358,8 +358,8 @@ def test_exit_codes():
     write(os.path.join(src, "ok"), "ok")
     os.symlink("missing-target", os.path.join(src, "dangling"))
     rc, out, err = run(src, dst)
-    check(rc == 23 and re.search(r"^treesync: \S+ dangling: ", err, re.M),
-          "23: a dangling link, reported as 'treesync: OPERATION PATH: reason' (%r)" % err)
+    check(rc == 23 and re.search(r"^treesync: \S+ dangling \(source \S+/dangling\): ", err, re.M),
+          "23: a dangling link, reported as 'treesync: OPERATION PATH (SIDE FULL-PATH): reason' (%r)" % err)
     check(os.path.exists(os.path.join(dst, "ok")), "23: every other entry was still synced")
 
     # 24: a file that keeps growing while it is copied is reported as vanished (changed during copy)
@@ -1715,7 +1715,7 @@ def test_output_order_errors():
     check(paths == want, "the errors are sorted as the actions: by path, a directory's files before its "
           "sub-directories (%r)" % paths)
     lines_err = [l for l in lines(errs.pop()) if l.startswith("treesync: ")]
-    check([re.sub(r"^treesync: \S+ (\S+):.*", r"\1", l) for l in lines_err] == want,
+    check([re.sub(r"^treesync: \S+ (\S+) \((source|destination) .*", r"\1", l) for l in lines_err] == want,
           "stderr lists the errors in that order too")
 
 
@@ -1782,6 +1782,72 @@ def test_refusal_messages():
     doc = json.loads(out)
     check(rc == 2 and doc["status"] == "refused" and doc["refusal"]["path"] == src,
           "--json: the same directory twice is refused with a path")
+
+
+def test_error_sides():
+    """Each per-entry error names its side and the full path there (the operand as given, joined
+    with the relative path), in the text on stderr and in --json; refusals name the operand."""
+    w = fresh("error_sides")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    write(os.path.join(src, "ok"), "ok")
+    os.makedirs(os.path.join(src, "sub"))
+    os.symlink("missing-target", os.path.join(src, "sub", "dangling"))
+    rc, out, err = run(src, dst)
+    full = os.path.join(src, "sub", "dangling")
+    check(rc == 23 and ("treesync: stat sub/dangling (source %s): " % full) in err,
+          "text: a source failure says 'source' and the source's full path (%r)" % err)
+    rc, out, err = run(src + "/", dst)
+    check(("(source %s)" % full) in err, "text: a trailing '/' on SRC is not doubled in the full path (%r)" % err)
+    rc, out, err = run("--json", src, dst)
+    doc = json.loads(out)
+    errs = doc["errors"]
+    check(len(errs) == 1 and errs[0]["side"] == "source" and errs[0]["full_path"] == full and
+          errs[0]["path"] == "sub/dangling" and errs[0]["operation"] == "stat",
+          "--json: side and full_path of a source failure (%r)" % errs)
+
+    if os.geteuid() != 0:
+        d2 = os.path.join(w, "dst2")
+        rc, out, err = run(src, d2)
+        os.chmod(os.path.join(d2, "sub"), 0o500)
+        write(os.path.join(src, "sub", "new"), "new")
+        try:
+            rc, out, err = run("--json", src, d2)
+        finally:
+            os.chmod(os.path.join(d2, "sub"), 0o755)
+        doc = json.loads(out)
+        dst_errs = [e for e in doc["errors"] if e["side"] == "destination"]
+        check(rc == 23 and any(e["full_path"].startswith(os.path.join(d2, "sub")) for e in dst_errs),
+              "--json: a write into a read-only destination directory is a destination failure (%r)" % doc["errors"])
+    else:
+        print("  skip a destination-side failure through permissions: running as root (the doctest suite "
+              "covers it with mock_fs)")
+
+    rc, out, err = run(os.path.join(w, "missing"), dst)
+    check(rc == 2 and ("refused: source %s: No such file or directory" % os.path.join(w, "missing")) in err,
+          "a missing source is refused as the source (%r)" % err)
+    rc, out, err = run(src, os.path.join(w, "no", "parent", "dst"))
+    check(rc == 2 and "its parent directory does not exist" in err and "refused: destination " in err
+          and not os.path.exists(os.path.join(w, "no")),
+          "a missing destination parent is refused as the destination (%r)" % err)
+    dangling = os.path.join(w, "dangling-dst")
+    os.symlink(os.path.join(w, "nowhere"), dangling)
+    rc, out, err = run(src, dangling)
+    check(rc == 2 and "is a dangling symbolic link" in err and "File exists" not in err
+          and os.path.islink(dangling) and not os.path.exists(os.path.join(w, "nowhere")),
+          "a dangling-symlink destination is refused as such, not 'File exists', and left alone (%r)" % err)
+    rc, out, err = run("--json", src, dangling)
+    doc = json.loads(out)
+    check(doc["status"] == "refused" and doc["refusal"]["path"] == dangling, "--json: that refusal names DST")
+
+    # a dangling symlink inside the destination, where the source has a file and a directory: replaced
+    d3 = os.path.join(w, "dst3")
+    os.makedirs(d3)
+    os.symlink("nowhere", os.path.join(d3, "ok"))
+    os.symlink("nowhere", os.path.join(d3, "sub"))
+    rc, out, err = run(src, d3)
+    check(rc == 23 and os.path.isfile(os.path.join(d3, "ok")) and not os.path.islink(os.path.join(d3, "sub"))
+          and os.path.isdir(os.path.join(d3, "sub")) and "File exists" not in err,
+          "dangling symlinks in the destination are replaced (only the dangling source link fails) (%r)" % err)
 
 
 def test_json_usage():
@@ -1856,6 +1922,7 @@ GROUPS = {
     "output_order_errors": test_output_order_errors,
     "settled": test_settled,
     "refusal_messages": test_refusal_messages,
+    "error_sides": test_error_sides,
     "json_usage": test_json_usage,
     "json_utf8": test_json_utf8,
 }

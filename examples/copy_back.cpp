@@ -78,8 +78,8 @@ step_result copy_back(const fs::path& build, const fs::path& checkout) {
     res.errors += r.errors.size();
     res.unchanged = res.unchanged && r.unchanged();
     for (const auto& e : r.errors)
-      std::fprintf(stderr, "copy_back: %s %s: %s\n", e.operation.c_str(), treesync::escape(e.path).c_str(),
-                   e.code.message().c_str());
+      std::fprintf(stderr, "copy_back: %s %s (%s): %s\n", treesync::to_string(e.operation),
+                   treesync::escape(e.path).c_str(), treesync::to_string(e.side), e.code.message().c_str());
   };
   // build/lib/pkg -> src/pkg: an overlay; the checkout holds sources the build does not produce
   add(treesync::sync(build / "lib" / "pkg", checkout / "src" / "pkg", bytecode, treesync::deletion::keep,

@@ -17,8 +17,9 @@
 // Output: every path printed on stdout or stderr goes through treesync_cli::display(): ASCII
 // controls, DEL and '\' as treesync::escape() writes them (\n, \t, \r, \xNN, \\), and the bytes of
 // invalid UTF-8, C1 controls, U+2028/9 and bidi overrides as \xNN, so a name cannot forge a line or
-// drive the terminal.  Errors go to stderr as `treesync: OPERATION PATH: reason`, PATH relative to
-// SRC/DST ("." for the roots themselves).
+// drive the terminal.  Errors go to stderr as `treesync: OPERATION PATH (SIDE FULL-PATH): reason`,
+// PATH relative to SRC/DST ("." for the roots themselves), SIDE `source` or `destination`, FULL-PATH
+// that side's operand joined with PATH.
 //
 // Interrupts: SIGINT / SIGTERM set the flag passed as treesync::cancel_on: no new work is started,
 // entries in flight complete or are discarded (temporaries removed), nothing partial is left at a

@@ -101,7 +101,7 @@ struct recorded_action {  // treesync::action with its own path
   std::string path;
   std::uint64_t src_size, dst_size;
   std::error_code code;
-  unsigned changes;
+  treesync::changed changes;
   treesync::copy_method method;
   bool sparse;
   treesync::action view() const { return {kind, type, path, src_size, dst_size, code, changes, method, sparse}; }
@@ -156,20 +156,9 @@ struct subtree_observer {
 };
 
 void add(treesync::report& into, treesync::report&& r) {
-  into.scanned += r.scanned;
-  into.created += r.created;
-  into.updated += r.updated;
-  into.meta_updated += r.meta_updated;
-  into.deleted += r.deleted;
-  into.excluded += r.excluded;
-  into.skipped += r.skipped;
-  into.cleaned += r.cleaned;
-  into.settled += r.settled;
-  into.bytes_copied += r.bytes_copied;
-  for (auto v : {&treesync::report::errors, &treesync::report::vanished, &treesync::report::skipped_entries,
-                  &treesync::report::notices})
-    for (auto& e : r.*v) (into.*v).push_back(std::move(e));
-  into.cancelled = into.cancelled || r.cancelled;
+  const bool cancelled = r.cancelled;
+  into.merge(std::move(r));  // the counts added, the lists appended
+  into.cancelled = into.cancelled || cancelled;
 }
 
 // A flat byte buffer: a report and the actions, sent to rank 0.
@@ -188,7 +177,8 @@ struct writer {
     u64(v.size());
     for (const auto& e : v) {
       str(e.path);
-      str(e.operation);
+      u64(static_cast<std::uint64_t>(e.operation));
+      u64(static_cast<std::uint64_t>(e.side));
       code(e.code);
     }
   }
@@ -216,7 +206,8 @@ struct reader {
     std::vector<treesync::entry_error> v(static_cast<std::size_t>(u64()));
     for (auto& e : v) {
       e.path = str();
-      e.operation = str();
+      e.operation = static_cast<treesync::operation>(u64());
+      e.side = static_cast<treesync::side>(u64());
       e.code = code();
     }
     return v;
@@ -243,7 +234,7 @@ std::string serialize(const treesync::report& r, const std::vector<recorded_acti
     w.u64(a.src_size);
     w.u64(a.dst_size);
     w.code(a.code);
-    w.u64(a.changes);
+    w.u64(static_cast<std::uint64_t>(a.changes));
     w.u64(static_cast<std::uint64_t>(a.method));
     w.u64(a.sparse ? 1 : 0);
   }
@@ -272,7 +263,7 @@ std::uint64_t deserialize(const std::string& buf, treesync::report& r, std::vect
     a.src_size = rd.u64();
     a.dst_size = rd.u64();
     a.code = rd.code();
-    a.changes = static_cast<unsigned>(rd.u64());
+    a.changes = static_cast<treesync::changed>(rd.u64());
     a.method = static_cast<treesync::copy_method>(rd.u64());
     a.sparse = rd.u64() != 0;
     actions.push_back(std::move(a));
@@ -608,10 +599,13 @@ int main(int argc, char** argv) {
       r.meta_updated -= std::min(r.meta_updated, dropped_meta);
       r.created -= std::min(r.created, dropped_create);
       ++subtrees_done;
-      if (ec == std::errc::no_such_file_or_directory && ::lstat(s.c_str(), &st) != 0)
-        r.vanished.push_back({rel, "list", ec});  // gone since the shallow pass saw it
-      else if (ec && ec != std::errc::operation_canceled)
-        r.errors.push_back({rel, "sync", ec});
+      if ((ec == treesync::errc::source_missing || ec == std::errc::no_such_file_or_directory) &&
+          ::lstat(s.c_str(), &st) != 0)  // gone since the shallow pass saw it
+        r.vanished.push_back({rel, treesync::operation::list, std::make_error_code(std::errc::no_such_file_or_directory),
+                              treesync::side::source});
+      else if (ec && ec != std::errc::operation_canceled)  // a subtree's run refused: the source's fault only when missing
+        r.errors.push_back({rel, treesync::operation::sync, ec,
+                            ec == treesync::errc::source_missing ? treesync::side::source : treesync::side::destination});
       std::lock_guard<std::mutex> lock(mine_mu);
       add(mine, std::move(r));
     });
@@ -661,12 +655,13 @@ int main(int argc, char** argv) {
       treesync::report fix = run(src, dst, false, true, ec, treesync::no_observer_t{},
                                  treesync::frontier{static_cast<std::size_t>(depth), {}});
       for (auto& e : fix.errors) merged.errors.push_back(std::move(e));
-      if (ec && ec != std::errc::operation_canceled) merged.errors.push_back({"", "utime", ec});
+      if (ec && ec != std::errc::operation_canceled)
+        merged.errors.push_back({"", treesync::operation::utime, ec, treesync::side::destination});
     }
 
     sort_entries(merged);  // in the order of the actions, as the CLI's
     const auto same = [](const treesync::entry_error& a, const treesync::entry_error& b) {
-      return a.path == b.path && a.operation == b.operation && a.code == b.code;
+      return a.path == b.path && a.operation == b.operation && a.side == b.side && a.code == b.code;
     };
     for (auto* v : {&merged.errors, &merged.vanished, &merged.skipped_entries, &merged.notices})
       v->erase(std::unique(v->begin(), v->end(), same), v->end());  // the second shallow pass meets

@@ -60,7 +60,7 @@ TEST_CASE("posix: the observer is told how each file's data was copied") {
   REQUIRE(::write(fd, data.data(), data.size()) == static_cast<::ssize_t>(data.size()));
   ::close(fd);
   treesync::copy_method method = treesync::copy_method::none;
-  treesync::sync(s.path + "/src", s.path + "/dst", [&](const treesync::action& a) {
+  (void)treesync::sync(s.path + "/src", s.path + "/dst", [&](const treesync::action& a) {
     if (a.type == treesync::file_type::regular) method = a.method;
   });
   CHECK(method != treesync::copy_method::none);

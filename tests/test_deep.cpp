@@ -44,7 +44,7 @@ TEST_CASE("posix: a 10,000-level chain, far past PATH_MAX, syncs with a small de
   for (unsigned jobs : {1u, 3u}) {
     CAPTURE(jobs);
     const auto cold = treesync::sync(src, dst, treesync::jobs{jobs});
-    const std::string first_error = cold.errors.empty() ? std::string() : cold.errors[0].operation + " " + cold.errors[0].code.message();
+    const std::string first_error = cold.errors.empty() ? std::string() : treesync::to_string(cold.errors[0].operation) + std::string(" ") + cold.errors[0].code.message();
     INFO(first_error);
     CHECK(cold.ok());
     CHECK(chain_leaf(dst, depth) == "leaf");

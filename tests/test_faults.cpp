@@ -80,7 +80,7 @@ void racy_setup(mock_fs& fs) {
   fs.write("/src/gen2.h", "v1 two");
   fs.write("/src/sub/gen3.h", "v1 three");
   std::error_code ec;
-  treesync::sync(fs, "/src", "/dst", ec);
+  (void)treesync::sync(fs, "/src", "/dst", ec);
   if (ec) throw std::runtime_error("racy setup failed");
   fs.write("/src/gen2.h", "v2 two");  // same size, same tick: same mtime
   fs.advance(5s);
@@ -167,7 +167,7 @@ void faulted_run(const scenario& sc, std::size_t k, std::errc e, sweep_result& o
   if (!temporaries(fs, "/dst").empty()) out.problems.push_back(where + "temporaries left after the clean run");
   fs.reset_counters();
   std::error_code ec3;
-  sc.run(fs, ec3);
+  (void)sc.run(fs, ec3);
   if (ec3 || fs.ops().writes() != 0)
     out.problems.push_back(where + "the run after the clean run wrote " + std::to_string(fs.ops().writes()) + " times");
 }
@@ -247,7 +247,7 @@ TEST_CASE("the nesting guard refuses the run when it cannot stat an ancestor of 
     if (++ops > 5000) fs.fail_any(1, std::errc::io_error);  // a runaway: fail everything from here on
   });
   std::error_code ec;
-  treesync::sync(fs, "/src", "/src/sub", ec);
+  (void)treesync::sync(fs, "/src", "/src/sub", ec);
   fs.on_operation(nullptr);
   CHECK(ops <= 5000);
   CHECK(ec == std::errc::io_error);
@@ -262,7 +262,7 @@ TEST_CASE("under errors::stop a failed listing of the root ends the run with its
     mock_fs fs;
     base_tree(fs);
     std::error_code ec;
-    treesync::sync(fs, "/src", "/dst", ec);
+    (void)treesync::sync(fs, "/src", "/dst", ec);
     REQUIRE_FALSE(ec);
     fs.advance(10s);
     fs.fail_path(root, std::errc::io_error, op::list);

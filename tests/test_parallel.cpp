@@ -162,8 +162,8 @@ TEST_CASE("jobs{n}: the observer sees each action exactly once") {
   sc.build(many);
   std::size_t serial_actions = 0;
   std::atomic<std::size_t> parallel_actions{0};
-  treesync::sync(one, "/src", "/dst", [&](const treesync::action&) { ++serial_actions; });
-  treesync::sync(many, "/src", "/dst", treesync::jobs{4}, [&](const treesync::action&) { ++parallel_actions; });
+  (void)treesync::sync(one, "/src", "/dst", [&](const treesync::action&) { ++serial_actions; });
+  (void)treesync::sync(many, "/src", "/dst", treesync::jobs{4}, [&](const treesync::action&) { ++parallel_actions; });
   CHECK(serial_actions == parallel_actions.load());
 }
 
@@ -303,7 +303,7 @@ TEST_CASE("jobs{n}: max_delete is decided for the whole run before any deletion"
   for (int i = 0; i < 30; ++i) fs.write("/dst/extra" + std::to_string(i), "x");
   fs.advance(10s);
   std::error_code ec;
-  treesync::sync(fs, "/src", "/dst", treesync::jobs{4}, treesync::max_delete{29}, ec);
+  (void)treesync::sync(fs, "/src", "/dst", treesync::jobs{4}, treesync::max_delete{29}, ec);
   CHECK(ec == treesync::errc::max_delete_exceeded);
   CHECK(fs.exists("/dst/extra0"));
   CHECK(treesync::sync(fs, "/src", "/dst", treesync::jobs{4}, treesync::max_delete{30}).deleted == 30);

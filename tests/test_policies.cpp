@@ -242,7 +242,7 @@ TEST_CASE("compare::newer: a destination newer than the source is kept") {
 
   // the default comparison puts the source's version back
   settle(fs);
-  treesync::sync(fs, "/src", "/dst");
+  (void)treesync::sync(fs, "/src", "/dst");
   CHECK(fs.read("/dst/a.txt") == "alpha");
 }
 
@@ -374,10 +374,10 @@ TEST_CASE("deletion::delete_excluded: an excluded entry is deleted from the dest
   mirrored(fs);
   fs.write("/src/m.o", "object");  // mirrored first, then excluded with delete_excluded
   settle(fs);
-  treesync::sync(fs, "/src", "/dst");
+  (void)treesync::sync(fs, "/src", "/dst");
   REQUIRE(fs.exists("/dst/m.o"));
   settle(fs);
-  treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"});  // deletion::extraneous leaves it
+  (void)treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"});  // deletion::extraneous leaves it
   CHECK(fs.exists("/dst/m.o"));
   const treesync::report r =
       treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"}, treesync::deletion::delete_excluded);
@@ -416,7 +416,7 @@ TEST_CASE("deletion::extraneous: an excluded entry inside a destination-only dir
 
   // delete_excluded takes it, and the directory with it
   settle(fs);
-  treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"}, treesync::deletion::delete_excluded);
+  (void)treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"}, treesync::deletion::delete_excluded);
   CHECK_FALSE(fs.exists("/dst/old"));
 }
 
@@ -450,7 +450,7 @@ TEST_CASE("deletion::max_delete{n}: a plan of n+1 deletions is refused before an
   // the throwing overload throws the same code
   std::error_code thrown;
   try {
-    treesync::sync(fs, "/src", "/dst", treesync::max_delete{4});
+    (void)treesync::sync(fs, "/src", "/dst", treesync::max_delete{4});
   } catch (const std::filesystem::filesystem_error& e) {
     thrown = e.code();
   }
@@ -463,7 +463,7 @@ TEST_CASE("deletion::max_delete{n}: excluded entries are not in the plan of the 
   mock_fs fs;
   with_extraneous(fs);  // x.o is excluded: the plan is x.txt, old, old/1, old/2
   std::error_code ec;
-  treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"}, treesync::max_delete{3}, ec);
+  (void)treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"}, treesync::max_delete{3}, ec);
   CHECK(ec == treesync::errc::max_delete_exceeded);
   CHECK(fs.exists("/dst/x.txt"));
   const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"}, treesync::max_delete{4}, ec);
@@ -480,7 +480,7 @@ TEST_CASE("deletion::max_delete{n, delete_excluded}: excluded entries are delete
     mock_fs fs;
     with_extraneous(fs);  // the plan: x.txt, x.o, old, old/1, old/2
     std::error_code ec;
-    treesync::sync(fs, "/src", "/dst", ex, treesync::max_delete{4, treesync::deletion::delete_excluded}, ec);
+    (void)treesync::sync(fs, "/src", "/dst", ex, treesync::max_delete{4, treesync::deletion::delete_excluded}, ec);
     CHECK(ec == treesync::errc::max_delete_exceeded);
     CHECK(fs.exists("/dst/x.o"));
     CHECK(fs.exists("/dst/x.txt"));
@@ -505,7 +505,7 @@ TEST_CASE("allow_empty_source: an empty source empties the destination only when
   fs.write("/dst/a", "a");
   settle(fs);
   std::error_code ec;
-  treesync::sync(fs, "/src", "/dst", ec);
+  (void)treesync::sync(fs, "/src", "/dst", ec);
   CHECK(ec == treesync::errc::empty_source);
   CHECK(fs.exists("/dst/a"));
 
@@ -705,7 +705,7 @@ TEST_CASE("exclude: any_of excludes what any of its predicates excludes") {
   mock_fs fs;
   with_mixed_tree(fs);
   const auto in_tmp = [](std::string_view rel, file_type) { return rel == "tmp"; };
-  treesync::sync(fs, "/src", "/dst", treesync::any_of(treesync::exclude{"*.o"}, in_tmp, treesync::exclude{"*.h"}));
+  (void)treesync::sync(fs, "/src", "/dst", treesync::any_of(treesync::exclude{"*.o"}, in_tmp, treesync::exclude{"*.h"}));
   CHECK(joined(files_in(fs, "/dst")) == joined({"a.txt", "build/x.txt", "keep.log", "lib/build", "lib/tmp.log"}));
 }
 
@@ -715,7 +715,7 @@ TEST_CASE("exclude: all_of excludes only what all of its predicates exclude") {
   const auto under_tmp_or_lib = [](std::string_view rel, file_type) {
     return rel.substr(0, 4) == "tmp/" || rel.substr(0, 4) == "lib/";
   };
-  treesync::sync(fs, "/src", "/dst", treesync::all_of(treesync::exclude{"*.log"}, under_tmp_or_lib));
+  (void)treesync::sync(fs, "/src", "/dst", treesync::all_of(treesync::exclude{"*.log"}, under_tmp_or_lib));
   // *.log only below tmp/ and lib/: keep.log at the root stays
   CHECK(joined(files_in(fs, "/dst")) ==
         joined({"a.txt", "b.h", "build/x.txt", "keep.log", "lib/build", "lib/c.h", "lib/n.o", "m.o", "tmp/t.txt"}));
@@ -725,13 +725,13 @@ TEST_CASE("exclude: not_ inverts a predicate (only *.h, directories let through)
   mock_fs fs;
   with_mixed_tree(fs);
   const auto is_file = [](std::string_view, file_type t) { return t != file_type::directory; };
-  treesync::sync(fs, "/src", "/dst", treesync::all_of(treesync::not_(treesync::exclude{"*.h"}), is_file));
+  (void)treesync::sync(fs, "/src", "/dst", treesync::all_of(treesync::not_(treesync::exclude{"*.h"}), is_file));
   CHECK(joined(files_in(fs, "/dst")) == joined({"b.h", "lib/c.h"}));
 
   // not_ alone also excludes the directories, so nothing below the root is copied
   mock_fs fs2;
   with_mixed_tree(fs2);
-  treesync::sync(fs2, "/src", "/dst", treesync::not_(treesync::exclude{"*.h"}));
+  (void)treesync::sync(fs2, "/src", "/dst", treesync::not_(treesync::exclude{"*.h"}));
   CHECK(joined(files_in(fs2, "/dst")) == joined({"b.h"}));
 }
 
@@ -831,7 +831,7 @@ TEST_CASE("errors::collect (default): a failed entry is reported and the rest is
     CHECK_FALSE(r.ok());
     REQUIRE(r.errors.size() == 1u);
     CHECK(r.errors[0].path == "a");
-    CHECK(r.errors[0].operation == "copy");
+    CHECK(r.errors[0].operation == treesync::operation::copy);
     CHECK(r.errors[0].code == std::errc::io_error);
     CHECK_FALSE(fs.exists("/dst/a"));
     CHECK(fs.read("/dst/b") == "b");
@@ -846,7 +846,7 @@ TEST_CASE("errors::stop: the first failure ends the run; the throwing overload t
   fs.fail(mock_fs::op::open_read, 1, std::errc::io_error);
   bool thrown = false;
   try {
-    treesync::sync(fs, "/src", "/dst", treesync::errors::stop);
+    (void)treesync::sync(fs, "/src", "/dst", treesync::errors::stop);
   } catch (const std::filesystem::filesystem_error& e) {
     thrown = true;
     CHECK(e.code() == std::errc::io_error);
@@ -1017,7 +1017,7 @@ TEST_CASE("observer: a failure is observed as an error action with its code") {
   three_files(fs);
   fs.fail(mock_fs::op::open_read, 2, std::errc::permission_denied);  // "b"
   std::vector<seen> log;
-  treesync::sync(fs, "/src", "/dst", recorder{&log});
+  (void)treesync::sync(fs, "/src", "/dst", recorder{&log});
   const seen* b = find_action(log, "b");
   REQUIRE(b != nullptr);
   CHECK(b->kind == action_kind::error);
@@ -1159,7 +1159,7 @@ TEST_CASE("user-defined deletion policy: a *.keep file inside a destination-only
   fs.write("/dst/old/notes.keep", "mine");
   fs.write("/dst/old/x.txt", "x");
   settle(fs);
-  treesync::sync(fs, "/src", "/dst", protect_keep{});
+  (void)treesync::sync(fs, "/src", "/dst", protect_keep{});
   CHECK(fs.exists("/dst/old/notes.keep"));
   CHECK_FALSE(fs.exists("/dst/old/x.txt"));
 }
@@ -1176,7 +1176,7 @@ TEST_CASE("user-defined deletion policy: its limit() refuses a larger plan like 
   fs.write("/dst/y", "y");
   settle(fs);
   std::error_code ec;
-  treesync::sync(fs, "/src", "/dst", at_most_one{}, ec);
+  (void)treesync::sync(fs, "/src", "/dst", at_most_one{}, ec);
   CHECK(ec == treesync::errc::max_delete_exceeded);
   CHECK(fs.exists("/dst/x"));
   CHECK(fs.exists("/dst/y"));

@@ -497,7 +497,7 @@ std::string iteration(std::uint64_t seed) {
       continue;
     }
     if (!m.expect_errors && !r.ok())
-      return where + "unexpected error: " + r.errors[0].operation + " " + r.errors[0].path + ": " + r.errors[0].code.message();
+      return where + "unexpected error: " + std::string(treesync::to_string(r.errors[0].operation)) + " " + r.errors[0].path + ": " + r.errors[0].code.message();
     const snapshot got = fs.tree("/dst");
     for (const auto& rel : m.any_mtime)
       if (m.out.count(rel) && got.count(rel)) m.out[rel].mtime_ns = got.at(rel).mtime_ns;

@@ -130,7 +130,7 @@ inline const char* help_text() {
       "  -p, --perms               always on: permission bits are kept (accepted for rsync habits)\n"
       "      --no-OPTION           turn OPTION off (--no-l, --no-D, --no-inplace, ...): the last one given wins\n"
       "\n"
-      "What is printed (errors always go to stderr as `treesync: OPERATION PATH: reason`):\n"
+      "What is printed (errors always go to stderr as `treesync: OPERATION PATH (SIDE FULL-PATH): reason`):\n"
       "  -i, --itemize-changes     one line per change: rsync's 11-character code, then the path\n"
       "  -v, --verbose             one line per action: create, update, meta, delete or skip, then the path\n"
       "  -q, --quiet               no summary line, no --progress (what -i, -v, --stats, --json ask for is still\n"

@@ -49,6 +49,11 @@ inline refusal_text describe_refusal(const options& opt, const std::error_code& 
     return {"source " + display(src) + " and destination " + display(dst) + " are the same directory", dst};
   if (ec == treesync::errc::nested_directory)
     return {"source " + display(src) + " and destination " + display(dst) + " are nested in each other", dst};
+  if (ec == treesync::errc::source_missing) return {"source " + display(src) + ": No such file or directory", src};
+  if (ec == treesync::errc::destination_parent_missing)
+    return {"destination " + display(dst) + ": its parent directory does not exist", dst};
+  if (ec == treesync::errc::destination_dangling_symlink)
+    return {"destination " + display(dst) + " is a dangling symbolic link (not followed, not replaced)", dst};
   if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
     if (::stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {"source " + display(src) + ": " + ec.message(), src};
     if (::stat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
@@ -135,7 +140,7 @@ struct report_extras {
 inline int print_report(const options& opt, const treesync::report& r, outcome out, const refusal_text& refused,
                         const std::vector<std::string>* actions, const report_extras& extras = {}) {
   if (out.refusal) std::fprintf(stderr, "treesync: refused: %s\n", refused.message.c_str());
-  print_errors(r);
+  print_errors(r, roots{opt.operands[0], opt.operands[1]});
   if (!opt.quiet) print_skipped(r);
   if (out.signal)
     std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "

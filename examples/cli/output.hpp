@@ -44,7 +44,7 @@ inline char type_letter(treesync::file_type t) {
 inline std::string itemize_code(const treesync::action& a, bool checksum) {
   using treesync::action_kind;
   using treesync::file_type;
-  namespace changed = treesync::changed;
+  using treesync::changed;
   std::string code(11, '.');
   code[1] = type_letter(a.type);
   switch (a.kind) {
@@ -65,16 +65,16 @@ inline std::string itemize_code(const treesync::action& a, bool checksum) {
         return code;
       }
       code[0] = '>';
-      if ((a.changes & changed::size) == 0 && (checksum || (a.changes & changed::mtime) == 0)) code[2] = 'c';
+      if (!treesync::any(a.changes & changed::size) && (checksum || !treesync::any(a.changes & changed::mtime))) code[2] = 'c';
       break;
     case action_kind::update_meta: break;
     case action_kind::skip:
     case action_kind::error:
     case action_kind::vanished: return {};
   }
-  if (a.changes & changed::size) code[3] = 's';
-  if (a.changes & changed::mtime) code[4] = 't';
-  if (a.changes & changed::mode) code[5] = 'p';
+  if (treesync::any(a.changes & changed::size)) code[3] = 's';
+  if (treesync::any(a.changes & changed::mtime)) code[4] = 't';
+  if (treesync::any(a.changes & changed::mode)) code[5] = 'p';
   return code;
 }
 
@@ -178,7 +178,8 @@ inline void sort_entries(std::vector<treesync::entry_error>& v) {
   }
   std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
     if (a.first != b.first) return a.first < b.first;
-    if (a.second.operation != b.second.operation) return a.second.operation < b.second.operation;
+    const std::string_view ao = treesync::to_string(a.second.operation), bo = treesync::to_string(b.second.operation);
+    if (ao != bo) return ao < bo;
     return a.second.code.value() < b.second.code.value();
   });
   v.clear();
@@ -279,7 +280,7 @@ class printer {
     std::string path;
     treesync::action_kind kind;
     treesync::file_type type;
-    unsigned changes;
+    treesync::changed changes;
     std::uint64_t src_size, dst_size;
     std::error_code code;
     treesync::copy_method method;
@@ -337,10 +338,10 @@ class printer {
     s += code.empty() ? std::string("null") : json_string(code);
     s += ",\"changes\":[";
     const char* sep = "";
-    for (const auto& [bit, name] : {std::pair<unsigned, const char*>{treesync::changed::size, "size"},
+    for (const auto& [bit, name] : {std::pair<treesync::changed, const char*>{treesync::changed::size, "size"},
                                     {treesync::changed::mtime, "mtime"},
                                     {treesync::changed::mode, "mode"}}) {
-      if (a.changes & bit) {
+      if (treesync::any(a.changes & bit)) {
         s += sep;
         s += json_string(name);
         sep = ",";
@@ -401,14 +402,32 @@ inline void print_stats(const treesync::report& r, bool dry, bool interrupted) {
   std::printf("Rate:                %s/s\n", human_bytes(rate(r)).c_str());
 }
 
-/// Per-entry failures and vanished entries, as `treesync: OPERATION PATH: reason` on stderr.
-inline void print_errors(const treesync::report& r) {
+/// The roots as given on the command line, for naming an entry in full: the side's root joined
+/// with the entry's relative path ("" is the root itself).
+struct roots {
+  std::string source;
+  std::string destination;
+
+  std::string full_path(const treesync::entry_error& e) const {
+    std::string root = e.side == treesync::side::source ? source : destination;
+    while (root.size() > 1 && root.back() == '/') root.pop_back();
+    if (e.path.empty()) return root;
+    return root == "/" ? root + e.path : root + '/' + e.path;
+  }
+};
+
+/// Per-entry failures and vanished entries, as `treesync: OPERATION PATH (SIDE FULL-PATH): reason`
+/// on stderr, e.g. `treesync: copy a/b (source /data/src/a/b): Permission denied`.
+inline void print_errors(const treesync::report& r, const roots& at) {
+  const auto where = [&at](const treesync::entry_error& e) {
+    return std::string(treesync::to_string(e.side)) + ' ' + display(at.full_path(e));
+  };
   for (const auto& e : r.errors)
-    std::fprintf(stderr, "treesync: %s %s: %s\n", display(e.operation).c_str(),
-                 e.path.empty() ? "." : display(e.path).c_str(), e.code.message().c_str());
+    std::fprintf(stderr, "treesync: %s %s (%s): %s\n", treesync::to_string(e.operation),
+                 e.path.empty() ? "." : display(e.path).c_str(), where(e).c_str(), e.code.message().c_str());
   for (const auto& e : r.vanished)
-    std::fprintf(stderr, "treesync: %s %s: %s (the source changed during the run; the next run retries it)\n",
-                 display(e.operation).c_str(), e.path.empty() ? "." : display(e.path).c_str(),
+    std::fprintf(stderr, "treesync: %s %s (%s): %s (the source changed during the run; the next run retries it)\n",
+                 treesync::to_string(e.operation), e.path.empty() ? "." : display(e.path).c_str(), where(e).c_str(),
                  e.code.message().c_str());
 }
 
@@ -425,12 +444,15 @@ inline std::string json_error_code(const std::error_code& ec) {
          ",\"message\":" + json_string(ec.message());
 }
 
-inline std::string json_entries(const std::vector<treesync::entry_error>& v) {
+/// A list of entry errors: each with its relative path, operation, side ("source" or
+/// "destination"), the full path on that side (`full_path`: the root as given, joined) and code.
+inline std::string json_entries(const std::vector<treesync::entry_error>& v, const roots& at) {
   std::string s = "[";
   for (std::size_t k = 0; k < v.size(); ++k) {
     if (k) s += ',';
-    s += '{' + json_path("path", v[k].path) + ",\"operation\":" + json_string(v[k].operation) + ',' +
-         json_error_code(v[k].code) + '}';
+    s += '{' + json_path("path", v[k].path) + ",\"operation\":" + json_string(treesync::to_string(v[k].operation)) +
+         ",\"side\":" + json_string(treesync::to_string(v[k].side)) + ',' + json_path("full_path", at.full_path(v[k])) +
+         ',' + json_error_code(v[k].code) + '}';
   }
   return s + ']';
 }
@@ -478,10 +500,11 @@ inline std::string json_report(const options& opt, const treesync::report& r, co
   s += ",\"elapsed_seconds\":" + std::string(num);
   std::snprintf(num, sizeof num, "%.0f", rate(r));
   s += ",\"bytes_per_second\":" + std::string(num);
-  s += ",\"errors\":" + json_entries(r.errors);
-  s += ",\"vanished\":" + json_entries(r.vanished);
-  s += ",\"skipped\":" + json_entries(r.skipped_entries);
-  s += ",\"notices\":" + json_entries(r.notices);
+  const roots at{opt.operands[0], opt.operands[1]};
+  s += ",\"errors\":" + json_entries(r.errors, at);
+  s += ",\"vanished\":" + json_entries(r.vanished, at);
+  s += ",\"skipped\":" + json_entries(r.skipped_entries, at);
+  s += ",\"notices\":" + json_entries(r.notices, at);
   if (actions) {
     s += ",\"actions\":[";
     for (std::size_t k = 0; k < actions->size(); ++k) {

@@ -123,6 +123,9 @@ enum class errc {
   other_filesystem,       ///< a directory on another filesystem, not entered (one_file_system)
   case_collision,         ///< two names that differ only in case (detect_case_collisions)
   unsafe_backup_dir,      ///< the backup directory's path goes through a symlink or a non-directory
+  source_missing,         ///< the source root does not exist (compares equal to std::errc::no_such_file_or_directory)
+  destination_parent_missing,  ///< the destination and its parent are missing: not made (no mkdir -p); also == ENOENT
+  destination_dangling_symlink,  ///< the destination root is a symlink to nothing: neither followed nor replaced
 };
 
 namespace detail {
@@ -144,8 +147,20 @@ class error_category_impl final : public std::error_category {
       case errc::case_collision: return "collides with another name on a case-insensitive filesystem";
       case errc::unsafe_backup_dir:
         return "backup directory: a component of its path is a symbolic link or not a directory (never followed)";
+      case errc::source_missing: return "source does not exist";
+      case errc::destination_parent_missing: return "the destination's parent directory does not exist";
+      case errc::destination_dangling_symlink: return "destination is a dangling symbolic link";
     }
     return "unknown treesync error";
+  }
+  // A missing source or destination parent is still "no such file or directory" to a caller that
+  // compares with std::errc::no_such_file_or_directory (as before these codes existed).
+  std::error_condition default_error_condition(int c) const noexcept override {
+    switch (static_cast<errc>(c)) {
+      case errc::source_missing:
+      case errc::destination_parent_missing: return std::errc::no_such_file_or_directory;
+      default: return {c, *this};
+    }
   }
 };
 }  // namespace detail
@@ -189,6 +204,44 @@ inline constexpr const char* to_string(action_kind k) noexcept {
   return "?";
 }
 
+/// Which attributes of an entry differed (rsync's itemize letters s, t, p): a bitmask.  Combine
+/// with `|`, `&`, `~`; test a bit with `any(mask & changed::size)` or `has(mask, changed::size)`.
+enum class changed : unsigned char {
+  none = 0,
+  size = 1,
+  mtime = 2,
+  mode = 4,
+  all = size | mtime | mode,
+};
+
+inline constexpr changed operator|(changed a, changed b) noexcept {
+  return static_cast<changed>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
+}
+inline constexpr changed operator&(changed a, changed b) noexcept {
+  return static_cast<changed>(static_cast<unsigned>(a) & static_cast<unsigned>(b));
+}
+inline constexpr changed operator^(changed a, changed b) noexcept {
+  return static_cast<changed>(static_cast<unsigned>(a) ^ static_cast<unsigned>(b));
+}
+/// The complement within `changed::all` (no stray high bits).
+inline constexpr changed operator~(changed a) noexcept {
+  return static_cast<changed>(~static_cast<unsigned>(a) & static_cast<unsigned>(changed::all));
+}
+inline constexpr changed& operator|=(changed& a, changed b) noexcept { return a = a | b; }
+inline constexpr changed& operator&=(changed& a, changed b) noexcept { return a = a & b; }
+/// true when any bit of `m` is set
+inline constexpr bool any(changed m) noexcept { return m != changed::none; }
+/// true when every bit of `bits` is set in `m`
+inline constexpr bool has(changed m, changed bits) noexcept { return (m & bits) == bits; }
+
+/// What differs between a source entry and the destination's (`dst` null: absent, all of it).
+inline changed differences(const stat_info& src, const stat_info* dst) noexcept {
+  if (!dst) return changed::all;
+  return (src.size != dst->size ? changed::size : changed::none) |
+         (src.mtime_ns != dst->mtime_ns ? changed::mtime : changed::none) |
+         (src.mode != dst->mode ? changed::mode : changed::none);
+}
+
 /// Passed to the observer.  `path` is relative to the roots, '/'-separated, and only valid during
 /// the call.  `type` is the type of the entry written (for removals: of the entry removed).
 struct action {
@@ -198,35 +251,95 @@ struct action {
   std::uint64_t src_size = 0;
   std::uint64_t dst_size = 0;
   std::error_code code{};  ///< set for error / vanished / skip
-  unsigned changes = 0;    ///< which attributes differed: a mask of `changed` bits (all of them on create)
+  changed changes = changed::none;  ///< which attributes differed (all of them on create)
   copy_method method = copy_method::none;  ///< for files whose data was copied
   bool sparse = false;                     ///< the copy kept the source's holes
 };
 
-/// Bits of action::changes (rsync's itemize letters s, t, p).
-namespace changed {
-inline constexpr unsigned size = 1;
-inline constexpr unsigned mtime = 2;
-inline constexpr unsigned mode = 4;
-inline constexpr unsigned all = size | mtime | mode;
-}  // namespace changed
+/// What a per-entry failure was doing (entry_error::operation); to_string gives the word the
+/// CLI prints ("copy", "opendir", ...) and from_string reads it back.
+enum class operation : unsigned char {
+  list,
+  stat,
+  open,
+  opendir,
+  readlink,
+  copy,
+  compare,
+  mkdir,
+  symlink,
+  mknod,
+  link,
+  rename,
+  unlink,
+  rmdir,
+  chmod,
+  chown,
+  utime,
+  fsync,
+  xattr,
+  backup,
+  sync,  ///< a whole run of a subtree (treesync_mpi), refused or failed; keep it last (from_string)
+};
 
-inline unsigned differences(const stat_info& src, const stat_info* dst) noexcept {
-  if (!dst) return changed::all;
-  return (src.size != dst->size ? changed::size : 0u) | (src.mtime_ns != dst->mtime_ns ? changed::mtime : 0u) |
-         (src.mode != dst->mode ? changed::mode : 0u);
+inline constexpr const char* to_string(operation o) noexcept {
+  switch (o) {
+    case operation::list: return "list";
+    case operation::stat: return "stat";
+    case operation::open: return "open";
+    case operation::opendir: return "opendir";
+    case operation::readlink: return "readlink";
+    case operation::copy: return "copy";
+    case operation::compare: return "compare";
+    case operation::mkdir: return "mkdir";
+    case operation::symlink: return "symlink";
+    case operation::mknod: return "mknod";
+    case operation::link: return "link";
+    case operation::rename: return "rename";
+    case operation::unlink: return "unlink";
+    case operation::rmdir: return "rmdir";
+    case operation::chmod: return "chmod";
+    case operation::chown: return "chown";
+    case operation::utime: return "utime";
+    case operation::fsync: return "fsync";
+    case operation::xattr: return "xattr";
+    case operation::backup: return "backup";
+    case operation::sync: return "sync";
+  }
+  return "?";
 }
+
+/// The operation named `word` (as to_string spells it); false when there is none.
+inline bool from_string(std::string_view word, operation& out) noexcept {
+  for (unsigned i = 0; i <= static_cast<unsigned>(operation::sync); ++i) {
+    const auto o = static_cast<operation>(i);
+    if (word == to_string(o)) {
+      out = o;
+      return true;
+    }
+  }
+  return false;
+}
+
+/// Which of the two trees a per-entry failure happened in.
+enum class side : unsigned char {
+  source,       ///< reading the source (listing, stat, readlink, reading a file's data)
+  destination,  ///< reading or writing the destination (every write is here)
+};
+
+inline constexpr const char* to_string(side s) noexcept { return s == side::source ? "source" : "destination"; }
 
 /// A per-entry outcome that is not a plain success.
 struct entry_error {
-  std::string path;       ///< relative to the roots ("" is the root itself)
-  std::string operation;  ///< "list", "stat", "copy", "remove", ...
+  std::string path;                        ///< relative to the roots ("" is the root itself)
+  treesync::operation operation{};         ///< what failed: copy, opendir, ...
   std::error_code code;
+  treesync::side side = treesync::side::destination;  ///< the tree it failed in: join `path` to that root
 };
 
-/// The outcome of a run.  Under `errors::collect` a run that touched some entries but failed on
-/// others returns normally: inspect `errors` (rsync's exit 23 in object form).
-struct report {
+/// The numbers of a run (a report's counts), added up with `+=` (e.g. one worker's, or one
+/// subtree's, into a whole run's).
+struct counts {
   std::size_t scanned = 0;       ///< source entries looked at
   std::size_t created = 0;       ///< entries that did not exist in the destination
   std::size_t updated = 0;       ///< files rewritten, entries replaced by another type
@@ -240,6 +353,33 @@ struct report {
   /// reported for them, and they are not counted in meta_updated.
   std::size_t settled = 0;
   std::uint64_t bytes_copied = 0;
+
+  counts& operator+=(const counts& o) noexcept {
+    scanned += o.scanned;
+    created += o.created;
+    updated += o.updated;
+    meta_updated += o.meta_updated;
+    deleted += o.deleted;
+    excluded += o.excluded;
+    skipped += o.skipped;
+    cleaned += o.cleaned;
+    settled += o.settled;
+    bytes_copied += o.bytes_copied;
+    return *this;
+  }
+  friend counts operator+(counts a, const counts& b) noexcept { return a += b; }
+  friend bool operator==(const counts& a, const counts& b) noexcept {
+    return a.scanned == b.scanned && a.created == b.created && a.updated == b.updated &&
+           a.meta_updated == b.meta_updated && a.deleted == b.deleted && a.excluded == b.excluded &&
+           a.skipped == b.skipped && a.cleaned == b.cleaned && a.settled == b.settled && a.bytes_copied == b.bytes_copied;
+  }
+  friend bool operator!=(const counts& a, const counts& b) noexcept { return !(a == b); }
+};
+
+/// The outcome of a run.  Under `errors::collect` a run that touched some entries but failed on
+/// others returns normally: inspect `errors` (rsync's exit 23 in object form).  The counts are a
+/// base (`rep.created` as before; `rep.totals()` or a `const counts&` for all of them at once).
+struct [[nodiscard]] report : counts {
   std::vector<entry_error> errors;    ///< failures; every other entry was still synced
   std::vector<entry_error> vanished;  ///< source entries that vanished / changed during the run
   std::vector<entry_error> skipped_entries;
@@ -251,6 +391,30 @@ struct report {
   bool ok() const noexcept { return errors.empty(); }
   /// true when the destination was not modified at all
   bool unchanged() const noexcept { return created + updated + meta_updated + deleted + cleaned + settled == 0; }
+
+  counts& totals() noexcept { return *this; }
+  const counts& totals() const noexcept { return *this; }
+
+  /// Adds `other`'s counts to these and appends its lists (errors, vanished, skipped_entries,
+  /// notices) after these; `elapsed` and `cancelled` are left alone (they belong to a whole run).
+  report& merge(report&& other) {
+    *this += other;
+    append(errors, other.errors);
+    append(vanished, other.vanished);
+    append(skipped_entries, other.skipped_entries);
+    append(notices, other.notices);
+    return *this;
+  }
+  report& merge(const report& other) { return merge(report(other)); }
+
+ private:
+  static void append(std::vector<entry_error>& to, std::vector<entry_error>& from) {
+    if (to.empty()) {
+      to = std::move(from);
+      return;
+    }
+    to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
+  }
 };
 
 /// Writes `name` for a terminal or a log: control characters, DEL and backslash are escaped

@@ -141,7 +141,7 @@ report run_with_error_code(FS& fs, const std::filesystem::path& src, const std::
 /// one per category).  With a trailing `std::error_code&` it reports refusals there instead of
 /// throwing `std::filesystem::filesystem_error`.
 template <class FS, class... Args, std::enable_if_t<is_filesystem_v<FS>, int> = 0>
-report sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
+[[nodiscard]] report sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
   if constexpr (detail::ends_with_error_code<Args...>()) {
     auto refs = std::forward_as_tuple(args...);
     return detail::run_with_error_code(fs, src, dst, refs, std::make_index_sequence<sizeof...(Args) - 1>{});
@@ -151,7 +151,7 @@ report sync(FS& fs, const std::filesystem::path& src, const std::filesystem::pat
     if (ec) {
       if (!r.errors.empty() && r.errors.back().code == ec) {
         const auto& e = r.errors.back();
-        throw std::filesystem::filesystem_error("treesync::sync: " + e.operation, src / e.path, dst / e.path, ec);
+        throw std::filesystem::filesystem_error(std::string("treesync::sync: ") + to_string(e.operation), src / e.path, dst / e.path, ec);
       }
       throw std::filesystem::filesystem_error("treesync::sync: refused", src, dst, ec);
     }
@@ -162,7 +162,7 @@ report sync(FS& fs, const std::filesystem::path& src, const std::filesystem::pat
 #if TREESYNC_HAS_POSIX
 /// Mirrors `src` into `dst` on the real filesystem (posix_fs).
 template <class... Args>
-report sync(const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
+[[nodiscard]] report sync(const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
   posix_fs fs;
   return sync(fs, src, dst, std::forward<Args>(args)...);
 }

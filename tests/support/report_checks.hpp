@@ -30,7 +30,7 @@ inline bool has_error(const treesync::report& r, const std::string& path) { retu
 
 inline std::string errors_of(const treesync::report& r) {
   std::string s;
-  for (const auto& e : r.errors) s += e.path + " " + e.operation + ": " + e.code.message() + "\n";
+  for (const auto& e : r.errors) s += e.path + " " + treesync::to_string(e.operation) + ": " + e.code.message() + "\n";
   return s;
 }
 
@@ -38,7 +38,7 @@ inline std::string describe(const treesync::report& r, const std::error_code& ec
   std::ostringstream o;
   o << "ec=" << ec.message() << " errors=" << r.errors.size() << " vanished=" << r.vanished.size();
   for (const auto& e : r.errors)
-    o << " [" << e.operation << " " << treesync::escape(e.path) << ": " << e.code.message() << "]";
+    o << " [" << treesync::to_string(e.operation) << " " << treesync::escape(e.path) << ": " << e.code.message() << "]";
   return o.str();
 }
 

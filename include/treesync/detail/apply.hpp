@@ -40,7 +40,7 @@ class pruner {
     if (t == file_type::unknown) {
       std::error_code ec;
       const stat_info st = fs_.stat(d, name, false, ec);
-      if (ec) return is_enoent(ec) ? removal::done : (j_.fail("stat", ec), removal::failed);
+      if (ec) return is_enoent(ec) ? removal::done : (j_.fail(side::destination, operation::stat, ec), removal::failed);
       t = st.type;
     }
     if (t == file_type::directory) return remove_tree(d, name, count_top, leftover);
@@ -52,7 +52,7 @@ class pruner {
   /// Clears the way for an entry of another type: false (reported) when that is not possible.
   bool replace_dir(handle& d, const std::string& name) {
     const removal r = remove_entry(d, name, file_type::directory, false);
-    if (r == removal::kept) j_.fail("rmdir", std::make_error_code(std::errc::directory_not_empty));
+    if (r == removal::kept) j_.fail(side::destination, operation::rmdir, std::make_error_code(std::errc::directory_not_empty));
     return r == removal::done;
   }
 
@@ -89,12 +89,12 @@ class pruner {
     if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) return entered::swapped;
     if (ec) {
       if (is_enoent(ec)) return entered::gone;
-      j_.fail("opendir", ec);
+      j_.fail(side::destination, operation::opendir, ec);
       return entered::failed;
     }
     l.children = fs_.list(l.h, ec);
     if (ec) {
-      j_.fail("list", ec);
+      j_.fail(side::destination, operation::list, ec);
       return entered::failed;
     }
     if (ap_ && !l.children.empty()) ap_->open_up(l.h);
@@ -142,7 +142,7 @@ class pruner {
         h = std::move(next);
       }
     }
-    if (ec) return j_.fail("opendir", ec), false;
+    if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
     up.h = std::move(h);
     up.open = true;
     return true;
@@ -162,7 +162,7 @@ class pruner {
       std::error_code ec;
       const stat_info cs = fs_.stat(l.h, c.name, false, ec);
       if (ec) {
-        if (!is_enoent(ec)) l.ok = (j_.fail("stat", ec), false);
+        if (!is_enoent(ec)) l.ok = (j_.fail(side::destination, operation::stat, ec), false);
         return rel.resize(saved), true;
       }
       ct = cs.type;
@@ -283,7 +283,7 @@ class applier {
     std::error_code ec;
     fs_.rename(d, made, name, ec);
     if (ec) {  // reported (errors::stop: stopped) first, then cleaned up: see journal::fail
-      j_.fail("rename", ec);
+      j_.fail(side::destination, operation::rename, ec);
       discard(d, made);
       return false;
     }
@@ -300,16 +300,16 @@ class applier {
         !p.unseen && n.dst_type == file_type::none && s_.opt.frontier_depth == 0 && p.depth <= open_levels;
     const std::string made = stage ? s_.temp_name() : n.name;
     fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
-    if (ec) return j_.fail("mkdir", ec), false;
+    if (ec) return j_.fail(side::destination, operation::mkdir, ec), false;
     p.modified.store(true);
     if (stage) n.staged = made;
     n.unseen = stage || p.unseen;
     n.dst = fs_.open_dir(p.dst, made, false, ec);
-    if (ec) return j_.fail("opendir", ec), false;
+    if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
     n.have_dst = true;
     if (s_.opt.xattrs) {
       fs_.copy_xattrs(n.src, n.dst, ec);
-      if (ec) j_.fail("xattr", ec);
+      if (ec) j_.fail(side::destination, operation::xattr, ec);
     }
     return true;
   }
@@ -321,17 +321,17 @@ class applier {
     std::error_code ec;
     if (p.owner || p.group) {  // before the chmod, which a chown may undo
       fs_.set_owner(d, ".", p.owner ? std::int64_t(st.uid) : -1, p.group ? std::int64_t(st.gid) : -1, ec);
-      if (ec) return j_.fail("chown", ec), false;
+      if (ec) return j_.fail(side::destination, operation::chown, ec), false;
     }
     if (p.mode) fs_.set_mode(d, ".", st.mode, ec);
-    if (ec) return j_.fail("chmod", ec), false;
+    if (ec) return j_.fail(side::destination, operation::chmod, ec), false;
     if (p.mtime) fs_.set_mtime(d, ".", st.mtime_ns, ec);
-    if (ec) return j_.fail("utime", ec), false;
+    if (ec) return j_.fail(side::destination, operation::utime, ec), false;
     if (p.fsync) fs_.sync_dir(d, ec);
-    if (ec) return j_.fail("fsync", ec), false;
+    if (ec) return j_.fail(side::destination, operation::fsync, ec), false;
     if (!n.staged.empty()) {  // complete: into place (the parent's handle is open: see make_dir)
       fs_.rename(n.parent->dst, n.staged, n.name, ec);
-      if (ec) return j_.fail("rename", ec), false;  // left under its temporary name: the next run removes it
+      if (ec) return j_.fail(side::destination, operation::rename, ec), false;  // left under its temporary name: the next run removes it
       n.staged.clear();
     }
     return true;
@@ -342,7 +342,7 @@ class applier {
     std::error_code ec;
     const std::string made = s_.temp_name();
     fs_.link(fdir, fname, d, made, ec);
-    if (ec) return j_.fail("link", ec), false;
+    if (ec) return j_.fail(side::destination, operation::link, ec), false;
     return install(d, made, name, old);
   }
 
@@ -351,13 +351,13 @@ class applier {
     if (keep_copy && s_.opt.backup_dir.empty() == false && !is_temp_name(name)) return backup(d, name);
     std::error_code ec;
     fs_.remove(d, name, ec);
-    if (ec && !is_enoent(ec)) return j_.fail("unlink", ec), false;
+    if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::unlink, ec), false;
     return true;
   }
   bool remove_dir(handle& parent, const std::string& name) {
     std::error_code ec;
     fs_.remove_dir(parent, name, ec);
-    if (ec && !is_enoent(ec)) return j_.fail("rmdir", ec), false;
+    if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::rmdir, ec), false;
     return true;
   }
   /// A directory about to be emptied is made writable first.
@@ -392,7 +392,7 @@ class applier {
     handle parent;
     if (s_.backups.parent_of(s_.root && s_.root->have_dst ? &s_.root->dst : nullptr, j_.rel, parent, ec))
       fs_.move(d, name, parent, name, ec);
-    if (ec) return j_.fail("backup", ec), false;
+    if (ec) return j_.fail(side::destination, operation::backup, ec), false;
     return true;
   }
 
@@ -400,7 +400,7 @@ class applier {
     std::error_code ec;
     if (p.set_mtime) fs_.set_mtime(d, name, p.src.mtime_ns, ec);
     if (!ec && p.set_mode) fs_.set_mode(d, name, p.src.mode, ec);  // the file's own: the directory is not written
-    if (ec) return j_.fail(p.op, ec);
+    if (ec) return j_.fail(side::destination, p.op, ec);
     j_.touched(p);
   }
 
@@ -420,14 +420,14 @@ class applier {
     std::error_code ec;
     const copy_result copied = fs_.copy_file(n.src, name, d, made, p.src, opts, ec);
     if (ec) {  // reported first, then cleaned up: see journal::fail
-      ec == errc::changed_during_copy ? j_.vanish("copy", ec) : j_.source_failure(n.src, name, "copy", ec);
+      ec == errc::changed_during_copy ? j_.vanish(operation::copy, ec) : j_.source_failure(n.src, name, operation::copy, ec);
       if (discardable) discard(d, made);
       return !discardable;
     }
     if (s_.smudge_copy(p.src.mtime_ns)) {  // no ctime will tell the next run this copy was racy
       fs_.set_mtime(d, made, smudged_mtime(p.src.mtime_ns), ec);
       if (ec) {
-        j_.fail("utime", ec);
+        j_.fail(side::destination, operation::utime, ec);
         if (discardable) discard(d, made);
         return !discardable;
       }
@@ -441,7 +441,7 @@ class applier {
     const std::string made = p.unseen ? name : s_.temp_name();
     std::error_code ec;
     fs_.make_symlink(d, made, p.target, ec);
-    if (ec) return j_.fail("symlink", ec), false;
+    if (ec) return j_.fail(side::destination, operation::symlink, ec), false;
     if (!install(d, made, name, p.old)) return true;
     j_.wrote(p, {});
     return true;
@@ -453,13 +453,13 @@ class applier {
     const std::string made = s_.temp_name();
     std::error_code ec;
     fs_.make_special(d, made, st, ec);
-    if (ec) return j_.fail("mknod", ec), false;
+    if (ec) return j_.fail(side::destination, operation::mknod, ec), false;
     if (s_.opt.owner || s_.opt.group)
       fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(st.uid) : -1, s_.opt.group ? std::int64_t(st.gid) : -1, ec);
     if (!ec) fs_.set_mode(d, made, st.mode, ec);
     if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
     if (ec) {
-      j_.fail("mknod", ec);
+      j_.fail(side::destination, operation::mknod, ec);
       discard(d, made);
       return true;
     }

@@ -100,7 +100,7 @@ class worker {
   void link_pass() {
     auto& requests = s_.link_requests;
     std::sort(requests.begin(), requests.end());
-    if (!s_.root->have_dst) return journal_.fail("open", std::make_error_code(std::errc::no_such_file_or_directory));
+    if (!s_.root->have_dst) return journal_.fail(side::destination, operation::open, std::make_error_code(std::errc::no_such_file_or_directory));
     for (const auto& [rel, first] : requests) {
       if (s_.halted()) return;
       journal_.rel = rel;
@@ -169,10 +169,10 @@ class worker {
     handle parent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
     handle fparent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
     if (ec || !descend(s_.fs, parent, dir, false, ec) || !descend(s_.fs, fparent, fdir, false, ec))
-      return journal_.fail("link", ec);
+      return journal_.fail(side::destination, operation::link, ec);
     const stat_info target = s_.fs.stat(fparent, fname, false, ec);
     if (ec || target.type != file_type::regular)
-      return journal_.fail("link", ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory));
+      return journal_.fail(side::destination, operation::link, ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory));
     const stat_info current = s_.fs.stat(parent, name, false, ec);
     const file_type dt = ec ? file_type::none : current.type;
     if (dt == file_type::regular && same_identity(current, target)) return;
@@ -189,11 +189,11 @@ class worker {
   void restore_dir_mtime(handle& parent, const std::string& dir) {
     std::error_code ec;
     handle sdir = s_.fs.open_dir(s_.root->src, ".", false, ec);
-    if (!ec && descend(s_.fs, sdir, dir, false, ec)) {
-      const stat_info sst = s_.fs.stat(sdir, ".", false, ec);
-      if (!ec) s_.fs.set_mtime(parent, ".", sst.mtime_ns, ec);
-    }
-    if (ec) journal_.fail("utime", ec);
+    stat_info sst;
+    if (!ec && descend(s_.fs, sdir, dir, false, ec)) sst = s_.fs.stat(sdir, ".", false, ec);
+    if (ec) return journal_.fail(side::source, operation::utime, ec);  // the mtime to restore: unreadable
+    s_.fs.set_mtime(parent, ".", sst.mtime_ns, ec);
+    if (ec) journal_.fail(side::destination, operation::utime, ec);
   }
 
   S& s_;
@@ -251,7 +251,8 @@ class scheduler {
     for (auto& h : helpers) h->record().merge_into(s_.out);
     if (s_.exception) std::rethrow_exception(s_.exception);
     const auto by_path = [](const entry_error& a, const entry_error& b) {
-      return std::tie(a.path, a.operation) < std::tie(b.path, b.operation);
+      if (a.path != b.path) return a.path < b.path;
+      return std::string_view(to_string(a.operation)) < std::string_view(to_string(b.operation));  // by word, as before
     };
     for (auto* list : {&s_.out.errors, &s_.out.vanished, &s_.out.skipped_entries, &s_.out.notices})
       std::stable_sort(list->begin(), list->end(), by_path);
@@ -379,7 +380,7 @@ class scheduler {
       if (!ec && (id.dev != n.dst_dev || id.ino != n.dst_ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
     }
     if (ec) h = reopen_from_ancestor(n, ec);
-    if (ec) return w.record().fail("opendir", ec), false;
+    if (ec) return w.record().fail(side::destination, operation::opendir, ec), false;
     n.dst = std::move(h);
     n.closed = false;
     return true;
@@ -523,14 +524,21 @@ class engine {
                             stat_info& ds, bool& dst_exists) {
     std::error_code ec;
     ss = s_.fs.stat_path(src, true, ec);
+    if (is_enoent(ec)) return errc::source_missing;
     if (ec) return ec;
     if (ss.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
     ds = s_.fs.stat_path(dst, true, ec);
     dst_exists = !ec;
     if (ec && !is_enoent(ec)) return ec;
+    if (!dst_exists) {  // missing, or a link to nothing (which make_root would meet as "File exists")
+      const stat_info own = s_.fs.stat_path(dst, false, ec);
+      if (!ec && own.type == file_type::symlink) return errc::destination_dangling_symlink;
+      ec.clear();
+    }
     if (dst_exists && ds.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
     if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
-    if (auto e = check_nesting(s_.fs, src, ss, dst, dst_exists ? &ds : nullptr)) return e;
+    if (auto e = check_nesting(s_.fs, src, ss, dst, dst_exists ? &ds : nullptr))  // resolves DST's parent
+      return !dst_exists && is_enoent(e) ? make_error_code(errc::destination_parent_missing) : e;
     if (s_.backups.enabled() && !s_.backups.relative()) return s_.backups.check(nullptr);
     return {};
   }
@@ -550,6 +558,7 @@ class engine {
     if (ec) return ec;
     if (dst_exists || !s_.opt.dry_run) {
       if (!dst_exists) s_.fs.make_root(dst, 0700, ec);
+      if (!dst_exists && is_enoent(ec)) return errc::destination_parent_missing;
       if (!ec) root->dst = s_.fs.open_root(dst, ec);
       if (ec) return ec;
       root->have_dst = true;

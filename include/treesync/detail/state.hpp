@@ -134,8 +134,8 @@ struct plan {
   bool set_mtime = false;            ///< meta
   bool set_mode = false;             ///< meta
   bool settle = false;               ///< meta: re-stamps an mtime that may already match
-  const char* op = "utime";          ///< meta: the operation named if it fails
-  unsigned changes = 0;              ///< meta: what differs (a mask of `changed` bits)
+  operation op = operation::utime;   ///< meta: the operation named if it fails
+  changed changes = changed::none;   ///< meta: what differs
   stat_info src;
   stat_info dst;  ///< the destination entry, when it was stat'ed
   std::string target;  ///< a symlink's
@@ -413,37 +413,40 @@ class journal {
   std::string rel;
 
   void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
-            std::error_code code = {}, unsigned changes = 0, copy_method method = copy_method::none,
+            std::error_code code = {}, changed changes = changed::none, copy_method method = copy_method::none,
             bool sparse = false) {
     s_.observe(action{kind, type, std::string_view(rel), src_size, dst_size, code, changes, method, sparse});
   }
   // Under errors::stop the stop is set first: before the observer is told (it may block) and
   // before the caller cleans up (a filesystem call, which may wait behind the other workers'
   // calls).  Until it is set the other workers go on taking entries.
-  void fail(const char* op, std::error_code ec) {
+  /// A failure of `op` on the entry at hand, in the tree `where`.
+  void fail(side where, operation op, std::error_code ec) {
     s_.stop_on(ec);
-    rep.errors.push_back({rel, op, ec});
+    rep.errors.push_back({rel, op, ec, where});
     note(action_kind::error, file_type::none, 0, 0, ec);
   }
-  void vanish(const char* op, std::error_code ec) {
-    rep.vanished.push_back({rel, op, ec});
+  /// A source entry that vanished or changed under us (always the source side).
+  void vanish(operation op, std::error_code ec) {
+    rep.vanished.push_back({rel, op, ec, side::source});
     note(action_kind::vanished, file_type::none, 0, 0, ec);
   }
-  /// A failed source operation: vanished when the entry is gone, a failure otherwise.
-  void source_failure(handle& s, const std::string& name, const char* op, std::error_code ec) {
+  /// A failed source operation: vanished when the entry is gone, a source failure otherwise.
+  void source_failure(handle& s, const std::string& name, operation op, std::error_code ec) {
     if (is_enoent(ec)) {
       std::error_code probe;
       s_.fs.stat(s, name, false, probe);
       if (is_enoent(probe)) return vanish(op, errc::vanished);
     }
-    fail(op, ec);
+    fail(side::source, op, ec);
   }
-  void skip(file_type t, const char* op, std::error_code why) {
+  /// A source entry not synced (special file, a link skipped, another filesystem).
+  void skip(file_type t, operation op, std::error_code why) {
     ++rep.skipped;
-    rep.skipped_entries.push_back({rel, op, why});
+    rep.skipped_entries.push_back({rel, op, why, side::source});
     note(action_kind::skip, t, 0, 0, why);
   }
-  void notice(const char* op, std::error_code ec) { rep.notices.push_back({rel, op, ec}); }
+  void notice(side where, operation op, std::error_code ec) { rep.notices.push_back({rel, op, ec, where}); }
   void count(action_kind k) { k == action_kind::create ? ++rep.created : ++rep.updated; }
   void removed(file_type t) {
     ++rep.deleted;
@@ -499,23 +502,7 @@ class journal {
 
   /// Adds this worker's record to the run's report and starts afresh.
   void merge_into(report& out) {
-    out.scanned += rep.scanned;
-    out.created += rep.created;
-    out.updated += rep.updated;
-    out.meta_updated += rep.meta_updated;
-    out.deleted += rep.deleted;
-    out.excluded += rep.excluded;
-    out.skipped += rep.skipped;
-    out.cleaned += rep.cleaned;
-    out.settled += rep.settled;
-    out.bytes_copied += rep.bytes_copied;
-    const auto append = [](std::vector<entry_error>& to, std::vector<entry_error>& from) {
-      to.insert(to.end(), std::make_move_iterator(from.begin()), std::make_move_iterator(from.end()));
-    };
-    append(out.errors, rep.errors);
-    append(out.vanished, rep.vanished);
-    append(out.skipped_entries, rep.skipped_entries);
-    append(out.notices, rep.notices);
+    out.merge(std::move(rep));
     rep = report{};
   }
 

@@ -36,10 +36,10 @@ class walker {
     node& p = *n.parent;
     std::error_code ec;
     n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
-    if (ec) return j_.source_failure(p.src, n.name, "opendir", ec), false;
+    if (ec) return j_.source_failure(p.src, n.name, operation::opendir, ec), false;
     if (n.dst_type != file_type::directory) return true;
     n.dst = fs_.open_dir(p.dst, n.name, false, ec);
-    if (ec) return j_.fail("opendir", ec), false;
+    if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
     n.have_dst = true;
     return true;
   }
@@ -49,10 +49,10 @@ class walker {
   bool list_and_merge(node& n, bool root) {
     std::error_code ec;
     n.sl = fs_.list(n.src, ec);
-    if (ec) return j_.fail("list", ec), false;  // and delete nothing below: unreadable is not empty
+    if (ec) return j_.fail(side::source, operation::list, ec), false;  // and delete nothing below: unreadable is not empty
     if (!n.cold && n.have_dst) {
       n.dl = fs_.list(n.dst, ec);
-      if (ec) return j_.fail("list", ec), false;
+      if (ec) return j_.fail(side::destination, operation::list, ec), false;
     }
     const auto by_name = [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; };
     std::sort(n.sl.begin(), n.sl.end(), by_name);
@@ -96,7 +96,7 @@ class walker {
       default:
         // special files are never opened: opening a FIFO blocks, a device may have side effects
         if (s_.opt.specials) return decide_special(n, e.name, de, p);
-        j_.skip(p.type, "open", errc::special_file);
+        j_.skip(p.type, operation::open, errc::special_file);
         return verdict::none;
     }
   }
@@ -117,7 +117,7 @@ class walker {
     if (t == file_type::unknown) {
       std::error_code ec;
       const stat_info st = fs_.stat(n.dst, de.name, false, ec);
-      if (ec) return is_enoent(ec) ? verdict::none : (j_.fail("stat", ec), verdict::none);
+      if (ec) return is_enoent(ec) ? verdict::none : (j_.fail(side::destination, operation::stat, ec), verdict::none);
       t = st.type;
     }
     const bool ex = excluded(t);
@@ -160,9 +160,9 @@ class walker {
     std::error_code ec;
     if (p.type != file_type::symlink) {
       p.src = fs_.stat(s, e.name, false, ec);
-      if (ec) return j_.source_failure(s, e.name, "stat", ec), false;
+      if (ec) return j_.source_failure(s, e.name, operation::stat, ec), false;
       if (p.type != file_type::unknown && p.src.type == file_type::symlink)  // replaced since the listing
-        return j_.vanish("stat", errc::vanished), false;
+        return j_.vanish(operation::stat, errc::vanished), false;
       p.type = p.src.type;
       if (p.type != file_type::symlink) return true;
     }
@@ -183,7 +183,7 @@ class walker {
   bool read_target(handle& s, const std::string& name, plan& p) {
     std::error_code ec;
     p.target = fs_.read_link(s, name, ec);
-    if (ec) return j_.source_failure(s, name, "readlink", ec), false;
+    if (ec) return j_.source_failure(s, name, operation::readlink, ec), false;
     return true;
   }
 
@@ -206,11 +206,11 @@ class walker {
       return true;
     }
     if (excluded(file_type::symlink)) return true;  // excluded: its failure is nobody's business (rsync)
-    if (!is_enoent(ec)) return j_.fail("stat", ec), false;
+    if (!is_enoent(ec)) return j_.fail(side::source, operation::stat, ec), false;
     std::error_code probe;
     fs_.stat(s, name, false, probe);
-    if (is_enoent(probe)) return j_.vanish("stat", errc::vanished), false;
-    return j_.fail("stat", errc::dangling_symlink), false;
+    if (is_enoent(probe)) return j_.vanish(operation::stat, errc::vanished), false;
+    return j_.fail(side::source, operation::stat, errc::dangling_symlink), false;
   }
 
   // Type and (when the type alone does not settle it) stat of a destination entry; false when
@@ -224,7 +224,7 @@ class walker {
     p.dst = fs_.stat(n.dst, name, false, ec);
     if (ec) {
       p.old = file_type::none;
-      return is_enoent(ec) ? true : (j_.fail("stat", ec), false);
+      return is_enoent(ec) ? true : (j_.fail(side::destination, operation::stat, ec), false);
     }
     p.old = p.dst.type;
     return true;
@@ -276,7 +276,7 @@ class walker {
       content_ctx ctx{this, &n.src, &n.dst, &name, p.follow, false, {}};
       const file_pair pair(p.src, p.dst, racy, &content_thunk, &ctx, s_.time.resolution_ns);
       const bool current = s_.cmp.up_to_date(pair);
-      if (ctx.ec) return j_.fail("compare", ctx.ec), verdict::none;
+      if (ctx.ec) return j_.fail(side::source, operation::compare, ctx.ec), verdict::none;
       // The data is current; what is left is metadata, changed by name only where that cannot
       // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise the
       // file is written afresh, and the new inode gets owner, group and mode.
@@ -304,7 +304,7 @@ class walker {
       p.changes = differences(p.src, &p.dst) & ~changed::size;
     } else if (p.dst.mode != p.src.mode) {
       p.set_mode = true;
-      p.op = "chmod";
+      p.op = operation::chmod;
       p.changes = changed::mode;
     } else if (verified_racy && s_.settled(p.src.mtime_ns)) {
       p.set_mtime = p.settle = true;
@@ -320,14 +320,14 @@ class walker {
     p.old = de ? de->type : file_type::none;
     if (p.old == file_type::unknown) {
       const stat_info ds = fs_.stat(n.dst, name, false, ec);
-      if (ec && !is_enoent(ec)) return j_.fail("stat", ec), verdict::none;
+      if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::stat, ec), verdict::none;
       p.old = ec ? file_type::none : ds.type;
       ec.clear();
     }
     if (p.old == file_type::symlink) {
       const std::string current = fs_.read_link(n.dst, name, ec);
       if (!ec && current == p.target) return verdict::none;
-      if (ec && !is_enoent(ec)) return j_.fail("readlink", ec), verdict::none;
+      if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::readlink, ec), verdict::none;
     }
     p.what = plan::step::write;
     p.unseen = n.unseen && p.old == file_type::none;
@@ -342,7 +342,7 @@ class walker {
       if (p.dst.mode == p.src.mode && s_.same_mtime(p.dst, p.src)) return verdict::none;
       p.what = plan::step::meta;
       p.set_mode = p.set_mtime = true;
-      p.op = "chmod";
+      p.op = operation::chmod;
       p.changes = differences(p.src, &p.dst) & ~changed::size;
       return verdict::apply;
     }
@@ -356,14 +356,14 @@ class walker {
     if (s_.dst_known && st.dev == s_.dst_dev && st.ino == s_.dst_ino) {
       // a followed link into a directory that holds the destination: entering it would copy the
       // destination into itself, level after level
-      return j_.fail("opendir", errc::nested_directory);
+      return j_.fail(side::source, operation::opendir, errc::nested_directory);
     }
-    if (s_.opt.one_file_system && st.dev != s_.root_dev) return j_.skip(file_type::directory, "opendir", errc::other_filesystem);
+    if (s_.opt.one_file_system && st.dev != s_.root_dev) return j_.skip(file_type::directory, operation::opendir, errc::other_filesystem);
     // A cycle: the directory is one of the source directories from here up to the root.  Those
     // are all live nodes, so only a directory that is live somewhere needs the walk up.
     if (s_.live(st)) {
       for (const node* a = &n; a; a = a->parent)
-        if (same_identity(a->src_st, st)) return j_.fail("opendir", errc::symlink_cycle);
+        if (same_identity(a->src_st, st)) return j_.fail(side::source, operation::opendir, errc::symlink_cycle);
     }
     if (!probe_dst(n, name, de, p)) return;
     auto child = std::make_unique<node>();
@@ -410,7 +410,7 @@ class walker {
       const bool next = i + 1 < folded.size() && folded[i + 1].first == folded[i].first;
       if (!prev && !next) continue;
       rel_scope scope(j_.rel, *folded[i].second);
-      j_.notice("list", errc::case_collision);
+      j_.notice(side::source, operation::list, errc::case_collision);
     }
   }
 
