@@ -459,9 +459,11 @@ TEST_CASE("posix: a racy copy whose only difference is one byte at offset 3 MiB 
   temp_dir t;
   make_dir(t / "src");
   make_dir(t / "dst");
-  const std::int64_t now = past_ns(0, 0);
-  far_byte_dense_file(t / "src" / "f", 'a', now);  // within the racy window: size+mtime prove nothing
-  far_byte_dense_file(t / "dst" / "f", 'b', now);
+  // Both stamped a minute ahead: the copy's ctime (now) is within the racy window of the source's
+  // mtime however long writing the files takes on a loaded machine, so size+mtime prove nothing.
+  const std::int64_t ahead = past_ns(-60, 0);
+  far_byte_dense_file(t / "src" / "f", 'a', ahead);
+  far_byte_dense_file(t / "dst" / "f", 'b', ahead);
   const treesync::report r = treesync::sync(t / "src", t / "dst");
   CHECK(r.ok());
   CHECK(read_file(t / "dst" / "f") == read_file(t / "src" / "f"));
