@@ -27,8 +27,9 @@
 #   TREESYNC_REPEAT_LABEL picks another label (a ctest -L regex), e.g. `stress` for the SIGKILL crash
 #   test and the MPI tests (about 15 s a run: use a small N).
 #
-# Missing tools (doctest, meson, ninja, clang, pkg-config) are installed with apt-get when running
-# as root; otherwise the script says what to install. So are the sshfs suite's (sshfs, fuse3,
+# Missing tools (doctest, meson, ninja, clang, pkg-config, and Open MPI for the MPI tests) are
+# installed with apt-get when running as root; otherwise the script says what to install. So are
+# the sshfs suite's (sshfs, fuse3,
 # openssh-server, openssh-client: tests/sshfs/); without them, or without /dev/fuse, its tests are
 # reported as skipped, and the summary says why.
 
@@ -122,6 +123,22 @@ if [ -n "$missing" ]; then
   echo "tests/run.sh: missing $missing: the sshfs tests will be skipped (apt-get install ${sshfs_packages[*]})" >&2
 fi
 
+# Open MPI for the MPI tool and its tests (gcc configuration): optional (without it the MPI
+# example is not built, and the summary says so)
+mpi_packages=(libopenmpi-dev openmpi-bin)
+have_mpi() { command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; }
+if ! have_mpi && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  say "missing for the MPI tests: mpicxx/mpirun; installing ${mpi_packages[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get update && apt-get install -y --no-install-recommends "${mpi_packages[@]}"; } ||
+    echo "tests/run.sh: could not install ${mpi_packages[*]}: the MPI tests will not be built" >&2
+fi
+mpi_note=""
+if ! have_mpi; then
+  mpi_note=" (MPI tests not built: no mpicxx/mpirun; apt-get install ${mpi_packages[*]})"
+  echo "tests/run.sh:${mpi_note}" >&2
+fi
+
 say "toolchain"
 cmake --version | head -n 1
 echo "ninja $(ninja --version)"
@@ -197,7 +214,9 @@ for name in $configs; do
   fi
   repeat_note=""
   [ "$repeat" -gt 0 ] && repeat_note=" (label $repeat_label, each test up to $repeat runs until it fails)"
-  results+=("$name: $line, $skipped skipped$sshfs_note$repeat_note ($((SECONDS - start)) s)")
+  this_mpi_note=""
+  [ "$name" = gcc ] && this_mpi_note=$mpi_note
+  results+=("$name: $line, $skipped skipped$sshfs_note$this_mpi_note$repeat_note ($((SECONDS - start)) s)")
   if [ "$rc" != 0 ] || [ "$failed" != 0 ]; then
     [ "$failed" = 0 ] && { sum_failed=$((sum_failed + 1)); sum_total=$((sum_total + 1)); }
     status=1
