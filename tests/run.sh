@@ -29,9 +29,8 @@
 #
 # Missing tools (doctest, meson, ninja, clang, pkg-config, and Open MPI for the MPI tests) are
 # installed with apt-get when running as root; otherwise the script says what to install. So are
-# the sshfs suite's (sshfs, fuse3,
-# openssh-server, openssh-client: tests/sshfs/); without them, or without /dev/fuse, its tests are
-# reported as skipped, and the summary says why.
+# the sshfs suite's (sshfs, fuse3, openssh-server, openssh-client: tests/sshfs/); without them, or
+# without /dev/fuse, its tests are reported as skipped, and the summary says why.
 
 set -uo pipefail
 
