@@ -441,6 +441,17 @@ TEST_CASE("posix_fs::judge_timestamps: a directory stamped one nanosecond off wh
   CHECK(treesync::posix_fs::judge_timestamps(dir, true).ctime);
 }
 
+TEST_CASE("posix_fs::judge_timestamps: a known nanosecond filesystem keeps 1 ns resolution when both stamps end in 0") {
+  stat_info dir;
+  dir.type = file_type::directory;
+  dir.mtime_ns = 1600000000 * second + 123456780;
+  dir.ctime_ns = dir.mtime_ns;
+  CHECK(treesync::posix_fs::judge_timestamps(dir, false).resolution_ns == 10);
+  CHECK(treesync::posix_fs::judge_timestamps(dir, true).resolution_ns == 1);
+  dir.mtime_ns = dir.ctime_ns = 1600000000 * second + 100000000;
+  CHECK(treesync::posix_fs::judge_timestamps(dir, true).resolution_ns == 1);
+}
+
 // ---- the engine over posix_fs, at the same edges ---------------------------------------------------
 
 TEST_CASE("posix: compare::checksum rewrites a file whose only difference is one byte at offset 3 MiB") {
@@ -514,7 +525,10 @@ TEST_CASE("posix: a destination file one nanosecond older than its source, same 
 // mtime and ctime alone; a directory just changed has mtime == ctime, so one root in ten ending
 // in 0 was taken for a 10 ns filesystem and a same-size file one nanosecond older than its source
 // was left alone.  A local filesystem known to keep nanoseconds is now taken at its word.  This
-// case finds such a root (about ten tries) and shows the file is copied.
+// case looks for such a root and shows the file is copied.  The kernel stamps from a coarse clock
+// that advances a tick at a time; where a tick is a whole multiple of 10 ns the last digit never
+// changes and no such root can be made, so the case says so and stops (the unit case above pins
+// the judgement on synthetic stamps either way).
 TEST_CASE("posix: a destination root whose mtime and ctime happen to end in 0 does not hide a file one nanosecond older") {
   temp_dir t;
   make_dir(t / "src");
@@ -528,7 +542,10 @@ TEST_CASE("posix: a destination root whose mtime and ctime happen to end in 0 do
     const struct ::stat st = lstat_of(candidate);
     if (mtime_ns_of(st) % 10 == 0 && ctime_ns_of(st) % 10 == 0 && mtime_ns_of(st) % second != 0) dst = candidate;
   }
-  REQUIRE_FALSE(dst.empty());
+  if (dst.empty()) {
+    MESSAGE("no directory stamp here ends in 0 (the clock's tick keeps the last digit): not checked");
+    return;
+  }
   if (mtime_ns_of(lstat_of(dst / "f")) != m - 1) {
     MESSAGE("this filesystem does not keep nanoseconds: not checked");
     return;
