@@ -126,6 +126,8 @@ enum class errc {
   source_missing,         ///< the source root does not exist (compares equal to std::errc::no_such_file_or_directory)
   destination_parent_missing,  ///< the destination and its parent are missing: not made (no mkdir -p); also == ENOENT
   destination_dangling_symlink,  ///< the destination root is a symlink to nothing: neither followed nor replaced
+  state_ignored,          ///< the state file belongs to another mirror, version or policy set, or is damaged: not used
+  state_not_kept,         ///< no state file is kept for this run (hard_links or backup_dir change what it would record)
 };
 
 namespace detail {
@@ -150,6 +152,9 @@ class error_category_impl final : public std::error_category {
       case errc::source_missing: return "source does not exist";
       case errc::destination_parent_missing: return "the destination's parent directory does not exist";
       case errc::destination_dangling_symlink: return "destination is a dangling symbolic link";
+      case errc::state_ignored:
+        return "state file ignored: it belongs to another source, destination, version or policy set, or is damaged";
+      case errc::state_not_kept: return "no state file kept: hard links and backups change entries it would record";
     }
     return "unknown treesync error";
   }
@@ -279,6 +284,7 @@ enum class operation : unsigned char {
   fsync,
   xattr,
   backup,
+  state,  ///< reading, invalidating or writing the state file (state_file)
   sync,  ///< a whole run of a subtree (treesync_mpi), refused or failed; keep it last (from_string)
 };
 
@@ -304,6 +310,7 @@ inline constexpr const char* to_string(operation o) noexcept {
     case operation::fsync: return "fsync";
     case operation::xattr: return "xattr";
     case operation::backup: return "backup";
+    case operation::state: return "state";
     case operation::sync: return "sync";
   }
   return "?";

@@ -467,6 +467,47 @@ class mock_fs : public detail::mock_store {
     nodes_.at(dst.ino).xattrs = attrs;
   }
 
+  // ---- the state file (state_file): counted and faulted like every other operation -----------
+
+  std::string load_state(const std::filesystem::path& p, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (!begin(op::open_read, p.string(), ec)) return {};
+    const std::uint64_t ino = resolve(p.string(), false, ec);
+    if (ec) return {};
+    const inode& n = nodes_.at(ino);
+    if (n.type != file_type::regular) return ec = make_error_code(errc::special_file), std::string();
+    return n.data;
+  }
+  /// Written under a temporary name in the same directory, then renamed over the file: a fault
+  /// (or an exception thrown by the operation hook: a simulated crash) at either step leaves the
+  /// old file whole.
+  void save_state(const std::filesystem::path& p, std::string_view text, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    auto [parent, name] = split_parent(p.string());
+    const std::string temp = ".treesync-tmp-state";
+    if (!begin(op::open_write, join(parent, temp), ec)) return;
+    const std::uint64_t dir = resolve(parent, true, ec);
+    if (ec) return;
+    dir_handle d{dir, parent};
+    auto& entries = nodes_.at(dir).entries;
+    if (entries.count(temp)) {
+      unlink_tree(entries.at(temp));
+      entries.erase(temp);
+    }
+    const std::uint64_t ino = create_in(dir, temp, file_type::regular, 0644, ec);
+    if (ec) return;
+    nodes_.at(ino).data = std::string(text);
+    rename(d, temp, name, ec);
+  }
+  void drop_state(const std::filesystem::path& p, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    auto [parent, name] = split_parent(p.string());
+    const std::uint64_t dir = resolve(parent, true, ec);
+    if (ec) return;
+    dir_handle d{dir, parent};
+    remove(d, name, ec);
+  }
+
   std::int64_t now() const noexcept {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     return now_;

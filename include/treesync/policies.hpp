@@ -244,6 +244,48 @@ struct stop_t {
 inline constexpr stop_t stop{};
 }  // namespace errors
 
+// [treesync.policy.verify] ----------------------------------------------------------------------
+// How far a run trusts the state file (state_file) about the destination.  The source is always
+// walked and stat'ed; the state file only ever stands in for destination reads.
+
+/// The trust levels, as a run-time value (options::verify).
+enum class verify_level : unsigned char { full, dirs, none };
+
+namespace verify {
+/// Read the whole destination (the default): the state file is written, never trusted.
+struct full_t {
+  static constexpr verify_level level = verify_level::full;
+};
+inline constexpr full_t full{};
+/// Stat each destination directory; where its mtime and ctime (and identity) are those the state
+/// file recorded, take its entries from the state file instead of listing and stat'ing them.
+/// Blind spot: a change to an existing entry that leaves its directory alone (a file's content
+/// edited in place, a chmod or touch of a file) is not seen.
+struct dirs_t {
+  static constexpr verify_level level = verify_level::dirs;
+};
+inline constexpr dirs_t dirs{};
+/// Read nothing of the destination the state file vouches for: plan from the source walk and the
+/// state file, touch the destination only to apply changes.  Blind spot: nothing done to the
+/// destination behind treesync's back is seen (a file deleted, added or edited there) until a
+/// run with verify::dirs or verify::full.
+struct none_t {
+  static constexpr verify_level level = verify_level::none;
+};
+inline constexpr none_t none{};
+}  // namespace verify
+
+/// Keep a state file at `path`: what the run left in the destination (per entry: type, size,
+/// mtime, mode, owner, link target and the destination's own identity and ctime; per directory
+/// its own stamps).  It is written atomically at the end of a run and removed before the run's
+/// first write, so a run killed midway leaves none behind; one from another source, destination,
+/// treesync version or policy set is ignored (a notice says so).  Inside the destination it is
+/// never deleted and never mirrored.  Trusted as the verify level says (default verify::full:
+/// written, not trusted).
+struct state_file {
+  std::filesystem::path path;
+};
+
 // [treesync.policy.flags] -----------------------------------------------------------------------
 
 /// Report what would be done; write nothing.
@@ -385,6 +427,8 @@ struct options {
   std::string subtree;                         ///< see subtree; empty: the whole mirror
   std::size_t frontier_depth = 0;              ///< see frontier; 0: no frontier
   std::function<void(std::string_view rel)> on_subtree;  ///< see frontier
+  std::filesystem::path state;                 ///< see state_file; empty: no state file
+  verify_level verify = verify_level::full;    ///< see verify::full, verify::dirs, verify::none
 };
 
 }  // namespace v0

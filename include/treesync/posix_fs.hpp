@@ -342,6 +342,58 @@ class posix_fs : private detail::posix_io {
   /// Copies the extended attributes of one directory to another.
   void copy_xattrs(dir_handle& src, dir_handle& dst, std::error_code& ec) const { copy_fd_xattrs(src.fd(), dst.fd(), ec); }
 
+  // ---- the state file (state_file): read whole, replaced atomically, removed ----------------------
+
+  /// The state file's content.  Never opens anything but a regular file (a FIFO planted there
+  /// would block, a device could have side effects): opened non-blocking, then checked.
+  std::string load_state(const std::filesystem::path& p, std::error_code& ec) const {
+    std::string out;
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return set_errno(ec), out;
+    struct ::stat st;
+    if (::fstat(fd, &st) != 0) set_errno(ec);
+    else if (!S_ISREG(st.st_mode)) ec = make_error_code(errc::special_file);
+    else ec.clear();
+    if (ec) {
+      ::close(fd);
+      return out;
+    }
+    char buf[1 << 16];
+    for (;;) {
+      const ::ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) set_errno(ec);
+      if (n <= 0) break;
+      out.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    return out;
+  }
+
+  /// Replaces the state file: written to a temporary in its directory, flushed, renamed over it.
+  void save_state(const std::filesystem::path& p, std::string_view text, std::error_code& ec) const {
+    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+    const std::filesystem::path temp = dir / (".treesync-tmp-state-" + std::to_string(::getpid()));
+    ::unlink(temp.c_str());  // a leftover of a killed run of this process id
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return set_errno(ec);
+    std::size_t done = 0;
+    bool ok = true;
+    while (ok && done < text.size()) {
+      const ::ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      ok = n > 0;
+      if (ok) done += static_cast<std::size_t>(n);
+    }
+    if (!ok || ::fsync(fd) != 0) set_errno(ec);
+    if (::close(fd) != 0 && ok) set_errno(ec);
+    if (ok && !ec && ::rename(temp.c_str(), p.c_str()) == 0) return ec.clear();
+    if (!ec) set_errno(ec);
+    ::unlink(temp.c_str());
+  }
+
+  void drop_state(const std::filesystem::path& p, std::error_code& ec) const { check(::unlink(p.c_str()), ec); }
+
   std::int64_t now() const noexcept {
     struct timespec ts;
     ::clock_gettime(CLOCK_REALTIME, &ts);

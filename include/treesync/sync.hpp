@@ -54,6 +54,11 @@ void fold_option(options& o, const P& p) {
     o.cancel = p.flag;
   } else if constexpr (std::is_same_v<T, backup_dir>) {
     o.backup_dir = p.path;
+  } else if constexpr (std::is_same_v<T, state_file>) {
+    o.state = p.path;
+  } else if constexpr (std::is_same_v<T, verify::full_t> || std::is_same_v<T, verify::dirs_t> ||
+                       std::is_same_v<T, verify::none_t>) {
+    o.verify = T::level;
   } else if constexpr (std::is_same_v<T, subtree>) {
     o.subtree = p.rel;
   } else if constexpr (std::is_same_v<T, frontier>) {

@@ -111,7 +111,12 @@ inline constexpr bool is_flag_policy_v =
     std::is_same_v<std::decay_t<P>, preserve_group_t> || std::is_same_v<std::decay_t<P>, hard_links_t> ||
     std::is_same_v<std::decay_t<P>, xattrs_t> || std::is_same_v<std::decay_t<P>, detect_case_collisions_t> ||
     std::is_same_v<std::decay_t<P>, backup_dir> || std::is_same_v<std::decay_t<P>, frontier> ||
-    std::is_same_v<std::decay_t<P>, subtree>;
+    std::is_same_v<std::decay_t<P>, subtree> || std::is_same_v<std::decay_t<P>, state_file>;
+/// The verify levels (verify::full, verify::dirs, verify::none): one category.
+template <class P>
+inline constexpr bool is_verify_policy_v = std::is_same_v<std::decay_t<P>, verify::full_t> ||
+                                           std::is_same_v<std::decay_t<P>, verify::dirs_t> ||
+                                           std::is_same_v<std::decay_t<P>, verify::none_t>;
 
 /// How many categories P belongs to: a policy must belong to exactly one.
 template <class P>
@@ -119,7 +124,8 @@ inline constexpr int policy_category_count_v =
     int(is_compare_policy_v<P>) + int(is_deletion_policy_v<P>) + int(is_links_policy_v<P>) +
     int(is_exclude_policy_v<P>) + int(is_write_policy_v<P>) + int(is_errors_policy_v<P>) +
     int(is_observer_policy_v<P>) + int(is_dry_run_policy_v<P>) + int(is_allow_empty_source_policy_v<P>) +
-    int(is_jobs_policy_v<P>) + int(is_cancel_policy_v<P>) + int(is_flag_policy_v<P>) + int(is_options_v<P>);
+    int(is_jobs_policy_v<P>) + int(is_cancel_policy_v<P>) + int(is_flag_policy_v<P>) + int(is_options_v<P>) +
+    int(is_verify_policy_v<P>);
 
 template <class P>
 inline constexpr bool is_policy_v = policy_category_count_v<P> == 1;
@@ -184,7 +190,24 @@ concept policy = is_policy_v<P>;
 /// Optional:
 ///   time_model timestamps(dir_handle&, error_code&);  // what the filesystem under a directory
 ///                                                      // keeps; absent: ns mtimes and a ctime
+///   std::string load_state(const path&, error_code&);             // the state file (state_file):
+///   void save_state(const path&, std::string_view, error_code&);  // read whole, replaced
+///   void drop_state(const path&, error_code&);                    // atomically, removed; absent:
+///                                                                  // no state file is kept
 namespace detail {
+template <class FS, class = void>
+struct has_state_ops : std::false_type {};
+template <class FS>
+struct has_state_ops<
+    FS, std::void_t<decltype(std::string(std::declval<FS&>().load_state(std::declval<const std::filesystem::path&>(),
+                                                                        std::declval<std::error_code&>()))),
+                    decltype(std::declval<FS&>().save_state(std::declval<const std::filesystem::path&>(),
+                                                            std::declval<std::string_view>(),
+                                                            std::declval<std::error_code&>())),
+                    decltype(std::declval<FS&>().drop_state(std::declval<const std::filesystem::path&>(),
+                                                            std::declval<std::error_code&>()))>>
+    : std::true_type {};
+
 template <class FS, class = void>
 struct has_timestamps : std::false_type {};
 template <class FS>
@@ -398,6 +421,8 @@ template <class P>
 struct is_cancel : std::bool_constant<is_cancel_policy_v<P>> {};
 template <class P>
 struct is_options : std::bool_constant<is_options_v<P>> {};
+template <class P>
+struct is_verify : std::bool_constant<is_verify_policy_v<P>> {};
 template <class F>
 struct is_exactly {
   template <class P>
@@ -493,6 +518,9 @@ constexpr bool check_policies() {
                 "treesync::sync: more than one frontier given");
   static_assert(count_in_pack<is_exactly<subtree>::template test, Ps...> <= 1,
                 "treesync::sync: more than one subtree given");
+  static_assert(count_in_pack<is_exactly<state_file>::template test, Ps...> <= 1,
+                "treesync::sync: more than one state_file given");
+  static_assert(count_in_pack<is_verify, Ps...> <= 1, "treesync::sync: more than one verify level given");
   return (true && ... && check_one_policy<std::decay_t<Ps>>());
 }
 

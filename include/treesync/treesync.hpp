@@ -14,6 +14,7 @@
 //   policies.hpp         compare, deletion, links, write, errors, the flags, treesync::options
 //   filter.hpp           exclusion: glob, exclude, filter (rsync rules), predicate combinators
 //   traits.hpp           how a policy is recognised; the filesystem requirements; the policy pack
+//   detail/manifest.hpp  the state file (state_file): records, their text, what a run trusts
 //   detail/state.hpp     what a run shares, a directory pair in flight, a plan, the journal
 //   detail/apply.hpp     the applier (every write, one install path) and the pruner
 //   detail/walk.hpp      the walker (lists, merges, decides)
@@ -61,6 +62,7 @@
 #include "policies.hpp"
 #include "filter.hpp"
 #include "traits.hpp"
+#include "detail/manifest.hpp"
 #include "detail/state.hpp"
 #include "detail/apply.hpp"
 #include "detail/walk.hpp"

@@ -57,7 +57,7 @@ class pruner {
   }
 
   /// A destination entry inside the backup directory's own path: never deleted.
-  bool is_backup_dir() const { return !s_.backup_rel.empty() && j_.rel == s_.backup_rel; }
+  bool is_backup_dir() const { return (!s_.backup_rel.empty() && j_.rel == s_.backup_rel) || s_.is_state_file(j_.rel); }
 
  private:
   // One directory of a tree being deleted.
@@ -261,6 +261,7 @@ class applier {
   /// Carries out an entry's plan in its directory `n`.  Returns whether the directory's entries
   /// changed (its mtime is then restored when it is finished).
   bool apply(node& n, const std::string& name, const plan& p) {
+    if (!s_.before_write()) return false;
     if (p.what == plan::step::meta) return touch(n.dst, name, p), false;
     prepare_write(n);
     switch (p.type) {
@@ -295,6 +296,7 @@ class applier {
   /// subtree (frontier); inside a staged directory the name is final already.
   bool make_dir(node& n) {
     node& p = *n.parent;
+    if (!s_.before_write()) return false;
     std::error_code ec;
     const bool stage =
         !p.unseen && n.dst_type == file_type::none && s_.opt.frontier_depth == 0 && p.depth <= open_levels;
@@ -316,6 +318,7 @@ class applier {
 
   /// A directory's metadata, once its content is complete; a staged one then takes its name.
   bool finish_dir(node& n, const dir_plan& p) {
+    if (!s_.before_write()) return false;
     const stat_info& st = n.src_st;
     handle& d = n.dst;
     std::error_code ec;
@@ -340,6 +343,7 @@ class applier {
   /// Another name for a file already in the destination (hard_links), installed at `name` in `d`.
   bool link(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) {
     std::error_code ec;
+    if (!s_.before_write()) return false;
     const std::string made = s_.temp_name();
     fs_.link(fdir, fname, d, made, ec);
     if (ec) return j_.fail(side::destination, operation::link, ec), false;
@@ -348,6 +352,7 @@ class applier {
 
   /// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
   bool remove_file(handle& d, const std::string& name, bool keep_copy) {
+    if (!s_.before_write()) return false;
     if (keep_copy && s_.opt.backup_dir.empty() == false && !is_temp_name(name)) return backup(d, name);
     std::error_code ec;
     fs_.remove(d, name, ec);
@@ -355,6 +360,7 @@ class applier {
     return true;
   }
   bool remove_dir(handle& parent, const std::string& name) {
+    if (!s_.before_write()) return false;
     std::error_code ec;
     fs_.remove_dir(parent, name, ec);
     if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::rmdir, ec), false;
@@ -364,13 +370,13 @@ class applier {
   void open_up(handle& d) {
     std::error_code ec;
     const stat_info self = fs_.stat(d, ".", false, ec);
-    if (!ec && (self.mode & 0200) == 0) fs_.set_mode(d, ".", self.mode | 0700, ec);
+    if (!ec && (self.mode & 0200) == 0 && s_.before_write()) fs_.set_mode(d, ".", self.mode | 0700, ec);
   }
 
   /// A destination directory without write permission is made writable before its first change;
   /// finish_dir restores the source's mode.
   void prepare_write(node& n) {
-    if (n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0) return;
+    if (n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0 || !s_.before_write()) return;
     std::lock_guard<std::mutex> lock(n.mu);
     if (n.made_writable) return;
     std::error_code ec;

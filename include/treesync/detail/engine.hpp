@@ -61,26 +61,38 @@ class worker {
   void run_batch(node& n, std::size_t begin, std::size_t end, std::vector<node*>& children) {
     journal_.set_rel_of(n);
     bool modified = false;
+    std::vector<entry_record> made;  // state_file: what this batch leaves in the directory
     for (std::size_t k = begin; k < end && !s_.halted(); ++k) {
       const auto [i, j] = n.merged[k];
       const dir_entry& e = i == npos ? n.dl[j] : n.sl[i];
+      const dir_entry* de = j == npos ? nullptr : &n.dl[j];
       rel_scope scope(journal_.rel, e.name);
       plan p;
       file_type t = file_type::none;
-      verdict v = i == npos ? walker_.extraneous(n, e, t)
-                            : walker_.source_entry(n, e, j == npos ? nullptr : &n.dl[j], children, p);
+      const std::size_t before = children.size();
+      verdict v = i == npos ? walker_.extraneous(n, e, t) : walker_.source_entry(n, e, de, children, p);
       if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
+      if (v != verdict::none && !walker_.need_dst(n)) continue;
+      bool done = false;
       if (v == verdict::apply) modified |= carry_out(n, e.name, p);
-      if (v == verdict::remove) modified |= remove(n, n.dl[j].name, t);
-      if (v == verdict::clean) modified |= clean(n, e.name, t);
+      if (v == verdict::remove) modified |= done = remove(n, n.dl[j].name, t);
+      if (v == verdict::clean) modified |= done = clean(n, e.name, t);
+      if (s_.recording) record_entry(n, e.name, de, v, p, t, done, children.size() > before, made);
     }
     if (modified) n.modified.store(true);
+    if (!made.empty()) {
+      std::lock_guard<std::mutex> lock(n.mu);
+      for (auto& r : made) n.made.entries.push_back(std::move(r));
+    }
   }
 
-  /// Directory metadata, after the content is complete.
+  /// Directory metadata, after the content is complete; then, with a state file, the directory's
+  /// record.
   void finish_dir(node& n) {
     const dir_plan p = walker_.finish(n);
-    if (apply_ && n.have_dst && !apply_->finish_dir(n, p)) return;
+    const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
+    if (apply_ && writes && n.dst_exists() && (!walker_.need_dst(n) || !apply_->finish_dir(n, p))) return;
+    if (s_.recording) record_dir(n, writes || n.modified.load() || n.made_writable);
     if (p.meta) {
       ++journal_.rep.meta_updated;
       journal_.note(action_kind::update_meta, file_type::directory, 0, 0, {},
@@ -109,6 +121,63 @@ class worker {
   }
 
  private:
+  // state_file: what the run leaves at one name of a directory.  An entry written is stat'ed
+  // afresh; one left alone keeps what was read of it (or what the state file said of it, when
+  // the listing came from there); one removed has no record.
+  void record_entry(node& n, const std::string& name, const dir_entry* de, verdict v, const plan& p, file_type t,
+                    bool removed, bool child, std::vector<entry_record>& out) {
+    entry_record r;
+    r.name = name;
+    if (child) {  // a directory entered: its own record has its stat
+      r.type = file_type::directory;
+    } else if (v == verdict::apply) {
+      std::error_code ec;
+      r.st = s_.fs.stat(n.dst, name, false, ec);
+      if (is_enoent(ec)) return;
+      if (ec) return n.record_failed.store(true);
+      r.type = r.st.type;
+      r.has_stat = true;
+      r.has_target = r.type == file_type::symlink && p.type == file_type::symlink;
+      if (r.has_target) r.target = p.target;
+    } else if (v == verdict::remove || v == verdict::clean) {
+      if (removed) return;
+      r.type = t;
+    } else if (!de) {
+      return;  // nothing at that name
+    } else if (const entry_record* old = n.vouched ? &n.vouched->entries[static_cast<std::size_t>(de - n.dl.data())] : nullptr) {
+      r = *old;  // left alone: what the state file said is still true
+    } else {
+      r.type = p.old != file_type::none ? p.old : t != file_type::none ? t : de->type;
+      r.has_stat = p.dst.type != file_type::none && p.dst.type == r.type;
+      if (r.has_stat) r.st = p.dst;
+      r.has_target = r.type == file_type::symlink && p.type == file_type::symlink && v == verdict::none &&
+                     p.old == file_type::symlink;
+      if (r.has_target) r.target = p.target;
+    }
+    out.push_back(std::move(r));
+  }
+
+  // state_file: a completed directory's record.  Its own stat is taken afresh when the run
+  // changed it (or anything in it), else it is what was read (or recorded) before.
+  void record_dir(node& n, bool changed) {
+    dir_record d;
+    if (changed || n.cold) {
+      std::error_code ec;
+      d.self = s_.fs.stat(n.dst, ".", false, ec);
+      if (ec) return;
+    } else {
+      d.self = n.dst_st;
+    }
+    if (n.record_failed.load()) return;
+    d.settled = s_.settled(std::max(d.self.mtime_ns, d.self.ctime_ns));
+    {
+      std::lock_guard<std::mutex> lock(n.mu);
+      d.entries = std::move(n.made.entries);
+    }
+    std::sort(d.entries.begin(), d.entries.end(), [](const entry_record& a, const entry_record& b) { return a.name < b.name; });
+    s_.state.put(journal_.rel, std::move(d));
+  }
+
   // The one place a dry run differs: there the plan is recorded as if carried out.
   bool carry_out(node& n, const std::string& name, const plan& p) {
     if (apply_) return apply_->apply(n, name, p);
@@ -142,6 +211,7 @@ class worker {
 
   bool create_dir(node& n) {
     node& p = *n.parent;
+    if (apply_ && !walker_.need_dst(p)) return false;
     if (apply_) apply_->prepare_write(p);
     if (n.dst_type != file_type::none) {
       if (pruner_.remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
@@ -192,6 +262,7 @@ class worker {
     stat_info sst;
     if (!ec && descend(s_.fs, sdir, dir, false, ec)) sst = s_.fs.stat(sdir, ".", false, ec);
     if (ec) return journal_.fail(side::source, operation::utime, ec);  // the mtime to restore: unreadable
+    if (!s_.before_write()) return;
     s_.fs.set_mtime(parent, ".", sst.mtime_ns, ec);
     if (ec) journal_.fail(side::destination, operation::utime, ec);
   }
@@ -493,7 +564,9 @@ class engine {
     s_.locate_backups(dst);
     worker<state> first(s_);
     first.record().rel = s_.opt.subtree;
+    if (auto e = load_state(first)) return e;
     if (auto e = open_roots(src, dst, ss, ds, dst_exists, first)) return e;
+    check_state(src, dst, first);
     // The root's listings are taken, and the empty-source guard decided, before any work starts.
     // The root node, and with it the two root handles, lives until the end of the run: whatever
     // comes after the start (hard links, backups, reopening deep directories) goes through them,
@@ -509,6 +582,8 @@ class engine {
     sched.schedule_batches(*r);
     sched.release(first, r);
     sched.run(first);
+    if (s_.state_error) s_.out.errors.push_back({s_.opt.state.string(), operation::state, s_.state_error, side::destination});
+    if (!s_.halted()) save_state();
     if (s_.stop_error) return s_.stop_error;
     if (s_.opt.cancel && s_.opt.cancel->load()) {
       s_.out.cancelled = true;
@@ -518,6 +593,64 @@ class engine {
   }
 
  private:
+  // The state file is read before anything is written (making a missing destination root is a
+  // write); whose it is, is checked once the roots are open.
+  std::error_code load_state(worker<state>& first) {
+    if (s_.opt.state.empty()) return {};
+    if constexpr (!has_state_ops<FS>::value) {
+      first.record().notice(side::destination, operation::state, errc::state_not_kept);
+      return {};
+    } else {
+      const std::error_code ec = s_.state.load();
+      if (ec) first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, ec, side::destination});
+      return {};
+    }
+  }
+
+  void check_state(const std::filesystem::path& src, const std::filesystem::path& dst, worker<state>& first) {
+    if (!s_.state.enabled()) return;
+    std::error_code ec;
+    const std::filesystem::path csrc = s_.fs.canonical(src, ec);
+    const std::filesystem::path cdst = ec ? std::filesystem::path() : s_.fs.canonical(dst, ec);
+    identity_ = state_identity<Cmp, Del, Lnk, Exc>(TREESYNC_STATE_VERSION, ec ? src : csrc, ec ? dst : cdst, s_.opt, s_.time);
+    if (const std::error_code e = s_.state.check(identity_))
+      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, e, side::destination});
+    if (s_.opt.hard_links || !s_.opt.backup_dir.empty()) {  // they change entries outside the walk's view
+      s_.state.disable();
+      first.record().rep.notices.push_back(
+          {s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept), side::destination});
+    }
+    s_.recording = !s_.opt.dry_run && s_.state.keeps();
+  }
+
+  // After a run that was not stopped: directories where something failed lose their record (the
+  // next run reads them), and the state file is written, unless it would say the same again.
+  // Inside the destination, its directory gets its mtime back.
+  void save_state() {
+    if (!s_.recording) return;
+    for (const auto* list : {&s_.out.errors, &s_.out.vanished}) {
+      for (const entry_error& e : *list) {
+        s_.state.forget(e.path);
+        const auto slash = e.path.rfind('/');
+        s_.state.forget(slash == std::string::npos ? s_.opt.subtree : e.path.substr(0, slash));
+      }
+    }
+    handle dir;
+    stat_info before;
+    std::error_code ec;
+    const bool inside = !s_.state_rel.empty() && s_.root && s_.root->have_dst;
+    if (inside) {
+      const auto slash = s_.state_rel.rfind('/');
+      dir = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+      if (!ec && slash != std::string::npos) descend(s_.fs, dir, s_.state_rel.substr(0, slash), false, ec);
+      if (!ec) before = s_.fs.stat(dir, ".", false, ec);
+    }
+    bool written = false;
+    if (const std::error_code e = s_.state.save(identity_, written))
+      return s_.out.errors.push_back({s_.opt.state.string(), operation::state, e, side::destination});
+    if (inside && written && !ec) s_.fs.set_mtime(dir, ".", before.mtime_ns, ec);
+  }
+
   // What refuses the run before anything is touched: a source that is not a directory, a
   // destination of another type, the same or nested directories, an unsafe backup directory.
   std::error_code preflight(const std::filesystem::path& src, const std::filesystem::path& dst, stat_info& ss,
@@ -557,6 +690,7 @@ class engine {
     root->src = s_.fs.open_root(src, ec);
     if (ec) return ec;
     if (dst_exists || !s_.opt.dry_run) {
+      if (!dst_exists && !s_.before_write()) return s_.state_error;
       if (!dst_exists) s_.fs.make_root(dst, 0700, ec);
       if (!dst_exists && is_enoent(ec)) return errc::destination_parent_missing;
       if (!ec) root->dst = s_.fs.open_root(dst, ec);
@@ -591,6 +725,7 @@ class engine {
   }
 
   state s_;
+  std::string identity_;  // the state file's (state_identity)
 };
 
 }  // namespace detail

@@ -7,7 +7,7 @@
 #ifndef TREESYNC_DETAIL_STATE_HPP
 #define TREESYNC_DETAIL_STATE_HPP
 
-#include "../traits.hpp"
+#include "manifest.hpp"
 
 namespace treesync {
 inline namespace v0 {
@@ -72,8 +72,15 @@ struct dir_node {
   bool follow = false;  // reached through a source symlink
   Handle src;
   Handle dst;
-  bool have_dst = false;
+  std::atomic<bool> have_dst{false};  // `dst` is open
+  // verify::none: the destination directory exists but is opened only when something in it is
+  // written or must be read (open_dst); the state file stands in for its listing and stats.
+  bool dst_deferred = false;
   bool cold = false;             // the destination directory is known to be empty: never read it
+  const dir_record* vouched = nullptr;  // the state file's record, taken for its listing
+  dir_record made;                      // what the run leaves in it (state_file), under `mu`
+  std::atomic<bool> record_failed{false};  // an entry written could not be stat'ed: no record
+  bool dst_exists() const noexcept { return have_dst || dst_deferred; }
   // A directory this run creates is populated under a temporary name (`staged`, in the parent)
   // and renamed into place once complete: nothing below it is visible at its final path until
   // then, so its files are written straight to their final names (no temporary, no rename each).
@@ -84,7 +91,7 @@ struct dir_node {
   std::vector<std::pair<std::size_t, std::size_t>> merged;  // indices into sl / dl, npos when absent
   std::atomic<std::size_t> pending{1};
   std::atomic<bool> modified{false};  // entries of the destination directory were added/removed/renamed
-  std::mutex mu;                      // made_writable, closed
+  std::mutex mu;                      // made_writable, closed, made, opening a deferred dst
   bool made_writable = false;         // a read-only destination directory was opened up for a change
   // Deep trees: a node below the fd window closes its handles once its own entries are done and
   // its subdirectories have started, and reopens its destination (checked by dev+ino) to finish.
@@ -188,6 +195,20 @@ bool descend(FS& fs, typename FS::dir_handle& cur, const std::string& rel, bool 
   return true;
 }
 
+/// Opens a node's destination directory if it was deferred (verify::none), and the deferred ones
+/// above it first.  False when it is not open (`ec` says why, if an open failed).
+template <class FS, class Node>
+bool open_dst(FS& fs, Node& n, std::error_code& ec) {
+  if (!n.dst_deferred) return n.have_dst;
+  std::lock_guard<std::mutex> lock(n.mu);  // lock order: a node before its parent, never the reverse
+  if (n.have_dst) return true;
+  if (!n.parent || !open_dst(fs, *n.parent, ec)) return false;
+  n.dst = fs.open_dir(n.parent->dst, n.name, false, ec);
+  if (ec) return false;
+  n.have_dst = true;
+  return true;
+}
+
 // ---- the backup directory ----------------------------------------------------------------------
 
 /// The directory replaced and deleted entries are moved to (backup_dir): entered one component at
@@ -279,7 +300,7 @@ struct run_state {
 
   run_state(FS& f, const Cmp& c, const Del& d, const Lnk& l, const Exc& x, Obs& o, const run_options& op, report& r)
       : fs(f), cmp(c), del(d), lnk(l), exc(x), obs(o), opt(op), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
-        racy_window(f.racy_window()), backups(f, op.backup_dir) {}
+        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify) {}
 
   FS& fs;
   const Cmp& cmp;
@@ -298,6 +319,24 @@ struct run_state {
   std::unique_ptr<node> root;  // the root directory pair, whose handles stay open for the whole run
   backup_tree<FS> backups;
   std::string backup_rel;  // the backup directory's path inside the destination, if it is inside
+  state_keeper<FS> state;
+  bool recording = false;  // a state file is written at the end: completed directories are recorded
+  std::string state_rel;   // the state file's path inside the destination, if it is inside
+  std::error_code state_error;  // the state file could not be removed before the first write
+
+  /// Before every write of the run: the state file is removed first.  False when it cannot be
+  /// (the run then stops: writing would leave a state file that claims more than is true).
+  bool before_write() {
+    std::error_code ec;
+    if (state.before_write(ec)) return true;
+    std::lock_guard<std::mutex> lock(mu);
+    if (!state_error) state_error = ec ? ec : std::make_error_code(std::errc::io_error);
+    if (!stop_error) stop_error = state_error;
+    stopped.store(true);
+    return false;
+  }
+  /// A destination entry that is the state file itself (inside the destination): never touched.
+  bool is_state_file(const std::string& rel) const { return !state_rel.empty() && rel == state_rel; }
 
   std::mutex links_mu;  // hard_links: the first name seen of each multiply-linked source inode
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_name;
@@ -372,20 +411,29 @@ struct run_state {
 
   std::string temp_name() { return temp_stem_ + std::to_string(++temp_counter_); }
 
-  /// The backup directory's path inside the destination ("" when it is outside or unset).
+  /// The backup directory's and the state file's paths inside the destination ("" when outside
+  /// or unset).
   void locate_backups(const std::filesystem::path& dst) {
-    if (opt.backup_dir.empty()) return;
-    const std::filesystem::path b = opt.backup_dir.lexically_normal();
-    if (b.is_relative()) {
-      backup_rel = strip_trailing_separators(b).generic_string();
-    } else {
-      const std::filesystem::path rel = b.lexically_relative(dst.lexically_normal());
-      if (!rel.empty() && *rel.begin() != "..") backup_rel = strip_trailing_separators(rel).generic_string();
-    }
-    if (backup_rel == ".") backup_rel.clear();
+    backup_rel = inside(opt.backup_dir, dst, true);
+    state_rel = inside(opt.state, dst, false);
   }
 
  private:
+  static std::string inside(const std::filesystem::path& p, const std::filesystem::path& dst, bool relative_is_inside) {
+    if (p.empty()) return {};
+    const std::filesystem::path b = p.lexically_normal();
+    std::string rel;
+    if (b.is_relative() && relative_is_inside) {
+      rel = strip_trailing_separators(b).generic_string();
+    } else {
+      const std::filesystem::path base = b.is_relative() ? std::filesystem::current_path() / b : b;
+      const std::filesystem::path r = base.lexically_normal().lexically_relative(
+          dst.is_relative() ? (std::filesystem::current_path() / dst).lexically_normal() : dst.lexically_normal());
+      if (!r.empty() && *r.begin() != "..") rel = strip_trailing_separators(r).generic_string();
+    }
+    return rel == "." ? std::string() : rel;
+  }
+
   std::mutex observer_mu_;  // observers need not be thread-safe
   std::mutex live_mu_;
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> live_;

@@ -38,10 +38,35 @@ class walker {
     n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
     if (ec) return j_.source_failure(p.src, n.name, operation::opendir, ec), false;
     if (n.dst_type != file_type::directory) return true;
+    if (s_.state.level() == verify_level::none && n.depth <= open_levels && s_.state.record(j_.rel)) {
+      n.dst_deferred = true;  // opened when first needed (open_dst): a no-op never opens it
+      return true;
+    }
+    if (!open_dst(fs_, p, ec)) return j_.fail(side::destination, operation::opendir, ec), false;
     n.dst = fs_.open_dir(p.dst, n.name, false, ec);
     if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
     n.have_dst = true;
     return true;
+  }
+
+  /// The destination directory of `n`, opened if it was deferred; false (reported) when it cannot be.
+  bool need_dst(node& n) {
+    std::error_code ec;
+    if (open_dst(fs_, n, ec)) return true;
+    j_.fail(side::destination, operation::opendir, ec ? ec : std::make_error_code(std::errc::bad_file_descriptor));
+    return false;
+  }
+
+  /// The state file's record of a node's destination directory, when the run may take its
+  /// listing from it: verify::none, always; verify::dirs, when the directory's identity and
+  /// stamps are those recorded (and were already past the racy window then).
+  const dir_record* vouched(const node& n) const {
+    const dir_record* r = s_.state.record(j_.rel);
+    if (!r || s_.state.level() == verify_level::none) return r;
+    const stat_info& now = n.dst_st;
+    const bool same = r->settled && same_identity(r->self, now) && r->self.mtime_ns == now.mtime_ns &&
+                      r->self.ctime_ns == now.ctime_ns;
+    return same ? r : nullptr;
   }
 
   /// Lists both sides of a node, sorts, merges.  False when the pair cannot be processed (for the
@@ -50,9 +75,16 @@ class walker {
     std::error_code ec;
     n.sl = fs_.list(n.src, ec);
     if (ec) return j_.fail(side::source, operation::list, ec), false;  // and delete nothing below: unreadable is not empty
-    if (!n.cold && n.have_dst) {
-      n.dl = fs_.list(n.dst, ec);
-      if (ec) return j_.fail(side::destination, operation::list, ec), false;
+    if (!n.cold && n.dst_exists()) {
+      n.vouched = vouched(n);
+      if (n.vouched) {
+        n.dl.reserve(n.vouched->entries.size());
+        for (const entry_record& e : n.vouched->entries) n.dl.push_back({e.name, e.type});
+      } else {
+        if (!need_dst(n)) return false;
+        n.dl = fs_.list(n.dst, ec);
+        if (ec) return j_.fail(side::destination, operation::list, ec), false;
+      }
     }
     const auto by_name = [](const dir_entry& a, const dir_entry& b) { return a.name < b.name; };
     std::sort(n.sl.begin(), n.sl.end(), by_name);
@@ -82,10 +114,11 @@ class walker {
   verdict source_entry(node& n, const dir_entry& e, const dir_entry* de, std::vector<node*>& children, plan& p) {
     ++j_.rep.scanned;
     p.type = e.type;
+    if (s_.is_state_file(j_.rel)) return ++j_.rep.excluded, verdict::none;  // the state file: never mirrored
     if (!resolve(n.src, e, p) || p.type == file_type::none) return verdict::none;  // none: a skipped link
     if (excluded(p.type)) {
       ++j_.rep.excluded;
-      return de && n.have_dst ? verdict::remove : verdict::none;
+      return de && n.dst_exists() ? verdict::remove : verdict::none;
     }
     if (s_.opt.hard_links && p.type == file_type::regular && p.src.nlink > 1 && !first_name(p.src))
       return verdict::none;  // another name of a file already being synced: linked at the end
@@ -113,8 +146,9 @@ class walker {
   /// its own entry of that name): its type, and whether the deletion policy removes it.
   verdict consider_removal(node& n, const dir_entry& de, file_type& t) {
     t = de.type;
-    if (s_.backup_rel == j_.rel && !s_.backup_rel.empty()) return verdict::none;
+    if ((s_.backup_rel == j_.rel && !s_.backup_rel.empty()) || s_.is_state_file(j_.rel)) return verdict::none;
     if (t == file_type::unknown) {
+      if (!need_dst(n)) return verdict::none;
       std::error_code ec;
       const stat_info st = fs_.stat(n.dst, de.name, false, ec);
       if (ec) return is_enoent(ec) ? verdict::none : (j_.fail(side::destination, operation::stat, ec), verdict::none);
@@ -220,6 +254,12 @@ class walker {
     if (!de) return true;
     p.old = de->type;
     if (p.old != file_type::unknown && p.old != p.type) return true;  // d_type tells a type swap
+    if (const stat_info* known = recorded_stat(n, de)) {
+      p.dst = *known;
+      p.old = known->type;
+      return true;
+    }
+    if (!need_dst(n)) return p.old = file_type::none, false;
     std::error_code ec;
     p.dst = fs_.stat(n.dst, name, false, ec);
     if (ec) {
@@ -228,6 +268,23 @@ class walker {
     }
     p.old = p.dst.type;
     return true;
+  }
+
+  // The record of a listed entry, when the listing came from the state file.
+  const entry_record* recorded(const node& n, const dir_entry* de) const {
+    return n.vouched && de ? &n.vouched->entries[static_cast<std::size_t>(de - n.dl.data())] : nullptr;
+  }
+
+  // A destination entry's stat as the state file has it: an entry's own, or for a directory under
+  // verify::none its own record's (under verify::dirs a directory is always stat'ed: its stamps
+  // decide whether its record is taken).
+  const stat_info* recorded_stat(const node& n, const dir_entry* de) const {
+    const entry_record* r = recorded(n, de);
+    if (!r) return nullptr;
+    if (r->has_stat) return &r->st;
+    if (r->type != file_type::directory || s_.state.level() != verify_level::none) return nullptr;
+    const dir_record* d = s_.state.record(j_.rel);
+    return d ? &d->self : nullptr;
   }
 
   // Whether owner or group of the destination file `d` must change to match the source's `s`.
@@ -253,6 +310,7 @@ class walker {
 
   struct content_ctx {
     walker* self;
+    node* n;
     handle* s;
     handle* d;
     const std::string* name;
@@ -264,6 +322,10 @@ class walker {
     auto& c = *static_cast<content_ctx*>(p);
     c.checked = true;
     std::error_code ec;
+    if (!open_dst(c.self->fs_, *c.n, ec)) {  // deferred (verify::none): opened for the comparison
+      c.ec = ec ? ec : std::make_error_code(std::errc::bad_file_descriptor);
+      return true;
+    }
     const bool same = c.self->fs_.same_content(*c.s, *c.name, c.follow, *c.d, *c.name, ec);
     if (ec) c.ec = ec;
     return same || ec;  // undecidable: the engine reports the error and leaves the file alone
@@ -273,7 +335,7 @@ class walker {
     if (!probe_dst(n, name, de, p)) return verdict::none;
     if (p.old == file_type::regular) {
       const bool racy = s_.racily_clean(p.src, p.dst);
-      content_ctx ctx{this, &n.src, &n.dst, &name, p.follow, false, {}};
+      content_ctx ctx{this, &n, &n.src, &n.dst, &name, p.follow, false, {}};
       const file_pair pair(p.src, p.dst, racy, &content_thunk, &ctx, s_.time.resolution_ns);
       const bool current = s_.cmp.up_to_date(pair);
       if (ctx.ec) return j_.fail(side::source, operation::compare, ctx.ec), verdict::none;
@@ -319,12 +381,17 @@ class walker {
     std::error_code ec;
     p.old = de ? de->type : file_type::none;
     if (p.old == file_type::unknown) {
+      if (!need_dst(n)) return verdict::none;
       const stat_info ds = fs_.stat(n.dst, name, false, ec);
       if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::stat, ec), verdict::none;
       p.old = ec ? file_type::none : ds.type;
       ec.clear();
     }
-    if (p.old == file_type::symlink) {
+    const entry_record* r = recorded(n, de);
+    if (p.old == file_type::symlink && r && r->has_target) {
+      if (r->target == p.target) return verdict::none;
+    } else if (p.old == file_type::symlink) {
+      if (!need_dst(n)) return verdict::none;
       const std::string current = fs_.read_link(n.dst, name, ec);
       if (!ec && current == p.target) return verdict::none;
       if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::readlink, ec), verdict::none;
