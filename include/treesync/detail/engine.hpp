@@ -623,16 +623,21 @@ class engine {
     s_.recording = !s_.opt.dry_run && s_.state.keeps();
   }
 
-  // After a run that was not stopped: directories where something failed lose their record (the
-  // next run reads them), and the state file is written, unless it would say the same again.
-  // Inside the destination, its directory gets its mtime back.
+  // After a run that was not stopped: directories where something failed lose their record, and
+  // so do the directories above them (a failure may mean the destination is not what a trusted
+  // record said: the next run reads them again); then the state file is written, unless it would
+  // say the same again.  Inside the destination, its directory gets its mtime back.
   void save_state() {
     if (!s_.recording) return;
     for (const auto* list : {&s_.out.errors, &s_.out.vanished}) {
       for (const entry_error& e : *list) {
-        s_.state.forget(e.path);
-        const auto slash = e.path.rfind('/');
-        s_.state.forget(slash == std::string::npos ? s_.opt.subtree : e.path.substr(0, slash));
+        std::string rel = e.path;
+        for (;;) {
+          s_.state.forget(rel);
+          if (rel.size() <= s_.opt.subtree.size()) break;
+          const auto slash = rel.rfind('/');
+          rel = slash == std::string::npos || slash < s_.opt.subtree.size() ? s_.opt.subtree : rel.substr(0, slash);
+        }
       }
     }
     handle dir;

@@ -154,6 +154,17 @@ class mock_store {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     faults_.clear();
   }
+  /// A simulated crash: from now on (the operation being started included, when called from the
+  /// hook) every operation fails with EIO and changes nothing, as if the machine had stopped;
+  /// what is on "disk" is what a crash at this point leaves.  revive() ends it.
+  void crash() {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    crashed_ = true;
+  }
+  void revive() {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    crashed_ = false;
+  }
   std::size_t faults_triggered() const noexcept {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     return triggered_;
@@ -207,6 +218,7 @@ class mock_store {
     ec.clear();
     ++counters_.by_kind[static_cast<std::size_t>(kind)];
     if (hook_) hook_(kind, path);
+    if (crashed_) return err(ec, std::errc::io_error), false;
     const std::size_t total = counters_.total();
     for (const auto& f : faults_) {
       bool hit = false;
@@ -438,6 +450,7 @@ class mock_store {
   counters counters_;
   std::vector<fault> faults_;
   std::size_t triggered_ = 0;
+  bool crashed_ = false;
   hook_fn hook_;
   mutable std::recursive_mutex mu_;  // jobs{n} calls in from several threads; hooks re-enter
 };
