@@ -76,7 +76,8 @@ const char* mpi_help_text() {
          "  -j, --jobs=N              N worker threads in each rank (default 4; 0 = one per hardware thread)\n"
          "      --max-delete=N        holds for the whole run, summed over the ranks\n"
          "      --exclude-from=FILE   and --include-from: '-' is the stdin of rank 0\n"
-         "  -H, -x, --backup-dir, --progress, --info: usage errors (they span the whole tree or need one process)\n"
+         "  -H, -x, --backup-dir, --progress, --info, --state, --verify: usage errors (they span the whole tree\n"
+         "                            or need one process)\n"
          "  --stats adds a Ranks line; --json adds \"ranks\", \"frontier_depth\" and \"per_rank\".\n";
 }
 
@@ -426,7 +427,7 @@ int main(int argc, char** argv) {
   tool_info tool;
   tool.name = "treesync_mpi";
   tool.help = mpi_help_text;
-  tool.not_supported = {"hard-links", "H", "one-file-system", "x", "backup-dir", "progress", "info"};
+  tool.not_supported = {"hard-links", "H", "one-file-system", "x", "backup-dir", "progress", "info", "state", "verify"};
   tool.not_supported_why = " (use the treesync CLI)";
   const parse_result parsed = parse(argc, argv, tool);
   if (parsed.exit_now) return finish(rank == 0 ? parse_exit(tool, parsed, argc, argv) : parsed.exit_code);

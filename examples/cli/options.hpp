@@ -58,6 +58,9 @@ struct options {
   bool fsync = false;            // --fsync
   bool xattrs = false;           // -X
   std::optional<std::string> backup_dir;
+  std::optional<std::string> state;  // --state=FILE
+  treesync::verify_level verify = treesync::verify_level::full;
+  bool verify_given = false;
   // what is printed
   bool itemize = false;
   bool verbose = false;
@@ -122,6 +125,14 @@ inline const char* help_text() {
       "  -D, --devices             the same as --specials (one library policy covers both)\n"
       "      --backup-dir=DIR      move replaced and deleted DST files into DIR (relative: to DST), same paths;\n"
       "                            not with --inplace (a usage error naming both)\n"
+      "      --state=FILE          keep a state file: what the run left in DST, written at the end of a run that\n"
+      "                            was not stopped, removed before its first write (FILE outside DST is best;\n"
+      "                            inside DST it is never deleted or mirrored); --verify says how far it is trusted\n"
+      "      --verify=LEVEL        with --state: full (the default) reads all of DST, the state file is only\n"
+      "                            written; dirs stats each DST directory and takes the entries of one whose\n"
+      "                            stamps are unchanged from FILE: it misses a file edited in place or chmod'ed\n"
+      "                            in DST; none reads nothing of DST that FILE vouches for: it misses anything\n"
+      "                            done to DST since the last run with FILE (deleted, added, edited entries)\n"
       "      --fsync               fsync every written file and changed directory (survives a power cut)\n"
       "  -A, --acls                not supported yet (a usage error, never silently ignored)\n"
       "  -X, --xattrs              copy extended attributes of what is written (an xattr-only change is not seen)\n"
@@ -374,6 +385,15 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "backup-dir") {
       if (value->empty()) return usage_error("--backup-dir: an empty directory name"), false;
       o.backup_dir = *value;
+    } else if (name == "state") {
+      if (value->empty()) return usage_error("--state: an empty file name"), false;
+      o.state = *value;
+    } else if (name == "verify") {
+      if (*value == "full") o.verify = treesync::verify_level::full;
+      else if (*value == "dirs") o.verify = treesync::verify_level::dirs;
+      else if (*value == "none") o.verify = treesync::verify_level::none;
+      else return usage_error("--verify=" + display(*value) + ": expected full, dirs or none"), false;
+      o.verify_given = true;
     } else if (name == "fsync") o.fsync = true;
     else if (name == "acls" || name == "A") unsupported.push_back("-A/--acls (the library has no ACL policy)");
     else if (name == "xattrs" || name == "X") o.xattrs = true;
@@ -390,7 +410,8 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   };
 
   static const char* const long_with_value[] = {"max-delete", "exclude",  "exclude-from", "include", "include-from",
-                                                "filter",     "modify-window", "jobs",   "backup-dir", "info"};
+                                                "filter",     "modify-window", "jobs",   "backup-dir", "info",
+                                                "state",      "verify"};
   const auto takes_value = [](std::string_view name) {
     if (name == "j" || name == "f") return true;
     for (const char* n : long_with_value)
@@ -470,6 +491,11 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   }
   if (compare_given == 2) {
     usage_error("-c/--checksum, --size-only and -u/--update exclude each other");
+    return r;
+  }
+  if (o.verify_given && o.verify != treesync::verify_level::full && !o.state) {
+    usage_error("--verify=" + std::string(o.verify == treesync::verify_level::dirs ? "dirs" : "none") +
+                " needs --state=FILE (the state file is what it trusts)");
     return r;
   }
   if (o.inplace && o.backup_dir) {

@@ -422,9 +422,17 @@ inline void print_errors(const treesync::report& r, const roots& at) {
   const auto where = [&at](const treesync::entry_error& e) {
     return std::string(treesync::to_string(e.side)) + ' ' + display(at.full_path(e));
   };
-  for (const auto& e : r.errors)
+  for (const auto& e : r.errors) {
+    if (e.operation == treesync::operation::state) {  // the state file's own path, not an entry of DST
+      std::fprintf(stderr, "treesync: state file %s: %s\n", display(e.path).c_str(), e.code.message().c_str());
+      continue;
+    }
     std::fprintf(stderr, "treesync: %s %s (%s): %s\n", treesync::to_string(e.operation),
                  e.path.empty() ? "." : display(e.path).c_str(), where(e).c_str(), e.code.message().c_str());
+  }
+  for (const auto& e : r.notices)
+    if (e.operation == treesync::operation::state)
+      std::fprintf(stderr, "treesync: notice: state file %s: %s\n", display(e.path).c_str(), e.code.message().c_str());
   for (const auto& e : r.vanished)
     std::fprintf(stderr, "treesync: %s %s (%s): %s (the source changed during the run; the next run retries it)\n",
                  treesync::to_string(e.operation), e.path.empty() ? "." : display(e.path).c_str(), where(e).c_str(),

@@ -114,6 +114,8 @@ inline treesync::options library_options(const options& o, unsigned jobs, const 
   t.jobs = jobs;
   t.cancel = cancel;
   t.backup_dir = backup_dir;
+  if (o.state) t.state = *o.state;
+  t.verify = o.verify;
   return t;
 }
 

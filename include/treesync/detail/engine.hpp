@@ -623,14 +623,16 @@ class engine {
     s_.recording = !s_.opt.dry_run && s_.state.keeps();
   }
 
-  // After a run that was not stopped: directories where something failed lose their record, and
-  // so do the directories above them (a failure may mean the destination is not what a trusted
-  // record said: the next run reads them again); then the state file is written, unless it would
-  // say the same again.  Inside the destination, its directory gets its mtime back.
+  // After a run that was not stopped: directories where something failed in the destination lose
+  // their record, and so do the directories above them (a failure there may mean the destination
+  // is not what a trusted record said: the next run reads them again; a source failure leaves
+  // the destination entry as it was, and as recorded); then the state file is written, unless it
+  // would say the same again.  Inside the destination, its directory gets its mtime back.
   void save_state() {
     if (!s_.recording) return;
-    for (const auto* list : {&s_.out.errors, &s_.out.vanished}) {
+    for (const auto* list : {&s_.out.errors}) {
       for (const entry_error& e : *list) {
+        if (e.side == side::source) continue;
         std::string rel = e.path;
         for (;;) {
           s_.state.forget(rel);
