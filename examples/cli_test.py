@@ -1850,6 +1850,92 @@ def test_error_sides():
           "dangling symlinks in the destination are replaced (only the dangling source link fails) (%r)" % err)
 
 
+def test_state():
+    """--state=FILE and --verify: the state file is written, a no-op leaves it alone, each level's
+    blind spot is what --help says, a state file inside DST is neither deleted nor mirrored, and
+    a FIFO or garbage at its path neither hangs nor misleads the run."""
+    w = fresh("state")
+    src, dst, state = os.path.join(w, "src"), os.path.join(w, "dst"), os.path.join(w, "mirror.state")
+    for i in range(3):
+        write(os.path.join(src, "d%d" % i, "f.h"), "file %d\n" % i)
+        write(os.path.join(src, "d%d" % i, "g.h"), "other %d\n" % i)
+    age(src)
+    rc, out, err = run("--state=" + state, src, dst)
+    check(rc == 0 and os.path.isfile(state), "a run with --state writes the state file (%r)" % err)
+    with open(state, "rb") as f:
+        first = f.read()
+    check(first.startswith(b"treesync-state 1\n"), "it is a treesync state file")
+    before = os.stat(state).st_mtime_ns
+    for level in ("full", "dirs", "none"):
+        rc, out, err = run("-iq", "--state=" + state, "--verify=" + level, src, dst)
+        check(rc == 0 and data_changes(out) == [], "--verify=%s: a no-op changes nothing (%r %r)" % (level, out, err))
+    rc, out, err = run("--state=" + state, "--verify=none", src, dst)
+    check(os.stat(state).st_mtime_ns == before or open(state, "rb").read() == first,
+          "a no-op leaves the state file as it was")
+    same_tree(src, dst, "the mirror is exact")
+
+    # the blind spots, as --help states them (once the directories' stamps are older than the racy
+    # window, 1 s: a directory changed within it is always read)
+    time.sleep(1.2)
+    rc, out, err = run("--state=" + state, src, dst)
+    os.unlink(os.path.join(dst, "d1", "f.h"))
+    rc, out, err = run("--state=" + state, "--verify=none", src, dst)
+    check(rc == 0 and not os.path.exists(os.path.join(dst, "d1", "f.h")),
+          "--verify=none: a file deleted in DST since the last run is not seen")
+    rc, out, err = run("--state=" + state, "--verify=dirs", src, dst)
+    check(rc == 0 and os.path.isfile(os.path.join(dst, "d1", "f.h")), "--verify=dirs: the deletion is seen and repaired")
+    with open(os.path.join(dst, "d2", "g.h"), "r+b") as f:  # edited in place, same size
+        f.write(b"OTHER")
+    rc, out, err = run("--state=" + state, "--verify=dirs", src, dst)
+    with open(os.path.join(dst, "d2", "g.h"), "rb") as f:
+        check(f.read().startswith(b"OTHER"), "--verify=dirs: a file edited in place in DST is not seen")
+    rc, out, err = run("--state=" + state, "--verify=full", src, dst)
+    same_tree(src, dst, "--verify=full sees the edit and repairs it")
+
+    # a change in SRC is applied at every level
+    write(os.path.join(src, "d0", "new.h"), "new")
+    rc, out, err = run("-i", "--state=" + state, "--verify=none", src, dst)
+    check(rc == 0 and any(l.endswith("d0/new.h") for l in lines(out)), "--verify=none applies a source change (%r)" % out)
+    same_tree(src, dst, "and the mirror is exact")
+
+    # a damaged state file: a notice, a full run, a new state file
+    with open(state, "wb") as f:
+        f.write(first[: len(first) // 2])
+    os.unlink(os.path.join(dst, "d0", "g.h"))
+    rc, out, err = run("--state=" + state, "--verify=none", src, dst)
+    check(rc == 0 and "notice: state file" in err and "ignored" in err, "a damaged state file is ignored with a notice (%r)" % err)
+    same_tree(src, dst, "and the run reads DST in full")
+    with open(state, "rb") as f:
+        check(f.read().startswith(b"treesync-state 1\n") and f.read() is not None, "and writes a good one")
+
+    # a FIFO planted at the state file's path: never opened for reading in a way that blocks
+    os.unlink(state)
+    os.mkfifo(state)
+    rc, out, err = run("--state=" + state, "--verify=none", src, dst, timeout=60)
+    check(rc == 0 and "notice: state file" in err, "a FIFO at the state path does not hang the run (%r)" % err)
+
+    # inside DST: neither deleted nor mirrored; a no-op run does not change DST
+    d2 = os.path.join(w, "dst2")
+    inner = os.path.join(d2, ".treesync.state")
+    write(os.path.join(src, ".treesync.state"), "a source file of that name is not mirrored")
+    age(src)
+    rc, out, err = run("--state=" + inner, src, d2)
+    check(rc == 0 and open(inner, "rb").read().startswith(b"treesync-state 1"), "a state file inside DST is written")
+    rc, out, err = run("-iq", "--state=" + inner, src, d2)
+    check(rc == 0 and os.path.isfile(inner) and data_changes(out) == [], "it is neither deleted nor replaced (%r)" % out)
+    snap = snapshot(d2)
+    rc, out, err = run("-iq", "--state=" + inner, "--verify=dirs", src, d2)
+    check(rc == 0 and snapshot(d2) == snap, "a no-op leaves DST, its state file included, as it was")
+    os.unlink(os.path.join(src, ".treesync.state"))
+
+    rc, out, err = run("--verify=none", src, dst)
+    check(rc == 1 and "--verify=none needs --state=FILE" in err, "--verify=none without --state is a usage error (%r)" % err)
+    rc, out, err = run("--state=" + state, "--verify=some", src, dst)
+    check(rc == 1 and "expected full, dirs or none" in err, "an unknown level is a usage error (%r)" % err)
+    rc, out, err = run("--help")
+    check("--state=FILE" in out and "--verify=LEVEL" in out and "misses" in out, "--help states the levels' blind spots")
+
+
 def test_json_usage():
     w = fresh("json_usage")
     src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
@@ -1923,6 +2009,7 @@ GROUPS = {
     "settled": test_settled,
     "refusal_messages": test_refusal_messages,
     "error_sides": test_error_sides,
+    "state": test_state,
     "json_usage": test_json_usage,
     "json_utf8": test_json_utf8,
 }

@@ -126,6 +126,7 @@ class worker {
   // the listing came from there); one removed has no record.
   void record_entry(node& n, const std::string& name, const dir_entry* de, verdict v, const plan& p, file_type t,
                     bool removed, bool child, std::vector<entry_record>& out) {
+    if (s_.is_state_file(journal_.rel)) return;  // it changes with every save: never recorded
     entry_record r;
     r.name = name;
     if (child) {  // a directory entered: its own record has its stat
@@ -170,12 +171,22 @@ class worker {
     }
     if (n.record_failed.load()) return;
     d.settled = s_.settled(std::max(d.self.mtime_ns, d.self.ctime_ns));
+    if (holds_state_file(journal_.rel)) {  // every save changes its ctime: not recorded, never vouched by stamps
+      d.self.ctime_ns = 0;
+      d.settled = false;
+    }
     {
       std::lock_guard<std::mutex> lock(n.mu);
       d.entries = std::move(n.made.entries);
     }
     std::sort(d.entries.begin(), d.entries.end(), [](const entry_record& a, const entry_record& b) { return a.name < b.name; });
     s_.state.put(journal_.rel, std::move(d));
+  }
+
+  bool holds_state_file(const std::string& rel) const {
+    if (s_.state_rel.empty()) return false;
+    const auto slash = s_.state_rel.rfind('/');
+    return slash == std::string::npos ? rel == s_.opt.subtree : rel == s_.state_rel.substr(0, slash);
   }
 
   // The one place a dry run differs: there the plan is recorded as if carried out.
