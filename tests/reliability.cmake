@@ -4,6 +4,7 @@
 #
 #   treesync.crash      tests/crash/crash_test.sh on the CLI: SIGKILL at random moments, cold and
 #                       churn, then no partial file at a final name and exact convergence (~15 s)
+#   treesync.crash.state  the same, every run with --state and --verify=none
 #   treesync.fuzz       tests/fuzz/run.sh: each libFuzzer target for TREESYNC_FUZZ_SECONDS (30);
 #                       only with clang++ and without TREESYNC_SANITIZE (one CI configuration);
 #                       skipped when libFuzzer is missing
@@ -20,6 +21,12 @@ if(TREESYNC_TEST_CRASH AND TREESYNC_BUILD_EXAMPLES AND TREESYNC_BASH AND UNIX)
                    "$<TARGET_FILE:treesync_cli>" 6)
   # stress: SIGKILL at random moments, ~15 s a run (`ctest -L stress --repeat until-fail:20`)
   set_tests_properties(treesync.crash PROPERTIES LABELS "reliability;stress" TIMEOUT 300)
+  # the same with a state file trusted fully (--state, --verify=none): a killed run leaves none
+  # that misleads the next (issue 15)
+  add_test(NAME treesync.crash.state
+           COMMAND "${TREESYNC_BASH}" "${CMAKE_CURRENT_SOURCE_DIR}/crash/crash_test.sh"
+                   "$<TARGET_FILE:treesync_cli>" 6 --state)
+  set_tests_properties(treesync.crash.state PROPERTIES LABELS "reliability;stress" TIMEOUT 300)
 endif()
 
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND NOT TREESYNC_SANITIZE AND TREESYNC_BASH

@@ -15,13 +15,18 @@
 # landed mid-run (the others had already finished: still checked).
 set -uo pipefail
 
-cli=${1:?usage: crash_test.sh TREESYNC_CLI [TRIALS]}
+cli=${1:?usage: crash_test.sh TREESYNC_CLI [TRIALS] [--state]}
 trials=${2:-6}
+# --state (issue 15): every run keeps a state file (outside DST) and the runs after the first trust
+# it fully (--verify=none).  A killed run must never leave a state file that claims more than is
+# true: the re-run plans from it alone, and `diff -r` then shows whether it was misled.
+state_args=()
 # tmpfs when there is one: creating files right after a mass rm -rf is slow on ext4 (seen here)
 base=${TREESYNC_CRASH_DIR:-$([ -d /dev/shm ] && [ -w /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")}
 work=$(mktemp -d "$base/treesync-crash-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 src=$work/src dst=$work/dst
+if [ "${3:-}" = --state ]; then state_args=(--state="$work/mirror.state" --verify=none); fi
 fail=0 mid=0 total=0
 
 say() { printf '%s\n' "$*"; }
@@ -63,7 +68,7 @@ check_no_partial() {
 }
 
 converge() {
-  "$cli" "$src" "$dst" >/dev/null 2>"$work/err"
+  "$cli" "${state_args[@]}" "$src" "$dst" >/dev/null 2>"$work/err"
   local rc=$?
   [ "$rc" = 0 ] || { bad "$1: the re-run exited $rc: $(head -c 300 "$work/err")"; return; }
   if [ -n "$(find "$dst" -name '.treesync-tmp-*' -print -quit)" ]; then bad "$1: temporaries left after the re-run"; fi
@@ -76,7 +81,7 @@ converge() {
 
 trial() {  # $1 = label, $2 = the window kills land in (ms)
   total=$((total + 1))
-  "$cli" "$src" "$dst" >/dev/null 2>&1 &
+  "$cli" "${state_args[@]}" "$src" "$dst" >/dev/null 2>&1 &
   local pid=$!
   # a random moment within the measured length of a cold run
   local ms=$((RANDOM % $2))
@@ -89,7 +94,7 @@ trial() {  # $1 = label, $2 = the window kills land in (ms)
 
 make_tree
 t0=$(date +%s%N)
-"$cli" "$src" "$dst" >/dev/null 2>&1
+"$cli" "${state_args[@]}" "$src" "$dst" >/dev/null 2>&1
 span=$(( ($(date +%s%N) - t0) / 1000000 + 1 ))
 say "a cold run takes ${span} ms: kills land at random in [0, ${span}) ms"
 for i in $(seq 1 "$trials"); do
@@ -100,5 +105,5 @@ for i in $(seq 1 "$trials"); do
   churn
   trial "churn $i" $((span / 4 + 1))  # a churn run does less
 done
-say "crash test: $total trials ($mid killed mid-run), $([ $fail = 0 ] && echo ok || echo FAILED)"
+say "crash test${state_args[*]:+ (${state_args[*]})}: $total trials ($mid killed mid-run), $([ $fail = 0 ] && echo ok || echo FAILED)"
 exit "$fail"
