@@ -271,6 +271,19 @@ TEST_CASE("state_file: a damaged state file is ignored with a notice and replace
   CHECK(m.parse(fs.read("/state/mirror.state")));
 }
 
+TEST_CASE("state_file: a destination root removed and made again is not trusted, whatever the level") {
+  mock_fs fs;
+  small_tree(fs);
+  (void)run(fs, verify_level::full);
+  fs.remove("/dst");
+  fs.mkdir("/dst");
+  const auto r = run(fs, verify_level::none);
+  CHECK(r.ok());
+  REQUIRE(r.notices.size() == 1);
+  CHECK(r.notices[0].code == treesync::errc::state_ignored);
+  CHECK(treesync_test::exact_mirror_diff(fs, "/src", "/dst") == "");
+}
+
 TEST_CASE("state_file: a state file of other policies is ignored") {
   mock_fs fs;
   small_tree(fs);
@@ -392,6 +405,19 @@ TEST_CASE("verify::full: a state file changes nothing of what a run reads") {
   without.watch(plain);
   (void)treesync::sync(plain, "/src", "/dst", treesync::links::preserve);
   CHECK(with.seen == without.seen);
+}
+
+TEST_CASE("verify::none: an entry added to or removed from the destination root behind its back is seen") {
+  mock_fs fs;
+  small_tree(fs);
+  (void)run(fs, verify_level::full);
+  fs.remove("/dst/top.txt");
+  fs.write("/dst/stray", "not in the source");
+  fs.advance(10s);
+  const auto r = run(fs, verify_level::none);
+  CHECK(r.created == 1);
+  CHECK(r.deleted == 1);
+  CHECK(treesync_test::exact_mirror_diff(fs, "/src", "/dst") == "");
 }
 
 TEST_CASE("verify::none: a source change is applied, opening only the directories it writes in") {

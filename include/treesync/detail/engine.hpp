@@ -624,8 +624,15 @@ class engine {
     const std::filesystem::path csrc = s_.fs.canonical(src, ec);
     const std::filesystem::path cdst = ec ? std::filesystem::path() : s_.fs.canonical(dst, ec);
     identity_ = state_identity<Cmp, Del, Lnk, Exc>(TREESYNC_STATE_VERSION, ec ? src : csrc, ec ? dst : cdst, s_.opt, s_.time);
-    if (const std::error_code e = s_.state.check(identity_))
-      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, e, side::destination});
+    std::error_code e = s_.state.check(identity_);
+    // a destination root made anew since (removed and made again, another filesystem mounted
+    // there): nothing the records say of it holds
+    const dir_record* root = s_.state.record(s_.opt.subtree);
+    if (!e && root && s_.root && !s_.root->cold && !same_identity(root->self, s_.root->dst_st)) {
+      s_.state.distrust();
+      e = errc::state_ignored;
+    }
+    if (e) first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, e, side::destination});
     if (s_.opt.hard_links || !s_.opt.backup_dir.empty()) {  // they change entries outside the walk's view
       s_.state.disable();
       first.record().rep.notices.push_back(

@@ -325,6 +325,9 @@ class state_keeper {
     return {};
   }
 
+  /// The records are not trusted after all (the destination root is not the one recorded).
+  void distrust() noexcept { trusted_ = false; }
+
   /// No state file is kept for this run (one that exists is still removed before the first write).
   void disable() noexcept { keep_ = false; }
   bool keeps() const noexcept { return enabled_ && keep_; }

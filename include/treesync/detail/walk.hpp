@@ -58,15 +58,16 @@ class walker {
   }
 
   /// The state file's record of a node's destination directory, when the run may take its
-  /// listing from it: verify::none, always; verify::dirs, when the directory's identity and
-  /// stamps are those recorded (and were already past the racy window then).
+  /// listing from it: verify::dirs, when the directory's identity and stamps are those recorded
+  /// (and were already past the racy window then); verify::none, always, but for the root, whose
+  /// stat the run has anyway: its stamps must match too.
   const dir_record* vouched(const node& n) const {
     const dir_record* r = s_.state.record(j_.rel);
-    if (!r || s_.state.level() == verify_level::none) return r;
+    const bool none = s_.state.level() == verify_level::none;
+    if (!r || (none && n.parent)) return r;
     const stat_info& now = n.dst_st;
-    const bool same = r->settled && same_identity(r->self, now) && r->self.mtime_ns == now.mtime_ns &&
-                      r->self.ctime_ns == now.ctime_ns;
-    return same ? r : nullptr;
+    const bool same = same_identity(r->self, now) && r->self.mtime_ns == now.mtime_ns && r->self.ctime_ns == now.ctime_ns;
+    return same && (none || r->settled) ? r : nullptr;
   }
 
   /// Lists both sides of a node, sorts, merges.  False when the pair cannot be processed (for the
