@@ -72,7 +72,7 @@ class worker {
       const std::size_t before = children.size();
       verdict v = i == npos ? walker_.extraneous(n, e, t) : walker_.source_entry(n, e, de, children, p);
       if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
-      if (v != verdict::none && !walker_.need_dst(n)) continue;
+      if (v != verdict::none && n.dst_deferred && !walker_.need_dst(n)) continue;
       bool done = false;
       if (v == verdict::apply) modified |= carry_out(n, e.name, p);
       if (v == verdict::remove) modified |= done = remove(n, n.dl[j].name, t);
@@ -222,7 +222,7 @@ class worker {
 
   bool create_dir(node& n) {
     node& p = *n.parent;
-    if (apply_ && !walker_.need_dst(p)) return false;
+    if (apply_ && p.dst_deferred && !walker_.need_dst(p)) return false;
     if (apply_) apply_->prepare_write(p);
     if (n.dst_type != file_type::none) {
       if (pruner_.remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
