@@ -240,3 +240,68 @@ TEST_CASE("sshfs: a warm no-op sshfs->sshfs reads no file data at the server") {
   CHECK(r.reads == 0);
   CHECK(r.read_opens == 0);
 }
+
+// ---- the state file over sshfs (issue 15) -----------------------------------------------------------
+
+namespace {
+
+/// local->sshfs with a state file on local disk: a cold run, a settling run (verify::full), then
+/// the warm no-op at `level`, counted at the server.
+requests warm_noop_with_state(treesync::verify_level level) {
+  const sshfs_fixture fx = the_fixture();
+  const temp_dir on_mount;
+  const temp_dir local(fs::temp_directory_path());
+  const fs::path src = local.path() / "src";
+  const fs::path dst = on_mount / "dst";
+  make_tree(src);
+  treesync::options o;
+  o.state = local.path() / "mirror.state";
+  REQUIRE(treesync::sync(src, dst, o).ok());
+  REQUIRE(treesync::sync(src, dst, o).ok());
+  o.verify = level;
+  treesync::report warm;
+  const requests r = server_requests(fx, on_mount.path(), [&] { warm = treesync::sync(src, dst, o); });
+  std::printf("sshfs local->sshfs warm no-op with a state file, verify level %d: the server saw %s\n", int(level),
+              r.summary().c_str());
+  std::fflush(stdout);
+  CHECK(warm.ok());
+  CHECK(warm.updated + warm.created + warm.deleted + warm.meta_updated == 0);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("sshfs: with a state file, a warm no-op local->sshfs sends fewer requests at each lower verify level") {
+  const requests full = warm_noop_with_state(treesync::verify_level::full);
+  const requests dirs = warm_noop_with_state(treesync::verify_level::dirs);
+  const requests none = warm_noop_with_state(treesync::verify_level::none);
+  INFO("full: " << full.summary() << "; dirs: " << dirs.summary() << "; none: " << none.summary());
+  CHECK(full.writes + dirs.writes + none.writes == 0);
+  CHECK(full.reads + dirs.reads + none.reads + full.read_opens + dirs.read_opens + none.read_opens == 0);
+  CHECK(dirs.other < full.other);
+  CHECK(none.other < dirs.other);
+  CHECK(none.other <= 12);  // the destination root's own stat and lookups; nothing below it
+}
+
+TEST_CASE("sshfs: verify::none applies a source change on whole-second mtimes and keeps the state file true") {
+  const temp_dir on_mount;
+  const temp_dir local(fs::temp_directory_path());
+  const fs::path src = local.path() / "src";
+  const fs::path dst = on_mount / "dst";
+  make_tree(src);
+  treesync::options o;
+  o.state = local.path() / "mirror.state";
+  REQUIRE(treesync::sync(src, dst, o).ok());
+  o.verify = treesync::verify_level::none;
+  write_file(src / "a" / "b" / "deep.txt", "deep down, changed\n", 0644, past_ns(4000, 123456789));
+  write_file(src / "a" / "new.txt", "new\n", 0644, past_ns(4001, 0));
+  const treesync::report r = treesync::sync(src, dst, o);
+  CHECK(r.ok());
+  CHECK(r.updated == 1);
+  CHECK(r.created == 1);
+  CHECK(read_file(dst / "a" / "b" / "deep.txt") == "deep down, changed\n");
+  o.verify = treesync::verify_level::full;
+  const treesync::report again = treesync::sync(src, dst, o);  // reads everything: nothing left to do
+  CHECK(again.ok());
+  CHECK(again.updated + again.created + again.deleted == 0);
+}

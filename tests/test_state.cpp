@@ -524,6 +524,43 @@ TEST_CASE("verify::none over jobs{3} plans and leaves what a serial run does") {
   }
 }
 
+TEST_CASE("state_file: on a destination with whole-second mtimes and no ctime (sshfs), the levels plan alike and none reads nothing") {
+  mock_fs fs;
+  fs.sftp_semantics("/dst");
+  small_tree(fs);
+  (void)run(fs, verify_level::full);
+  fs.advance(3s);
+  (void)run(fs, verify_level::full);
+  for (int round = 0; round < 6; ++round) {
+    CAPTURE(round);
+    fs.write("/src/a/r" + std::to_string(round % 3), std::string(std::size_t(round), 'r'));
+    if (round == 2) fs.remove("/src/a/b/three.h");
+    if (round == 4) fs.write("/src/a/two.h", "TWO TWO");  // same size
+    fs.advance(round % 2 ? 400ms : 2s);
+    std::vector<std::string> plans[3];
+    for (int level = 0; level < 3; ++level) {
+      auto observe = [&plans, level](const treesync::action& a) {
+        plans[level].push_back(std::to_string(int(a.kind)) + " " + std::string(a.path));
+      };
+      (void)treesync::sync(fs, "/src", "/dst", with_state(static_cast<verify_level>(level), true),
+                           treesync::links::preserve, observe);
+      std::sort(plans[level].begin(), plans[level].end());
+    }
+    CHECK(plans[0] == plans[1]);
+    CHECK(plans[0] == plans[2]);
+    const auto r = run(fs, static_cast<verify_level>(round % 3));
+    CHECK(r.ok());
+    CHECK(state_lies(fs) == "");
+  }
+  fs.advance(3s);
+  (void)run(fs, verify_level::full);
+  dst_ops ops;
+  ops.watch(fs);
+  CHECK(run(fs, verify_level::none).ok());
+  CHECK(ops.seen.empty());
+  CHECK(fs.read("/dst/a/two.h") == "TWO TWO");
+}
+
 // ---- the property: dirs and none plan what full plans ----------------------------------------------
 
 namespace {
