@@ -382,6 +382,7 @@ TEST_CASE("verify::dirs: a no-op run stats each destination directory and lists 
   CHECK(r.ok());
   CHECK(ops.count(mock_fs::op::list) == 0);
   CHECK(ops.count(mock_fs::op::stat) == 3);  // a, a/b, empty (the root is stat'ed by path)
+  CHECK(ops.count(mock_fs::op::open_dir) == 1);  // a, to stat a/b; the leaves a/b and empty are not opened
   for (const auto& [k, p] : ops.seen) {
     CAPTURE(p);
     CHECK((k == mock_fs::op::stat || k == mock_fs::op::open_dir));

@@ -37,6 +37,11 @@
 //   - Every operation below the roots goes through directory handles without following links the
 //     run did not ask to follow: a symlink planted in the destination is replaced, never
 //     written through.
+// The state file (state_file{path}, detail/manifest.hpp): a record of what a run left in the
+// destination, removed before the run's first write and written after a run that was not
+// stopped, so it never claims more than is true.  verify::dirs takes a directory's entries from
+// it where the directory's stamps are those recorded; verify::none reads nothing it vouches for.
+// The source is always walked; only destination reads are replaced.
 // The contract: after a run that reports no error, the destination equals what the policies
 // define from the source (content, type, mode, mtime, and owner/xattrs when asked); an entry
 // that failed is reported in report::errors and left as it was, never half-written.

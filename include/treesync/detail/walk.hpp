@@ -38,8 +38,10 @@ class walker {
     n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
     if (ec) return j_.source_failure(p.src, n.name, operation::opendir, ec), false;
     if (n.dst_type != file_type::directory) return true;
-    if (s_.state.level() == verify_level::none && n.depth <= open_levels && s_.state.record(j_.rel)) {
-      n.dst_deferred = true;  // opened when first needed (open_dst): a no-op never opens it
+    if (s_.state.level() != verify_level::full && n.depth <= open_levels && s_.state.record(j_.rel)) {
+      // opened when first needed (open_dst): to write in it, to list it (its record is not taken),
+      // or (verify::dirs) to stat its subdirectories; a no-op never opens a leaf directory
+      n.dst_deferred = true;
       return true;
     }
     if (!open_dst(fs_, p, ec)) return j_.fail(side::destination, operation::opendir, ec), false;
