@@ -223,6 +223,8 @@ inline bool count_source(const options& opt, const treesync::filter& patterns, p
   counting.dry_run = true;
   counting.itemize = counting.verbose = counting.json = counting.progress = false;
   counting.backup_dir.reset();
+  counting.state.reset();  // the count reads no state file (it would be another destination's)
+  counting.verify = treesync::verify_level::full;
   std::string dst = opt.operands[1];
   while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
   const std::filesystem::path parent = std::filesystem::path(dst).parent_path();
