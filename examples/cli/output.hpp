@@ -409,6 +409,7 @@ struct roots {
   std::string destination;
 
   std::string full_path(const treesync::entry_error& e) const {
+    if (e.operation == treesync::operation::state) return e.path;  // the state file, as given
     std::string root = e.side == treesync::side::source ? source : destination;
     while (root.size() > 1 && root.back() == '/') root.pop_back();
     if (e.path.empty()) return root;
