@@ -608,8 +608,9 @@ class engine {
   // write); whose it is, is checked once the roots are open.
   std::error_code load_state(worker<state>& first) {
     if (s_.opt.state.empty()) return {};
-    if constexpr (!has_state_ops<FS>::value) {
-      first.record().notice(side::destination, operation::state, errc::state_not_kept);
+    if constexpr (!has_state_ops<FS>::value) {  // a filesystem without the optional state operations
+      first.record().rep.notices.push_back(
+          {s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept), side::destination});
       return {};
     } else {
       const std::error_code ec = s_.state.load();
@@ -648,16 +649,14 @@ class engine {
   // would say the same again.  Inside the destination, its directory gets its mtime back.
   void save_state() {
     if (!s_.recording) return;
-    for (const auto* list : {&s_.out.errors}) {
-      for (const entry_error& e : *list) {
-        if (e.side == side::source) continue;
-        std::string rel = e.path;
-        for (;;) {
-          s_.state.forget(rel);
-          if (rel.size() <= s_.opt.subtree.size()) break;
-          const auto slash = rel.rfind('/');
-          rel = slash == std::string::npos || slash < s_.opt.subtree.size() ? s_.opt.subtree : rel.substr(0, slash);
-        }
+    for (const entry_error& e : s_.out.errors) {
+      if (e.side == side::source) continue;
+      std::string rel = e.path;
+      for (;;) {
+        s_.state.forget(rel);
+        if (rel.size() <= s_.opt.subtree.size()) break;
+        const auto slash = rel.rfind('/');
+        rel = slash == std::string::npos || slash < s_.opt.subtree.size() ? s_.opt.subtree : rel.substr(0, slash);
       }
     }
     handle dir;
