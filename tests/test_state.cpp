@@ -383,9 +383,10 @@ TEST_CASE("verify::dirs: a no-op run stats each destination directory and lists 
   CHECK(ops.count(mock_fs::op::list) == 0);
   CHECK(ops.count(mock_fs::op::stat) == 3);  // a, a/b, empty (the root is stat'ed by path)
   CHECK(ops.count(mock_fs::op::open_dir) == 1);  // a, to stat a/b; the leaves a/b and empty are not opened
-  for (const auto& [k, p] : ops.seen) {
+  for (const auto& seen : ops.seen) {
+    const std::string& p = seen.second;
     CAPTURE(p);
-    CHECK((k == mock_fs::op::stat || k == mock_fs::op::open_dir));
+    CHECK((seen.first == mock_fs::op::stat || seen.first == mock_fs::op::open_dir));
     CHECK((p == "/dst/a" || p == "/dst/a/b" || p == "/dst/empty"));
   }
 }
@@ -432,10 +433,11 @@ TEST_CASE("verify::none: a source change is applied, opening only the directorie
   const auto r = run(fs, verify_level::none);
   CHECK(r.updated == 1);
   CHECK(fs.read("/dst/a/b/three.h") == "three, changed");
-  for (const auto& [k, p] : ops.seen) {
+  for (const auto& seen : ops.seen) {
+    const std::string& p = seen.second;
     CAPTURE(p);
     CHECK((p.rfind("/dst/a", 0) == 0));  // nothing of /dst/empty, /dst/top.txt
-    CHECK(k != mock_fs::op::list);
+    CHECK(seen.first != mock_fs::op::list);
   }
   CHECK(state_lies(fs) == "");
 }
