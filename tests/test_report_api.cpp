@@ -128,7 +128,7 @@ TEST_CASE("report::merge adds the counts and appends every list in order") {
 TEST_CASE("every operation round-trips through to_string and from_string") {
   const std::string_view words[] = {"list",   "stat", "open",   "opendir", "readlink", "copy",  "compare",
                                     "mkdir",  "symlink", "mknod", "link",  "rename",   "unlink", "rmdir",
-                                    "chmod",  "chown", "utime", "fsync", "xattr",    "backup",  "sync"};
+                                    "chmod",  "chown", "utime", "fsync", "xattr",    "backup",  "state", "sync"};
   unsigned n = 0;
   for (std::string_view w : words) {
     CAPTURE(w);

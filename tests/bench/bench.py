@@ -24,6 +24,7 @@ Only the Python standard library is used.
 """
 
 import argparse
+import contextlib
 import csv
 import os
 import random
@@ -57,7 +58,7 @@ class Tool:
     destination should look like ('follow': source symlinks dereferenced, 'keep': copied as
     symlinks); `scenarios` which runs it takes part in."""
 
-    def __init__(self, ident, name, argv, links, scenarios, dir_mtime=True, writes=True):
+    def __init__(self, ident, name, argv, links, scenarios, dir_mtime=True, writes=True, state=None):
         self.ident = ident  # for --tools
         self.name = name
         self.argv = argv
@@ -65,6 +66,10 @@ class Tool:
         self.scenarios = scenarios
         self.dir_mtime = dir_mtime  # sets directory mtimes (checked by verify)
         self.writes = writes        # stat_walk only reads
+        # treesync --state=FILE --verify=LEVEL: (state file, level). Such a tool brings its own
+        # destination back itself (verify=full, so its state file stays true) and always reads the
+        # source from one path (the state file is bound to it): see Bench.dataset
+        self.state = state
 
     @property
     def settles(self):
@@ -78,7 +83,7 @@ class Tool:
         return "".join(c if c.isalnum() else "_" for c in self.name)
 
 
-def make_tools(bindir, jobs, has_jobs, rsync_extra=()):
+def make_tools(bindir, jobs, has_jobs, rsync_extra=(), state_dir=None):
     cli = os.path.join(bindir, "treesync")
     walk = os.path.join(bindir, "stat_walk")
     mirror = os.path.join(bindir, "fs_mirror")
@@ -90,6 +95,15 @@ def make_tools(bindir, jobs, has_jobs, rsync_extra=()):
     if has_jobs:
         tools.append(Tool("treesync-j", f"treesync -j{jobs}", lambda s, d: [cli, "--jobs", str(jobs), s, d],
                           "follow", everything))
+        # the state file (--state) at each verify level, -j like treesync-j; the files live on the
+        # local disk (state_dir), whatever the destination is
+        for level in ("full", "dirs", "none"):
+            state = (os.path.join(state_dir or "/tmp", f"treesync-{level}.state"), level)
+
+            def argv(s, d, state=state):
+                return [cli, "--jobs", str(jobs), f"--state={state[0]}", f"--verify={state[1]}", s, d]
+            tools.append(Tool(f"treesync-{level}", f"treesync -j{jobs} --state --verify={level}", argv,
+                              "follow", everything, state=state))
     tools += [
         Tool("rsync", "rsync -a", lambda s, d: ["rsync", "-a", "--delete", *rsync_extra, s + "/", d + "/"], "keep",
              everything),
@@ -603,10 +617,14 @@ class Bench:
         # sshfs sets a symlink's times through the link (SFTPv3 has no lutimes): rsync -a fails
         # (exit 23) on every link made before its target unless told to leave link times alone
         self.tools = make_tools(args.bin, args.jobs, self.has_jobs,
-                                ["--omit-link-times"] if args.rsync_omit_link_times else [])
+                                ["--omit-link-times"] if args.rsync_omit_link_times else [],
+                                state_dir=self.out)
+        if "--state" not in help_text:  # an older CLI: no state-file tools
+            self.tools = [t for t in self.tools if not t.state]
         if args.tools:
             wanted = set(args.tools.split(","))
-            unknown = wanted - {t.ident for t in self.tools} - {"treesync-j"}
+            unknown = wanted - {t.ident for t in self.tools} - {"treesync-j", "treesync-full", "treesync-dirs",
+                                                                   "treesync-none"}
             if unknown:
                 raise SystemExit(f"bench: unknown tools {sorted(unknown)} "
                                  f"(known: {', '.join(t.ident for t in self.tools)})")
@@ -650,9 +668,32 @@ class Bench:
 
     def restore(self, tool, base, dst):
         """Brings dst to the state `tool` leaves after mirroring base (untimed): rsync with the
-        tool's symlink semantics; only what a previous run changed is rewritten."""
+        tool's symlink semantics; only what a previous run changed is rewritten. A state-file tool
+        restores with its own run at verify=full, which reads the whole destination and leaves its
+        state file describing it (an rsync behind its back would make the file lie)."""
+        if tool.state:
+            argv = [a for a in tool.argv(self.view(base), self.view(dst)) if not a.startswith("--verify=")]
+            run(argv)
+            return
         flags = "-aL" if tool.links == "follow" else "-a"
         run(["rsync", flags, "--delete", base + "/", dst + "/"])
+
+    @contextlib.contextmanager
+    def at_base(self, tool, base, src):
+        """The path a timed run reads `src` from. A state file is bound to its source path, so a
+        state-file tool reads a scenario's variant from the base path: the two directories swap
+        names for the run (a rename each way, untimed) and swap back."""
+        if not tool.state or src == base:
+            yield src
+            return
+        hold = base + ".hold"
+        os.rename(base, hold)
+        os.rename(src, base)
+        try:
+            yield base
+        finally:
+            os.rename(base, src)
+            os.rename(hold, base)
 
     def check(self, label, tool, src, dst):
         try:
@@ -763,11 +804,14 @@ class Bench:
                     dst = dsts[tool.name]
                     if scenario == "cold":
                         rm_rf(dst)
+                        if tool.state and os.path.exists(tool.state[0]):
+                            os.remove(tool.state[0])
                     else:
                         self.restore(tool, base, dst)
                         if scenario == "noop" and self.args.settle and tool.settles:
                             self.settle(ds, tool, src, dst)
-                    self.measure(ds, scenario, tool, r, src, dst)
+                    with self.at_base(tool, base, src) as read_from:
+                        self.measure(ds, scenario, tool, r, read_from, dst)
             # strace: 10x slower on 200k files
             if scenario == "noop" and (self.args.strace or self.sftp) and ds != "mem":
                 for tool in tools:

@@ -13,7 +13,10 @@
 #   --fuse-datasets LIST   on FUSE (default: usr_include)
 #   --scenarios LIST       cold,noop,touch,modify,churn (default: all)
 #   --fuse-scenarios LIST  on FUSE (default: cold,noop)
-#   --tools LIST           programs: treesync,treesync-j,rsync,rsyncL,cp,tar,fs_mirror,walk,walk-j
+#   --tools LIST           programs: treesync,treesync-j,rsync,rsyncL,cp,tar,fs_mirror,walk,walk-j,
+#                          and treesync-full,treesync-dirs,treesync-none (treesync-j with a state
+#                          file, --state, at that --verify level; they restore their destination
+#                          with their own full run and read every scenario from one source path)
 #                          (default: all; treesync-j only when the CLI has --jobs; rsync, the
 #                          reference of every ratio, always runs)
 #   --fuse-tools LIST      on FUSE (default: all but rsyncL, cp and fs_mirror, which take minutes
