@@ -21,6 +21,92 @@ namespace detail {
 /// temporary an interrupted run left).
 enum class verdict { none, apply, remove, clean };
 
+/// The source side of one entry: its stat, taken with or without following as the links policy
+/// says, its link target, and (hard_links) whether it is the first name of its inode.  Reads only.
+template <class S>
+class source_reader {
+ public:
+  using handle = typename S::handle;
+
+  source_reader(S& s, journal<S>& j) : s_(s), fs_(s.fs), j_(j) {}
+
+  /// hard_links: true for the first name of a multiply-linked source file; a later name is queued
+  /// for the link pass.
+  bool first_name(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(s_.links_mu);
+    const auto seen = s_.first_name.emplace(std::make_pair(st.dev, st.ino), j_.rel);
+    if (!seen.second) s_.link_requests.emplace_back(j_.rel, seen.first->second);
+    return seen.second;
+  }
+
+  /// One stat per entry: d_type decides whether it is taken with or without following.  Fills
+  /// p.src and p.type (none: a link to skip) and, for a kept link, p.target.  False when reported.
+  bool resolve(handle& s, const dir_entry& e, plan& p) {
+    std::error_code ec;
+    if (p.type != file_type::symlink) {
+      p.src = fs_.stat(s, e.name, false, ec);
+      if (ec) return j_.source_failure(s, e.name, operation::stat, ec), false;
+      if (p.type != file_type::unknown && p.src.type == file_type::symlink)  // replaced since the listing
+        return j_.vanish(operation::stat, errc::vanished), false;
+      p.type = p.src.type;
+      if (p.type != file_type::symlink) return true;
+    }
+    if constexpr (links_needs_target<typename S::links_type>::value) {
+      if (!read_target(s, e.name, p)) return false;
+    }
+    switch (s_.lnk.on_symlink(j_.rel, p.target, link_stays_inside(j_.rel, p.target))) {
+      case link_action::skip: return skip_link(p), true;
+      case link_action::preserve:
+        if (!links_needs_target<typename S::links_type>::value && !read_target(s, e.name, p)) return false;
+        p.src.type = file_type::symlink;
+        p.src.size = p.target.size();
+        return true;
+      default: return follow_link(s, e.name, p);
+    }
+  }
+
+
+ private:
+  bool excluded(file_type t) const { return call_excluded(s_.exc, std::string_view(j_.rel), t); }
+
+  bool read_target(handle& s, const std::string& name, plan& p) {
+    std::error_code ec;
+    p.target = fs_.read_link(s, name, ec);
+    if (ec) return j_.source_failure(s, name, operation::readlink, ec), false;
+    return true;
+  }
+
+  // A link the links policy skips: an excluded one is the exclusion's (p.type stays symlink),
+  // others are reported skipped (p.type none).
+  void skip_link(plan& p) {
+    if (excluded(file_type::symlink)) return;
+    p.type = file_type::none;
+    ++j_.rep.skipped;
+    j_.note(action_kind::skip, file_type::symlink);
+  }
+
+  bool follow_link(handle& s, const std::string& name, plan& p) {
+    std::error_code ec;
+    const stat_info ft = fs_.stat(s, name, true, ec);
+    if (!ec) {
+      p.src = ft;
+      p.type = ft.type;
+      p.follow = true;
+      return true;
+    }
+    if (excluded(file_type::symlink)) return true;  // excluded: its failure is nobody's business (rsync)
+    if (!is_enoent(ec)) return j_.fail(side::source, operation::stat, ec), false;
+    std::error_code probe;
+    fs_.stat(s, name, false, probe);
+    if (is_enoent(probe)) return j_.vanish(operation::stat, errc::vanished), false;
+    return j_.fail(side::source, operation::stat, errc::dangling_symlink), false;
+  }
+
+  S& s_;
+  typename S::fs_type& fs_;
+  journal<S>& j_;
+};
+
 /// Lists and merges each directory pair and decides what each entry needs.  Reads only.
 template <class S>
 class walker {
@@ -29,7 +115,7 @@ class walker {
   using node = typename S::node;
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
-  walker(S& s, journal<S>& j) : s_(s), fs_(s.fs), j_(j) {}
+  walker(S& s, journal<S>& j) : s_(s), fs_(s.fs), j_(j), source_(s, j) {}
 
   /// Opens a node's source directory, and its destination directory when there is one.
   bool open(node& n) {
@@ -118,12 +204,12 @@ class walker {
     ++j_.rep.scanned;
     p.type = e.type;
     if (s_.is_state_file(j_.rel)) return ++j_.rep.excluded, verdict::none;  // the state file: never mirrored
-    if (!resolve(n.src, e, p) || p.type == file_type::none) return verdict::none;  // none: a skipped link
+    if (!source_.resolve(n.src, e, p) || p.type == file_type::none) return verdict::none;  // none: a skipped link
     if (excluded(p.type)) {
       ++j_.rep.excluded;
       return de && n.dst_exists() ? verdict::remove : verdict::none;
     }
-    if (s_.opt.hard_links && p.type == file_type::regular && p.src.nlink > 1 && !first_name(p.src))
+    if (s_.opt.hard_links && p.type == file_type::regular && p.src.nlink > 1 && !source_.first_name(p.src))
       return verdict::none;  // another name of a file already being synced: linked at the end
     switch (p.type) {
       case file_type::regular: return decide_file(n, e.name, de, p);
@@ -181,74 +267,6 @@ class walker {
 
  private:
   bool excluded(file_type t) const { return call_excluded(s_.exc, std::string_view(j_.rel), t); }
-
-  // hard_links: true for the first name of a multiply-linked source file; a later name is queued
-  // for the link pass.
-  bool first_name(const stat_info& st) {
-    std::lock_guard<std::mutex> lock(s_.links_mu);
-    const auto seen = s_.first_name.emplace(std::make_pair(st.dev, st.ino), j_.rel);
-    if (!seen.second) s_.link_requests.emplace_back(j_.rel, seen.first->second);
-    return seen.second;
-  }
-
-  // One stat per entry: d_type decides whether it is taken with or without following.  Fills
-  // p.src and p.type (none: a link to skip) and, for a kept link, p.target.  False when reported.
-  bool resolve(handle& s, const dir_entry& e, plan& p) {
-    std::error_code ec;
-    if (p.type != file_type::symlink) {
-      p.src = fs_.stat(s, e.name, false, ec);
-      if (ec) return j_.source_failure(s, e.name, operation::stat, ec), false;
-      if (p.type != file_type::unknown && p.src.type == file_type::symlink)  // replaced since the listing
-        return j_.vanish(operation::stat, errc::vanished), false;
-      p.type = p.src.type;
-      if (p.type != file_type::symlink) return true;
-    }
-    if constexpr (links_needs_target<typename S::links_type>::value) {
-      if (!read_target(s, e.name, p)) return false;
-    }
-    switch (s_.lnk.on_symlink(j_.rel, p.target, link_stays_inside(j_.rel, p.target))) {
-      case link_action::skip: return skip_link(p), true;
-      case link_action::preserve:
-        if (!links_needs_target<typename S::links_type>::value && !read_target(s, e.name, p)) return false;
-        p.src.type = file_type::symlink;
-        p.src.size = p.target.size();
-        return true;
-      default: return follow_link(s, e.name, p);
-    }
-  }
-
-  bool read_target(handle& s, const std::string& name, plan& p) {
-    std::error_code ec;
-    p.target = fs_.read_link(s, name, ec);
-    if (ec) return j_.source_failure(s, name, operation::readlink, ec), false;
-    return true;
-  }
-
-  // A link the links policy skips: an excluded one is the exclusion's (p.type stays symlink),
-  // others are reported skipped (p.type none).
-  void skip_link(plan& p) {
-    if (excluded(file_type::symlink)) return;
-    p.type = file_type::none;
-    ++j_.rep.skipped;
-    j_.note(action_kind::skip, file_type::symlink);
-  }
-
-  bool follow_link(handle& s, const std::string& name, plan& p) {
-    std::error_code ec;
-    const stat_info ft = fs_.stat(s, name, true, ec);
-    if (!ec) {
-      p.src = ft;
-      p.type = ft.type;
-      p.follow = true;
-      return true;
-    }
-    if (excluded(file_type::symlink)) return true;  // excluded: its failure is nobody's business (rsync)
-    if (!is_enoent(ec)) return j_.fail(side::source, operation::stat, ec), false;
-    std::error_code probe;
-    fs_.stat(s, name, false, probe);
-    if (is_enoent(probe)) return j_.vanish(operation::stat, errc::vanished), false;
-    return j_.fail(side::source, operation::stat, errc::dangling_symlink), false;
-  }
 
   // Type and (when the type alone does not settle it) stat of a destination entry; false when
   // the stat failed (reported).
@@ -487,6 +505,7 @@ class walker {
   S& s_;
   typename S::fs_type& fs_;
   journal<S>& j_;
+  source_reader<S> source_;
 };
 
 }  // namespace detail
