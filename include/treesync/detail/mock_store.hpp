@@ -22,9 +22,10 @@ namespace treesync {
 inline namespace v0 {
 namespace detail {
 
-/// What mock_fs is built on: the inode table and path resolution, the clock, and the operation
-/// counters, injected faults and hook every filesystem operation goes through (`begin`).
-class mock_store {
+/// The bookkeeping every mock_fs operation goes through (`begin`): a counter per kind of
+/// operation, injected faults, a simulated crash and the test's hook; and the lock that guards
+/// the whole mock.
+class mock_ops {
  public:
   /// The operations the engine can perform, one counter each.
   enum class op {
@@ -53,76 +54,8 @@ class mock_store {
     }
   };
 
-  /// What `tree()` reports for one entry.
-  struct node {
-    file_type type = file_type::none;
-    std::uint32_t mode = 0;
-    std::int64_t mtime_ns = 0;
-    std::string data;  ///< file content, or symlink target
-    std::uint64_t ino = 0;
-    std::uint32_t uid = 0;
-    std::uint32_t gid = 0;
-    std::uint64_t rdev = 0;
-    std::map<std::string, std::string> xattrs;
-    friend bool operator==(const node& a, const node& b) {
-      return a.type == b.type && a.mode == b.mode && a.mtime_ns == b.mtime_ns && a.data == b.data;
-    }
-    friend bool operator!=(const node& a, const node& b) { return !(a == b); }
-  };
-
-  struct dir_handle {
-    std::uint64_t ino = 0;
-    std::string path;  ///< absolute path it was opened as (for hooks, faults, relative link targets)
-  };
-
   using hook_fn = std::function<void(op, const std::string& path)>;
 
-  mock_store() {
-    inode root;
-    root.type = file_type::directory;
-    root.mode = 0755;
-    root.nlink = 1;
-    nodes_.emplace(root_ino, root);
-  }
-
-  // ---- clock ----------------------------------------------------------------------------------
-
-  /// Current time (ns).  Timestamps written are floored to the granularity.
-  std::int64_t time() const noexcept {
-    const std::lock_guard<std::recursive_mutex> lock(mu_);
-    return now_;
-  }
-  void set_time(std::int64_t ns) noexcept {
-    const std::lock_guard<std::recursive_mutex> lock(mu_);
-    now_ = ns;
-  }
-  void advance(std::chrono::nanoseconds d) noexcept {
-    const std::lock_guard<std::recursive_mutex> lock(mu_);
-    now_ += d.count();
-  }
-  void set_granularity(std::chrono::nanoseconds g) noexcept {
-    const std::lock_guard<std::recursive_mutex> lock(mu_);
-    granularity_ = g.count() > 0 ? g.count() : 1;
-  }
-  /// The engine's racy window (defaults to the granularity).
-  void set_racy_window(std::chrono::nanoseconds w) noexcept {
-    const std::lock_guard<std::recursive_mutex> lock(mu_);
-    racy_window_ = w.count();
-  }
-  /// Makes the subtree at `path` behave like SFTPv3 as sshfs shows it: mtimes read back floored
-  /// to whole seconds, a ctime that always equals the mtime, and timestamps() says so.  A test of
-  /// "local -> sshfs" marks the destination; "sshfs -> sshfs" marks both trees.
-  void sftp_semantics(const std::string& path) {
-    const std::lock_guard<std::recursive_mutex> lock(mu_);
-    std::string p = path;
-    while (p.size() > 1 && p.back() == '/') p.pop_back();
-    sftp_.push_back(p);
-  }
-  /// Listings carry entry types (d_type) unless told otherwise.
-  void report_entry_types(bool on) noexcept {
-    const std::lock_guard<std::recursive_mutex> lock(mu_);
-    dtype_ = on;
-  }
 
   // ---- counters, faults, hook -----------------------------------------------------------------
 
@@ -178,24 +111,6 @@ class mock_store {
   }
 
  protected:
-  static constexpr std::uint64_t root_ino = 1;
-  static constexpr std::uint64_t default_device = 1;
-
-  struct inode {
-    file_type type = file_type::none;
-    std::uint32_t mode = 0;
-    std::int64_t mtime = 0;
-    std::int64_t ctime = 0;
-    std::string data;
-    std::map<std::string, std::uint64_t> entries;
-    std::uint32_t nlink = 0;
-    std::uint32_t uid = 0;
-    std::uint32_t gid = 0;
-    std::uint64_t rdev = 0;
-    std::uint64_t dev = 0;  // 0: the mock's one device; see mount_point()
-    std::map<std::string, std::string> xattrs;
-  };
-
   struct fault {
     std::optional<op> kind;
     std::size_t at;  // counter value that fails (kind or total)
@@ -205,13 +120,6 @@ class mock_store {
   };
 
   static void err(std::error_code& ec, std::errc e) { ec = std::make_error_code(e); }
-
-  std::int64_t stamp() const noexcept { return now_ - ((now_ % granularity_) + granularity_) % granularity_; }
-
-  static std::string join(const std::string& dir, const std::string& name) {
-    if (name == ".") return dir;
-    return dir == "/" ? "/" + name : dir + "/" + name;
-  }
 
   // Counts the operation, runs the hook, applies injected faults.
   bool begin(op kind, const std::string& path, std::error_code& ec) {
@@ -235,6 +143,114 @@ class mock_store {
       }
     }
     return true;
+  }
+
+  counters counters_;
+  std::vector<fault> faults_;
+  std::size_t triggered_ = 0;
+  bool crashed_ = false;
+  hook_fn hook_;
+  mutable std::recursive_mutex mu_;  // jobs{n} calls in from several threads; hooks re-enter
+};
+
+/// What mock_fs is built on: the inode table and path resolution and the clock, over mock_ops's
+/// counters, faults and hook.
+class mock_store : public mock_ops {
+ public:
+  /// What `tree()` reports for one entry.
+  struct node {
+    file_type type = file_type::none;
+    std::uint32_t mode = 0;
+    std::int64_t mtime_ns = 0;
+    std::string data;  ///< file content, or symlink target
+    std::uint64_t ino = 0;
+    std::uint32_t uid = 0;
+    std::uint32_t gid = 0;
+    std::uint64_t rdev = 0;
+    std::map<std::string, std::string> xattrs;
+    friend bool operator==(const node& a, const node& b) {
+      return a.type == b.type && a.mode == b.mode && a.mtime_ns == b.mtime_ns && a.data == b.data;
+    }
+    friend bool operator!=(const node& a, const node& b) { return !(a == b); }
+  };
+
+  struct dir_handle {
+    std::uint64_t ino = 0;
+    std::string path;  ///< absolute path it was opened as (for hooks, faults, relative link targets)
+  };
+
+  mock_store() {
+    inode root;
+    root.type = file_type::directory;
+    root.mode = 0755;
+    root.nlink = 1;
+    nodes_.emplace(root_ino, root);
+  }
+
+  // ---- clock ----------------------------------------------------------------------------------
+
+  /// Current time (ns).  Timestamps written are floored to the granularity.
+  std::int64_t time() const noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    return now_;
+  }
+  void set_time(std::int64_t ns) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    now_ = ns;
+  }
+  void advance(std::chrono::nanoseconds d) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    now_ += d.count();
+  }
+  void set_granularity(std::chrono::nanoseconds g) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    granularity_ = g.count() > 0 ? g.count() : 1;
+  }
+  /// The engine's racy window (defaults to the granularity).
+  void set_racy_window(std::chrono::nanoseconds w) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    racy_window_ = w.count();
+  }
+  /// Makes the subtree at `path` behave like SFTPv3 as sshfs shows it: mtimes read back floored
+  /// to whole seconds, a ctime that always equals the mtime, and timestamps() says so.  A test of
+  /// "local -> sshfs" marks the destination; "sshfs -> sshfs" marks both trees.
+  void sftp_semantics(const std::string& path) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    std::string p = path;
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    sftp_.push_back(p);
+  }
+  /// Listings carry entry types (d_type) unless told otherwise.
+  void report_entry_types(bool on) noexcept {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    dtype_ = on;
+  }
+
+
+ protected:
+  static constexpr std::uint64_t root_ino = 1;
+  static constexpr std::uint64_t default_device = 1;
+
+  struct inode {
+    file_type type = file_type::none;
+    std::uint32_t mode = 0;
+    std::int64_t mtime = 0;
+    std::int64_t ctime = 0;
+    std::string data;
+    std::map<std::string, std::uint64_t> entries;
+    std::uint32_t nlink = 0;
+    std::uint32_t uid = 0;
+    std::uint32_t gid = 0;
+    std::uint64_t rdev = 0;
+    std::uint64_t dev = 0;  // 0: the mock's one device; see mount_point()
+    std::map<std::string, std::string> xattrs;
+  };
+
+  std::int64_t stamp() const noexcept { return now_ - ((now_ % granularity_) + granularity_) % granularity_; }
+
+  static std::string join(const std::string& dir, const std::string& name) {
+    if (name == ".") return dir;
+    return dir == "/" ? "/" + name : dir + "/" + name;
   }
 
   std::uint64_t new_inode(file_type t, std::uint32_t mode) {
@@ -447,12 +463,6 @@ class mock_store {
   std::int64_t racy_window_ = -1;        // -1: use the granularity
   std::vector<std::string> sftp_;         // subtrees with SFTPv3 timestamps
   bool dtype_ = true;
-  counters counters_;
-  std::vector<fault> faults_;
-  std::size_t triggered_ = 0;
-  bool crashed_ = false;
-  hook_fn hook_;
-  mutable std::recursive_mutex mu_;  // jobs{n} calls in from several threads; hooks re-enter
 };
 
 }  // namespace detail
