@@ -172,17 +172,25 @@ class rel_scope {
   std::size_t saved_;
 };
 
+// The next component of the relative path `rel` from `pos`, which moves past it; empty and "."
+// components are skipped.  False at the end.
+inline bool next_component(const std::string& rel, std::size_t& pos, std::string& comp) {
+  while (pos <= rel.size()) {
+    std::size_t end = rel.find('/', pos);
+    if (end == std::string::npos) end = rel.size();
+    comp = rel.substr(pos, end - pos);
+    pos = end + 1;
+    if (!comp.empty() && comp != ".") return true;
+  }
+  return false;
+}
+
 // Descends `cur` along a relative path, never following links, making missing directories when
 // `create`; false when a step fails.
 template <class FS>
 bool descend(FS& fs, typename FS::dir_handle& cur, const std::string& rel, bool create, std::error_code& ec) {
   std::size_t pos = 0;
-  while (pos <= rel.size()) {
-    std::size_t end = rel.find('/', pos);
-    if (end == std::string::npos) end = rel.size();
-    const std::string comp = rel.substr(pos, end - pos);
-    pos = end + 1;
-    if (comp.empty() || comp == ".") continue;
+  for (std::string comp; next_component(rel, pos, comp);) {
     auto next = fs.open_dir(cur, comp, false, ec);
     if (create && is_enoent(ec)) {
       fs.make_dir(cur, comp, 0700, ec);
@@ -232,12 +240,7 @@ class backup_tree {
     if (!start(dst_root, cur, ec)) return ec;
     const std::string rel = path();
     std::size_t pos = 0;
-    while (pos <= rel.size()) {
-      std::size_t end = rel.find('/', pos);
-      if (end == std::string::npos) end = rel.size();
-      const std::string comp = rel.substr(pos, end - pos);
-      pos = end + 1;
-      if (comp.empty() || comp == ".") continue;
+    for (std::string comp; next_component(rel, pos, comp);) {
       handle next = fs_.open_dir(cur, comp, false, ec);
       if (is_enoent(ec)) return {};
       if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
