@@ -1339,3 +1339,35 @@ TEST_CASE("traits: each built-in belongs to exactly one category, non-policies t
   CHECK(ts::is_policy_v<ts::compare::checksum_t>);
   CHECK_FALSE(ts::is_policy_v<two_categories>);
 }
+
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+namespace {
+struct near_miss_compare {  // up_to_date is not const: resembles a compare policy
+  bool up_to_date(const treesync::file_pair&) { return true; }
+};
+// Whether sync() is viable for these argument types (a dependent requires-expression: an invalid
+// call makes it false instead of an error)
+template <class FS, class... A>
+constexpr bool can_sync = requires(FS& fs, A&... a) { treesync::sync(fs, "/a", "/b", a...); };
+template <class... A>
+constexpr bool can_sync_paths = requires(A&... a) { treesync::sync("/a", "/b", a...); };
+}  // namespace
+
+TEST_CASE("C++20: sync is constrained by its concepts: a non-policy or a non-filesystem makes it not viable") {
+  constexpr bool with_options = can_sync<treesync::mock_fs, treesync::options>;
+  constexpr bool with_error_code = can_sync<treesync::mock_fs, const treesync::compare::size_only_t, std::error_code>;
+  constexpr bool with_int = can_sync<treesync::mock_fs, int>;
+  constexpr bool with_string = can_sync_paths<std::string>;
+  constexpr bool on_an_int = can_sync<int>;
+  CHECK(with_options);
+  CHECK(with_error_code);
+  CHECK_FALSE(with_int);
+  CHECK_FALSE(with_string);
+  CHECK_FALSE(on_an_int);
+  // a near miss stays viable, so that sync's static_assert names the category it resembles
+  CHECK(treesync::sync_argument<near_miss_compare>);
+  CHECK_FALSE(treesync::sync_argument<int>);
+  CHECK(treesync::filesystem<treesync::mock_fs>);
+  CHECK_FALSE(treesync::filesystem<int>);
+}
+#endif

@@ -142,10 +142,33 @@ report run_with_error_code(FS& fs, const std::filesystem::path& src, const std::
 
 }  // namespace detail
 
+#if defined(__cpp_concepts) && __cpp_concepts >= 201907L
+/// What sync() takes after the two paths, under C++20 a constraint of sync: a type of at least one
+/// policy category, or a trailing `std::error_code&`.  A type that resembles a category without
+/// meeting it (a member named up_to_date, removes, on_symlink or excluded, or a call operator)
+/// passes too, so that sync's static_assert can say what is wrong with it; anything else (an int,
+/// a string) makes sync not viable (`requires { treesync::sync(src, dst, 42); }` is false).
+template <class A>
+concept sync_argument = policy_category_count_v<std::decay_t<A>> >= 1 ||
+                        std::is_same_v<std::decay_t<A>, std::error_code> ||
+                        detail::resembles_policy_v<std::decay_t<A>>;
+/// A filesystem sync() accepts: its handle type and the basic listing calls (sync's
+/// static_asserts then name any other operation it lacks).
+template <class FS>
+concept filesystem = is_filesystem_v<FS>;
+#define TREESYNC_SYNC_CONSTRAINT(FS_TYPE) requires(filesystem<FS_TYPE> && (sync_argument<Args> && ...))
+#define TREESYNC_SYNC_PATH_CONSTRAINT requires(sync_argument<Args> && ...)
+#else
+#define TREESYNC_SYNC_CONSTRAINT(FS_TYPE)
+#define TREESYNC_SYNC_PATH_CONSTRAINT
+#endif
+
 /// Mirrors `src` into `dst` over the filesystem `fs`, composed from `policies` (any order, at most
 /// one per category).  With a trailing `std::error_code&` it reports refusals there instead of
-/// throwing `std::filesystem::filesystem_error`.
+/// throwing `std::filesystem::filesystem_error`.  Under C++20 it is constrained by the concepts
+/// `filesystem` and `sync_argument`.
 template <class FS, class... Args, std::enable_if_t<is_filesystem_v<FS>, int> = 0>
+TREESYNC_SYNC_CONSTRAINT(FS)
 [[nodiscard]] report sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
   if constexpr (detail::ends_with_error_code<Args...>()) {
     auto refs = std::forward_as_tuple(args...);
@@ -167,11 +190,15 @@ template <class FS, class... Args, std::enable_if_t<is_filesystem_v<FS>, int> = 
 #if TREESYNC_HAS_POSIX
 /// Mirrors `src` into `dst` on the real filesystem (posix_fs).
 template <class... Args>
+TREESYNC_SYNC_PATH_CONSTRAINT
 [[nodiscard]] report sync(const std::filesystem::path& src, const std::filesystem::path& dst, Args&&... args) {
   posix_fs fs;
   return sync(fs, src, dst, std::forward<Args>(args)...);
 }
 #endif
+
+#undef TREESYNC_SYNC_CONSTRAINT
+#undef TREESYNC_SYNC_PATH_CONSTRAINT
 
 }  // namespace v0
 }  // namespace treesync

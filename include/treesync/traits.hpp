@@ -484,6 +484,12 @@ constexpr bool check_one_policy() {
   return true;
 }
 
+/// Whether P resembles some category without meeting it (check_one_policy gives it a hint).
+template <class P>
+inline constexpr bool resembles_policy_v = names_up_to_date<P>::value || names_removes<P>::value ||
+                                           names_on_symlink<P>::value || names_excluded<P>::value ||
+                                           names_call<P>::value;
+
 template <class... Ps>
 constexpr bool check_policies() {
   static_assert(count_in_pack<is_compare, Ps...> <= 1, "treesync::sync: more than one compare policy given");
