@@ -27,6 +27,7 @@ from collections import OrderedDict, defaultdict
 SCENARIOS = ["cold", "noop", "touch", "modify", "churn"]
 TITLES = {"cold": "cold", "noop": "warm no-op", "touch": "touch 1%", "modify": "modify 1%", "churn": "churn"}
 FS_TITLES = {"ext4": "ext4 (loop image)", "tmpfs": "tmpfs", "fuse": "high-latency FUSE",
+             "local-fuse": "high-latency FUSE, local \u2192 FUSE",
              "local-sshfs": "sshfs, local \u2192 sshfs", "sshfs-sshfs": "sshfs, sshfs \u2192 sshfs"}
 SSHFS = ("local-sshfs", "sshfs-sshfs")
 DS_TITLES = {"usr_include": "/usr/include copy", "synth": "build tree (40k files + 3 x 200 MB)",

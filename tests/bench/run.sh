@@ -27,6 +27,9 @@
 #   --jobs N               threads for `treesync --jobs N` (when the CLI has it) and the
 #                          threaded stat walk (default 16)
 #   --fuse-delay-us N      latency of each FUSE request (default 50)
+#   --fuse-shapes LIST     fuse (both trees behind the FUSE filesystem) and/or local (the source
+#                          on the ext4 image, only the destination behind FUSE: the copy-back
+#                          shape) (default: fuse)
 #   --sshfs-shapes LIST    local (source on a local disk -> destination on the sshfs mount) and/or
 #                          sshfs (both trees on the mount) (default: local,sshfs)
 #   --sshfs-local FS       where the local source and the served directory live: tmpfs or ext4
@@ -74,6 +77,7 @@ tools=
 fuse_tools=treesync,treesync-j,rsync,tar,walk,walk-j
 runs=5
 fuse_runs=3
+fuse_shapes=fuse
 tmpfs_runs=
 synth_runs=3
 mem_runs=1
@@ -108,6 +112,7 @@ while (($#)); do
     --synth-runs) synth_runs=$2; shift ;;
     --jobs) jobs=$2; shift ;;
     --fuse-delay-us) delay_us=$2; shift ;;
+    --fuse-shapes) fuse_shapes=$2; shift ;;
     --sshfs-shapes) sshfs_shapes=$2; shift ;;
     --sshfs-local) sshfs_local=$2; shift ;;
     --sshfs-datasets) sshfs_datasets=$2; shift ;;
@@ -258,8 +263,17 @@ if has fuse; then
   "$bin/slowfs" "$ext4_mnt/fuse-backing" "$fuse_mnt" -o delay_us="$delay_us" \
                 -o max_threads=64,max_idle_threads=64,clone_fd
   say "slowfs at $fuse_mnt: ${delay_us} us per request"
-  bench --fs fuse --root "$ext4_mnt/fuse-backing" --view "$fuse_mnt" --datasets "$fuse_datasets" \
-        --scenarios "$fuse_scenarios" --runs "$fuse_runs" --tools "$fuse_tools"
+  for shape in ${fuse_shapes//,/ }; do
+    if [[ $shape == local ]]; then
+      mkdir -p "$ext4_mnt/fuse-local-src"
+      bench --fs local-fuse --root "$ext4_mnt/fuse-backing" --view "$fuse_mnt" --datasets "$fuse_datasets" \
+            --scenarios "$fuse_scenarios" --runs "$fuse_runs" --tools "$fuse_tools" \
+            --src-root "$ext4_mnt/fuse-local-src"
+    else
+      bench --fs fuse --root "$ext4_mnt/fuse-backing" --view "$fuse_mnt" --datasets "$fuse_datasets" \
+            --scenarios "$fuse_scenarios" --runs "$fuse_runs" --tools "$fuse_tools"
+    fi
+  done
 fi
 sshfs_note=
 if has sshfs; then
