@@ -673,7 +673,7 @@ class Bench:
         state file describing it (an rsync behind its back would make the file lie)."""
         if tool.state:
             argv = [a for a in tool.argv(self.view(base), self.view(dst)) if not a.startswith("--verify=")]
-            run(argv)
+            run(argv[:1] + ["-q"] + argv[1:])
             return
         flags = "-aL" if tool.links == "follow" else "-a"
         run(["rsync", flags, "--delete", base + "/", dst + "/"])
