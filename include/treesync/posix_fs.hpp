@@ -20,7 +20,7 @@ inline namespace v0 {
 // appeared in the destination, and paths longer than PATH_MAX work.
 
 #if TREESYNC_HAS_POSIX
-class posix_fs : private detail::posix_io {
+class posix_fs : private detail::posix_files {
  public:
   /// An open directory (O_DIRECTORY | O_CLOEXEC), closed on destruction.
   class dir_handle {
@@ -178,28 +178,7 @@ class posix_fs : private detail::posix_io {
       ec = errc::changed_during_copy;
       return res;
     }
-    if (expected.size == 0) {
-      // Nothing was copied, so nothing showed the end: a regular file that says 0 bytes may still
-      // have content (/proc): one byte read past the end tells, and means "changed".
-      char probe;
-      ::ssize_t n;
-      do n = ::read(in.fd, &probe, 1);
-      while (n < 0 && errno == EINTR);
-      if (n != 0) return n < 0 ? set_errno(ec) : void(ec = errc::changed_during_copy), res;
-    }
-    if (opt.owner || opt.group) {  // before the chmod: a chown clears set-user/group-ID bits
-      const uid_t u = opt.owner ? static_cast<uid_t>(expected.uid) : static_cast<uid_t>(-1);
-      const gid_t g = opt.group ? static_cast<gid_t>(expected.gid) : static_cast<gid_t>(-1);
-      if (::fchown(out.fd, u, g) != 0) return set_errno(ec), res;
-    }
-    if (opt.xattrs) {
-      copy_fd_xattrs(in.fd, out.fd, ec);
-      if (ec) return res;
-    }
-    if (!direct_mode && ::fchmod(out.fd, static_cast<mode_t>(expected.mode)) != 0) return set_errno(ec), res;
-    const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(expected.mtime_ns)};
-    if (::futimens(out.fd, ts) != 0) return set_errno(ec), res;
-    if (opt.sync && ::fsync(out.fd) != 0) return set_errno(ec), res;
+    finish_copy(in.fd, out.fd, expected, opt, direct_mode, ec);
     return res;
   }
 
@@ -344,52 +323,12 @@ class posix_fs : private detail::posix_io {
 
   // ---- the state file (state_file): read whole, replaced atomically, removed ----------------------
 
-  /// The state file's content.  Never opens anything but a regular file (a FIFO planted there
-  /// would block, a device could have side effects): opened non-blocking, then checked.
-  std::string load_state(const std::filesystem::path& p, std::error_code& ec) const {
-    std::string out;
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0) return set_errno(ec), out;
-    struct ::stat st;
-    if (::fstat(fd, &st) != 0) set_errno(ec);
-    else if (!S_ISREG(st.st_mode)) ec = make_error_code(errc::special_file);
-    else ec.clear();
-    if (ec) {
-      ::close(fd);
-      return out;
-    }
-    char buf[1 << 16];
-    for (;;) {
-      const ::ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) set_errno(ec);
-      if (n <= 0) break;
-      out.append(buf, static_cast<std::size_t>(n));
-    }
-    ::close(fd);
-    return out;
-  }
+  /// The state file's content: posix_files::read_regular (a regular file only, never blocking).
+  std::string load_state(const std::filesystem::path& p, std::error_code& ec) const { return read_regular(p, ec); }
 
-  /// Replaces the state file: written to a temporary in its directory, flushed, renamed over it.
+  /// Replaces the state file atomically: posix_files::replace (temporary, fsync, rename).
   void save_state(const std::filesystem::path& p, std::string_view text, std::error_code& ec) const {
-    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-    const std::filesystem::path temp = dir / (".treesync-tmp-state-" + std::to_string(::getpid()));
-    ::unlink(temp.c_str());  // a leftover of a killed run of this process id
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return set_errno(ec);
-    std::size_t done = 0;
-    bool ok = true;
-    while (ok && done < text.size()) {
-      const ::ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-      if (n < 0 && errno == EINTR) continue;
-      ok = n > 0;
-      if (ok) done += static_cast<std::size_t>(n);
-    }
-    if (!ok || ::fsync(fd) != 0) set_errno(ec);
-    if (::close(fd) != 0 && ok) set_errno(ec);
-    if (ok && !ec && ::rename(temp.c_str(), p.c_str()) == 0) return ec.clear();
-    if (!ec) set_errno(ec);
-    ::unlink(temp.c_str());
+    replace(p, text, ec);
   }
 
   void drop_state(const std::filesystem::path& p, std::error_code& ec) const { check(::unlink(p.c_str()), ec); }
@@ -435,6 +374,34 @@ class posix_fs : private detail::posix_io {
   }
 
  private:
+  /// The end of copy_file once the data is in: an empty source proven empty, then owner, extended
+  /// attributes, mode (unless the file was created with it), mtime and, if asked, fsync.
+  static void finish_copy(int in, int out, const stat_info& expected, const copy_options& opt, bool direct_mode,
+                          std::error_code& ec) {
+    if (expected.size == 0) {
+      // Nothing was copied, so nothing showed the end: a regular file that says 0 bytes may still
+      // have content (/proc): one byte read past the end tells, and means "changed".
+      char probe;
+      ::ssize_t n;
+      do n = ::read(in, &probe, 1);
+      while (n < 0 && errno == EINTR);
+      if (n != 0) return n < 0 ? set_errno(ec) : void(ec = errc::changed_during_copy);
+    }
+    if (opt.owner || opt.group) {  // before the chmod: a chown clears set-user/group-ID bits
+      const uid_t u = opt.owner ? static_cast<uid_t>(expected.uid) : static_cast<uid_t>(-1);
+      const gid_t g = opt.group ? static_cast<gid_t>(expected.gid) : static_cast<gid_t>(-1);
+      if (::fchown(out, u, g) != 0) return set_errno(ec);
+    }
+    if (opt.xattrs) {
+      copy_fd_xattrs(in, out, ec);
+      if (ec) return;
+    }
+    if (!direct_mode && ::fchmod(out, static_cast<mode_t>(expected.mode)) != 0) return set_errno(ec);
+    const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(expected.mtime_ns)};
+    if (::futimens(out, ts) != 0) return set_errno(ec);
+    if (opt.sync && ::fsync(out) != 0) set_errno(ec);
+  }
+
   std::int64_t racy_;
 };
 #endif  // TREESYNC_HAS_POSIX

@@ -405,6 +405,40 @@ class posix_io {
 #endif
   }
 };
+
+/// Whole small files by path, for the state file: read only when regular, replaced atomically.
+class posix_files : protected posix_io {
+ protected:
+  /// The content of a regular file.  Nothing else is ever opened for reading: the open does not
+  /// block (a FIFO planted there) and fstat checks the type before the first read (a device could
+  /// have side effects).
+  static std::string read_regular(const std::filesystem::path& p, std::error_code& ec) {
+    std::string out;
+    const fd_guard f(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+    if (f.fd < 0) return set_errno(ec), out;
+    ec.clear();
+    if (!regular(f.fd, ec)) return out;
+    char buf[1 << 16];
+    for (::ssize_t n; (n = read_full(f.fd, buf, sizeof buf, ec)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+    return ec ? std::string{} : out;
+  }
+
+  /// Replaces `p` with `text`: written to a temporary in its directory, flushed, renamed over it;
+  /// the temporary is removed on failure.
+  static void replace(const std::filesystem::path& p, std::string_view text, std::error_code& ec) {
+    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
+    const std::filesystem::path temp = dir / (".treesync-tmp-state-" + std::to_string(::getpid()));
+    ::unlink(temp.c_str());  // a leftover of a killed run of this process id
+    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return set_errno(ec);
+    ec.clear();
+    if (write_all(fd, text.data(), text.size(), ec) && ::fsync(fd) != 0) set_errno(ec);
+    if (::close(fd) != 0 && !ec) set_errno(ec);
+    if (!ec && ::rename(temp.c_str(), p.c_str()) == 0) return;
+    if (!ec) set_errno(ec);
+    ::unlink(temp.c_str());
+  }
+};
 #endif  // TREESYNC_HAS_POSIX
 
 }  // namespace detail
