@@ -334,6 +334,56 @@ TEST_CASE("posix_fs::list shows names that begin with dots and never '.' or '..'
   CHECK(names == std::vector<std::string>{"...", "..d", "..x", ".x", "x."});
 }
 
+TEST_CASE("posix_fs::save_state replaces a file whole and load_state reads back every byte, past 64 KiB") {
+  temp_dir t;
+  const treesync::posix_fs pfs;
+  std::string text(200 * 1024 + 3, '\0');
+  for (std::size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>('a' + i % 23);
+  std::error_code ec;
+  write_file(t / "state", "an older, longer state file that must not survive in part");
+  pfs.save_state(t / "state", text, ec);
+  REQUIRE_FALSE(ec);
+  CHECK(read_file(t / "state") == text);
+  CHECK(pfs.load_state(t / "state", ec) == text);
+  CHECK_FALSE(ec);
+  pfs.save_state(t / "state", "", ec);
+  REQUIRE_FALSE(ec);
+  CHECK(pfs.load_state(t / "state", ec).empty());
+  CHECK_FALSE(ec);
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(t.path())) names.push_back(e.path().filename().string());
+  CHECK(names == std::vector<std::string>{"state"});  // no temporary left behind
+}
+
+TEST_CASE("posix_fs::load_state opens only a regular file: a FIFO, a directory and a symlink are errors, a missing file is ENOENT") {
+  temp_dir t;
+  const treesync::posix_fs pfs;
+  make_fifo(t / "fifo");  // no writer: an open that blocked would hang the test
+  make_dir(t / "dir");
+  write_file(t / "real", "content");
+  make_symlink("real", t / "link");
+  std::error_code ec;
+  CHECK(pfs.load_state(t / "fifo", ec).empty());
+  CHECK(ec == treesync::errc::special_file);
+  CHECK(pfs.load_state(t / "dir", ec).empty());
+  CHECK(ec);
+  CHECK(pfs.load_state(t / "link", ec).empty());
+  CHECK(ec == std::errc::too_many_symbolic_link_levels);
+  CHECK(pfs.load_state(t / "missing", ec).empty());
+  CHECK(ec == std::errc::no_such_file_or_directory);
+  CHECK(pfs.load_state(t / "real", ec) == "content");
+  CHECK_FALSE(ec);
+}
+
+TEST_CASE("posix_fs::save_state into a missing directory fails and leaves nothing") {
+  temp_dir t;
+  const treesync::posix_fs pfs;
+  std::error_code ec;
+  pfs.save_state(t / "missing" / "state", "x", ec);
+  CHECK(ec == std::errc::no_such_file_or_directory);
+  CHECK_FALSE(exists_nofollow(t / "missing"));
+}
+
 TEST_CASE("posix_fs::set_mtime keeps nanosecond, whole-second and pre-1970 mtimes exactly") {
   temp_dir t;
   write_file(t / "f", "f");
