@@ -1253,7 +1253,7 @@ def shlex_operands(command):
 
 def big_tree(root, dirs=20, files=30, big_files=2):
     """dirs x files small files and a few 4 MiB ones; the root gets an old mtime (see run_unfinished).
-    interrupt_twice needs more entries than a 4 KiB stdio buffer of -v lines holds (about 290)."""
+    Enough entries (about 620) that a frozen run is almost always mid-way, with room left to stop."""
     for d in range(dirs):
         p = os.path.join(root, "d%03d" % d)
         os.makedirs(p)
@@ -1309,8 +1309,10 @@ def no_partial_files(src, dst, what):
 #    (tgkill).  On SIGCONT that thread takes the signal before it runs any more of its own code, so
 #    before it looks at which signal came; the run is cancelled with certainty.
 #  - full_pipe() as stdout: the CLI's first write to stdout blocks until the test reads the pipe.
-#    With -v that write comes mid-run (after the first 4 KiB of action lines), and the report can
-#    never be printed while the test does not read: the test decides whether the run goes on.
+#    The CLI prints its -v lines and its report only after sync() returns, so a cancelled run blocks
+#    there (at the latest in exit()'s flush) and can print nothing while the test does not read.
+#    The pipe does not slow the sync itself: whether the run is still going when a signal is sent
+#    is what run_unfinished() checks, never an assumption.
 
 SIG_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 
@@ -1379,10 +1381,11 @@ def tgkill(pid, tid, sig):
         raise OSError(ctypes.get_errno(), "tgkill")
 
 
-def run_unfinished(p, sig, src, dst, frozen=None):
-    """Freezes the CLI `p` (SIGSTOP) and, if its sync is verifiably not finished, queues `sig` on its
-    main thread and calls frozen() while it is still frozen; then lets it go on (SIGCONT).  Returns
-    (True, frozen()'s result), or (False, None) when the run had finished (nothing was sent)."""
+def run_unfinished(p, sig, src, dst, frozen=None, wanted=lambda seen: True):
+    """Freezes the CLI `p` (SIGSTOP) and, if its sync is verifiably not finished, calls frozen()
+    while it is still frozen and, if wanted(frozen()'s result), queues `sig` on its main thread; then
+    lets it go on (SIGCONT).  Returns (True, frozen()'s result), or (False, None) when the run had
+    finished or was not wanted where it stood (nothing was sent)."""
     if p.poll() is not None:
         return False, None
     os.kill(p.pid, signal.SIGSTOP)
@@ -1393,6 +1396,8 @@ def run_unfinished(p, sig, src, dst, frozen=None):
         if not (unfinished and handler_installed(p.pid, sig)):
             return False, None
         seen = frozen() if frozen else None
+        if not wanted(seen):
+            return False, None
         tgkill(p.pid, p.pid, sig)
         return True, seen
     finally:
@@ -1491,37 +1496,53 @@ def interrupt(sig, twice, extra=()):
 
 
 def interrupt_twice(sig, extra, src, dst, expected_rc):
-    """Two signals: the second exits at once, without a report.  The run writes -v lines into a full
-    pipe, so it stops at its first write (or, cancelled before that, at its report) until this test
-    reads, which it does only once the CLI has exited: nothing it could print can come before the
-    second signal.  The second is sent once the first has been taken (no longer pending; two pending
-    signals of one kind would merge into one)."""
+    """Two signals: the second exits at once, without a report.  The run is serial (-j1: its main
+    thread is the only worker, so it takes the first signal before it starts another entry) and is
+    frozen mid-way, with at least two entries still to do, when the first signal is queued; the
+    second is sent once the first has been taken (two pending signals of one kind would merge into
+    one).  Its stdout is a full pipe this test reads only once the CLI has exited, so the cancelled
+    run blocks at its first write (its -v lines and report come after sync() returns): nothing it
+    could print can come before the second signal."""
     name = SIG_NAMES[sig]
-    r, w, filled = full_pipe()
+    total = count_entries(src)
     errors = os.path.join(os.path.dirname(dst), "stderr.txt")
-    with open(errors, "wb") as errfile:
-        p = subprocess.Popen([CLI, "-v"] + list(extra) + [src, dst], stdout=w, stderr=errfile)
-    os.close(w)
-    try:
-        installed = wait_for(lambda: p.poll() is not None or handler_installed(p.pid, sig))
-        check(installed and p.poll() is None, "the CLI is running with its %s handler installed" % name)
-        p.send_signal(sig)
-        taken = wait_for(lambda: p.poll() is not None or not signal_pending(p.pid, sig))
-        check(taken and p.poll() is None, "the first %s was taken and the CLI is still running" % name)
-        p.send_signal(sig)
-        p.wait(timeout=120)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
-        out = read_all(r)
+    for attempt in range(1, 6):
+        if os.path.lexists(dst):
+            make_writable(dst)
+            shutil.rmtree(dst)
+        r, w, filled = full_pipe()
+        with open(errors, "wb") as errfile:
+            p = subprocess.Popen([CLI, "-v", "-j1"] + list(extra) + [src, dst], stdout=w, stderr=errfile)
+        os.close(w)
+        try:
+            wait_for(lambda: p.poll() is not None or (os.path.isdir(dst) and len(os.listdir(dst)) >= 3))
+            sent, at_signal = run_unfinished(p, sig, src, dst, lambda: count_entries(dst),
+                                             lambda seen: seen + 1 < total)
+            if sent:
+                taken = wait_for(lambda: p.poll() is not None or not signal_pending(p.pid, sig))
+                check(taken and p.poll() is None, "the first %s was taken mid-way (%d of %d entries; attempt %d) "
+                      "and the CLI is still running" % (name, at_signal, total, attempt))
+                p.send_signal(sig)
+                p.wait(timeout=120)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            out = read_all(r)
+        if sent:
+            break
+        print("  attempt %d: the run could not be stopped mid-way (exit %s); again" % (attempt, p.returncode))
+    else:
+        check(False, "%s could be sent while the sync was mid-way (5 attempts)" % name)
+        return
     err = open(errors, "rb").read().decode("utf-8", "replace")
     print("  exit %s; %d bytes of stdout past the pipe's filling; stderr %r" % (p.returncode, len(out) - filled,
                                                                               err[-300:]))
     check(p.returncode == expected_rc, "%s twice: exit %d (got %s)" % (name, expected_rc, p.returncode))
     check(out == b"." * filled, "the second signal exited at once, without a report (got %r)" % out[filled:][:100])
-    done, total = count_files(dst), count_files(src)
-    check(done < total, "the run was stopped mid-way: %d of %d files at final names" % (done, total))
+    after = count_entries(dst)
+    check(after <= at_signal + 1 < total, "the first signal stopped the run: %d entries when it was sent, %d at "
+          "the end, of %d" % (at_signal, after, total))
 
 
 def test_interrupt():
