@@ -1267,11 +1267,6 @@ def big_tree(root, dirs=20, files=30, big_files=2):
     os.utime(root, ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
 
 
-def count_files(root):
-    """Regular files below root, temporaries not counted."""
-    return sum(1 for _, _, names in os.walk(root) for n in names if not n.startswith(".treesync-tmp-"))
-
-
 def count_entries(root):
     """Entries below root (files, directories, links), temporaries not counted."""
     return sum(1 for _, dirs, names in os.walk(root) for n in dirs + names if not n.startswith(".treesync-tmp-"))
@@ -1435,18 +1430,24 @@ def read_all(fd):
     return b"".join(chunks)
 
 
+def start_cold(args, dst, **popen):
+    """Starts the CLI with `args` on an empty `dst` (removed first) and returns once the run has made
+    its first entries or ended (any moment of the run would do: run_unfinished checks where it is)."""
+    if os.path.lexists(dst):
+        make_writable(dst)
+        shutil.rmtree(dst)
+    p = subprocess.Popen([CLI] + args, **popen)
+    wait_for(lambda: p.poll() is not None or (os.path.isdir(dst) and len(os.listdir(dst)) >= 3))
+    return p
+
+
 def interrupt_once(sig, extra, src, dst):
     """A cold run cancelled by one signal that certainly lands before the run ends.  Returns
     (exit status, stdout, stderr, entries in DST when the signal was sent; None when it was sent
     with several workers running)."""
     name = SIG_NAMES[sig]
     for attempt in range(1, 6):
-        if os.path.lexists(dst):
-            make_writable(dst)
-            shutil.rmtree(dst)
-        p = subprocess.Popen([CLI] + list(extra) + [src, dst], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        # wait for the run's first entries (any moment of the run would do: run_unfinished checks it)
-        wait_for(lambda: p.poll() is not None or (os.path.isdir(dst) and len(os.listdir(dst)) >= 3))
+        p = start_cold(list(extra) + [src, dst], dst, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         serial = "-j1" in extra
         sent, at_signal = run_unfinished(p, sig, src, dst, (lambda: count_entries(dst)) if serial else None)
         out, err = p.communicate(timeout=120)
@@ -1507,15 +1508,11 @@ def interrupt_twice(sig, extra, src, dst, expected_rc):
     total = count_entries(src)
     errors = os.path.join(os.path.dirname(dst), "stderr.txt")
     for attempt in range(1, 6):
-        if os.path.lexists(dst):
-            make_writable(dst)
-            shutil.rmtree(dst)
         r, w, filled = full_pipe()
         with open(errors, "wb") as errfile:
-            p = subprocess.Popen([CLI, "-v", "-j1"] + list(extra) + [src, dst], stdout=w, stderr=errfile)
+            p = start_cold(["-v", "-j1"] + list(extra) + [src, dst], dst, stdout=w, stderr=errfile)
         os.close(w)
         try:
-            wait_for(lambda: p.poll() is not None or (os.path.isdir(dst) and len(os.listdir(dst)) >= 3))
             sent, at_signal = run_unfinished(p, sig, src, dst, lambda: count_entries(dst),
                                              lambda seen: seen + 1 < total)
             if sent:
