@@ -246,6 +246,51 @@ TEST_CASE("compare::newer: a destination newer than the source is kept") {
   CHECK(fs.read("/dst/a.txt") == "alpha");
 }
 
+TEST_CASE("compare::newer: a destination file newer than the source is left entirely alone (issue 24)") {
+  // rsync -u keeps a newer receiver file as it is: not its data only, its mode, owner and times
+  // too (before, the engine still chmodded it: `.f...p..... a.txt`)
+  mock_fs fs;
+  mirrored(fs);
+  fs.write("/dst/a.txt", "edited in the mirror");  // newer, another size
+  fs.chmod("/dst/a.txt", 0600);
+  fs.write("/dst/b.txt", "BRAVO");  // newer, the same size
+  fs.chmod("/dst/b.txt", 0640);
+  fs.chown("/dst/b.txt", 4242, 4343);
+  settle(fs);
+  const treesync::stat_info a_before = fs.lstat("/dst/a.txt"), b_before = fs.lstat("/dst/b.txt");
+  REQUIRE(a_before.mtime_ns > mtime_of(fs, "/src/a.txt"));
+  fs.reset_counters();
+  std::vector<std::string> acted;
+  const treesync::report r =
+      treesync::sync(fs, "/src", "/dst", treesync::compare::newer, treesync::preserve_owner, treesync::preserve_group,
+                     [&acted](const treesync::action& a) { acted.emplace_back(a.path); });
+  CHECK(r.ok());
+  CHECK(acted.empty());
+  CHECK(r.meta_updated == 0u);
+  CHECK(r.updated == 0u);
+  CHECK(fs.ops()[mock_fs::op::chmod] == 0u);
+  CHECK(fs.ops()[mock_fs::op::chown] == 0u);
+  CHECK(fs.ops()[mock_fs::op::open_write] == 0u);
+  const treesync::stat_info a_after = fs.lstat("/dst/a.txt"), b_after = fs.lstat("/dst/b.txt");
+  CHECK(fs.read("/dst/a.txt") == "edited in the mirror");
+  CHECK(fs.read("/dst/b.txt") == "BRAVO");
+  CHECK(a_after.mode == a_before.mode);
+  CHECK(b_after.mode == b_before.mode);
+  CHECK(b_after.uid == 4242u);
+  CHECK(b_after.gid == 4343u);
+  CHECK(a_after.mtime_ns == a_before.mtime_ns);
+  CHECK(b_after.mtime_ns == b_before.mtime_ns);
+  CHECK(a_after.ino == a_before.ino);
+  CHECK(b_after.ino == b_before.ino);
+
+  // an older destination file whose mode differs is still fixed (newer is no blanket skip)
+  fs.chmod("/dst/d/c.txt", 0600);
+  settle(fs);
+  const treesync::report r2 = treesync::sync(fs, "/src", "/dst", treesync::compare::newer);
+  CHECK(r2.meta_updated == 1u);
+  CHECK((fs.lstat("/dst/d/c.txt").mode & 07777) == (fs.lstat("/src/d/c.txt").mode & 07777));
+}
+
 TEST_CASE("compare::checksum: equal size and mtime but different bytes are copied") {
   mock_fs fs;
   mirrored(fs);

@@ -21,7 +21,10 @@ inline namespace v0 {
 // = true`, or, when that depends on how it was configured at run time, `bool restamp() const`: a
 // current file whose mtime differs then gets the source's mtime (rsync -c -t).  Without it the
 // destination's mtime is left alone (newer keeps a newer destination; a size_mtime window
-// tolerates coarse timestamps, and re-stamping would write on every run).
+// tolerates coarse timestamps, and re-stamping would write on every run).  A policy that keeps a
+// destination file newer than its source (rsync -u) declares `static constexpr bool keep_newer =
+// true` (or `bool keep_newer() const`): such a file, found current, is then left entirely alone
+// (no chmod, chown or re-stamp either).
 
 /// The two files being compared.
 ///
@@ -94,8 +97,10 @@ struct size_only_t {
 };
 inline constexpr size_only_t size_only{};
 
-/// A destination newer than the source is kept (rsync -u); otherwise like size_mtime.
+/// A destination newer than the source is kept (rsync -u): left entirely alone, data, mode, owner
+/// and times (`keep_newer`); otherwise like size_mtime.
 struct newer_t {
+  static constexpr bool keep_newer = true;
   bool up_to_date(const file_pair& f) const {
     if (f.dst.mtime_ns > f.src.mtime_ns && !f.same_mtime()) return true;
     return size_mtime{}.up_to_date(f);

@@ -360,6 +360,9 @@ class walker {
       const file_pair pair(p.src, p.dst, racy, &content_thunk, &ctx, s_.time.resolution_ns);
       const bool current = s_.cmp.up_to_date(pair);
       if (ctx.ec) return j_.fail(side::source, operation::compare, ctx.ec), verdict::none;
+      // rsync -u: a destination file newer than its source is left entirely alone (mode, owner, times)
+      if (current && keeps_newer(s_.cmp) && p.dst.mtime_ns > p.src.mtime_ns && !s_.same_mtime(p.dst, p.src))
+        return verdict::none;
       // The data is current; what is left is metadata, changed by name only where that cannot
       // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise the
       // file is written afresh, and the new inode gets owner, group and mode.
