@@ -9,6 +9,8 @@
 
 #include "policies.hpp"
 
+#include <stdexcept>
+
 namespace treesync {
 inline namespace v0 {
 
@@ -227,6 +229,14 @@ inline bool wild_match(std::string_view pattern, std::string_view text) {
 
 }  // namespace detail
 
+/// A rule file treesync cannot use: a line that is no rule it knows (rsync's "Unknown filter
+/// rule"), a rule file larger than filter::max_rule_file_size, merges nested too deep.  Thrown
+/// by filter::excluded() when it reads such a file; the run stops (sync() rethrows it).
+class filter_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 /// Ordered include/exclude rules with rsync's filter semantics (`rsync --filter`, `--include`,
 /// `--exclude`, `-F`): the first rule that matches an entry decides; an entry no rule matches is
 /// included.  The engine asks as the walk reaches each entry, so an excluded directory is never
@@ -246,22 +256,52 @@ inline bool wild_match(std::string_view pattern, std::string_view text) {
 ///
 /// Per-directory rule files (`dir_merge(".rsync-filter")`, rsync's `dir-merge` and `-F`): for an
 /// entry, the files named so in the directories above it are consulted at the place of the
-/// dir_merge rule, the deepest first, each holding rules in the syntax of add_rules() (a `!` in
-/// one drops the rules inherited from above).  The files are read through the `loader` given at
-/// construction: `filter::reading(root)` reads `root/DIR/NAME` with open(O_NOFOLLOW), regular
-/// files only, at most 1 MiB (a missing, unreadable, oversized or non-regular file holds no
-/// rules), each directory once per filter (a cache shared by copies, guarded by a mutex:
-/// excluded() may be called from several worker threads at once).  Pass the run's source
-/// directory as root; destination-only directories have no rule files.  Nested merge rules inside
-/// a per-directory file are ignored.
+/// dir_merge rule, the deepest first, each holding rules in the syntax of add_rule() (a `!` in
+/// one drops the rules inherited from above).  Inside a rule file, `merge FILE` / `. FILE` reads
+/// FILE (relative to the rule file's directory) in place, and `dir-merge NAME` / `: NAME` starts
+/// per-directory files called NAME from that directory down (a name already active is ignored,
+/// as in rsync); the merge modifiers `-` / `+` (every line a pattern with that action), `C`
+/// (cvsignore style: `n`, `w`, `-`), `e` (exclude the rule file itself), `n` (not inherited by
+/// subdirectories) and `w` (split on whitespace) are rsync's; the rule modifier `!` (match when
+/// the pattern does not).  Any other line, or an unsupported modifier, throws filter_error
+/// ("Unknown filter rule: ...") from excluded(): the run stops there, before writing anything
+/// below the directory whose file it is; prepare() reads the root's files up front.
+///
+/// The files are read through the `loader` given at construction: `filter::reading(root)` reads
+/// `root/DIR/NAME` with open(O_NOFOLLOW), regular files only (a missing, unreadable or
+/// non-regular file holds no rules; one larger than max_rule_file_size is a filter_error).  Cost
+/// and memory: each calling thread keeps the chain of rule contexts of the directory it is in
+/// (one per directory from the root down, each reusing its parent's), so an entry costs one
+/// comparison of its parent path with the thread's current directory plus the rules in force;
+/// a directory's files are read when a thread enters it and released when every thread has
+/// left it (a directory is read again if the walk comes back to it).  excluded() may be called
+/// from several worker threads at once.  Pass the run's source directory as root;
+/// destination-only directories have no rule files.
 class filter {
  public:
   /// Reads the per-directory file `name` of the directory `dir` (relative to the source, "" for
-  /// the root); an empty result holds no rules.
+  /// the root); an empty result holds no rules.  May throw filter_error.
   using loader = std::function<std::string(std::string_view dir, std::string_view name)>;
+
+  /// The largest rule file filter::reading() accepts (a larger one is a filter_error).
+  static constexpr std::size_t max_rule_file_size = std::size_t{4} << 20;
 
   filter() : shared_(std::make_shared<shared_state>()) {}
   explicit filter(loader load) : filter() { shared_->load = std::move(load); }
+  // A copy has the rules and the loader, and contexts of its own.
+  filter(const filter& o) : rules_(o.rules_), has_merge_(o.has_merge_), shared_(std::make_shared<shared_state>()) {
+    shared_->load = o.shared_->load;
+  }
+  filter& operator=(const filter& o) {
+    if (this != &o) {
+      filter copy(o);
+      *this = std::move(copy);
+    }
+    return *this;
+  }
+  filter(filter&&) noexcept = default;
+  filter& operator=(filter&&) noexcept = default;
+  ~filter() = default;
 
   /// A filter whose per-directory rule files are read from the directory `root`.
   static filter reading(std::filesystem::path root) {
@@ -276,39 +316,27 @@ class filter {
   filter& include(std::string_view pattern) { return add(true, pattern); }
   filter& exclude(std::string_view pattern) { return add(false, pattern); }
   /// Per-directory rule files called `name` (rsync `dir-merge NAME`; `-F` is ".rsync-filter").
-  filter& dir_merge(std::string_view name) {
-    rule r;
-    r.merge = true;
-    r.pattern = std::string(name);
-    rules_.push_back(std::move(r));
-    return *this;
-  }
+  filter& dir_merge(std::string_view name) { return push(merge_rule(name, 0)); }
   /// Drops every rule added so far (rsync's `!`).
   filter& clear() {
     rules_.clear();
-    return *this;
+    return changed();
   }
 
   /// One rule in rsync's --filter syntax: `+ PAT`, `- PAT`, `include PAT`, `exclude PAT`,
-  /// `dir-merge NAME`, `: NAME`, `!` (clear).  Returns false (and adds nothing) on anything else,
-  /// rule modifiers included.
+  /// `dir-merge NAME`, `: NAME` (with the merge modifiers above, e.g. `:- .gitignore`), `!`
+  /// (clear); the modifier `!` on `+`/`-`.  Returns false (and adds nothing) on anything else,
+  /// `merge FILE` included (a single-instance merge is read only inside a rule file).
   bool add_rule(std::string_view line) {
-    std::string_view word = line, rest;
-    const auto sp = line.find_first_of(" _");
-    if (sp != std::string_view::npos) {
-      word = line.substr(0, sp);
-      rest = line.substr(sp + 1);
+    parsed p;
+    if (!parse_rule(line, p) || p.kind == kind_merge) return false;
+    if (p.kind == kind_clear) return clear(), true;
+    if (p.kind == kind_dir_merge) {
+      if (p.mods & mod_self) add(false, basename(p.arg));
+      return push(merge_rule(p.arg, p.mods)), true;
     }
-    if (word == "!" || word == "clear") {
-      if (!rest.empty()) return false;
-      clear();
-      return true;
-    }
-    if (sp == std::string_view::npos || rest.empty()) return false;
-    if (word == "+" || word == "include") return include(rest), true;
-    if (word == "-" || word == "exclude") return exclude(rest), true;
-    if (word == ":" || word == "dir-merge") return dir_merge(rest), true;
-    return false;
+    add(p.kind == kind_include, p.arg, (p.mods & mod_negate) != 0);
+    return true;
   }
 
   /// The lines of a rule file (a per-directory file, `--filter` merge text): one rule per line as
@@ -338,24 +366,35 @@ class filter {
   }
 
   bool excluded(std::string_view rel, file_type type) const {
-    const int v = decide(rules_, rel, type, true);
-    return v == 0;
+    if (!has_merge_) return decide(rules_, rel, type, nullptr, 0, 0) == 0;
+    const auto slash = rel.rfind('/');
+    const std::shared_ptr<cursor> cur = thread_cursor();
+    const dir_ctx* ctx = cur->enter(*this, slash == std::string_view::npos ? std::string_view() : rel.substr(0, slash));
+    return decide(rules_, rel, type, ctx, 0, 0) == 0;
+  }
+
+  /// Reads the root directory's rule files now (a filter_error is thrown here, before a run
+  /// starts, rather than from the run's first excluded()).
+  void prepare() const {
+    if (has_merge_) thread_cursor()->enter(*this, std::string_view());
   }
 
   std::size_t size() const noexcept { return rules_.size(); }
   bool empty() const noexcept { return rules_.empty(); }
 
-  /// The regular file at `path` (no symlink followed at its last component), at most 1 MiB;
-  /// empty when it is missing, not a regular file, unreadable or larger.
+  /// The regular file at `path` (no symlink followed at its last component); empty when it is
+  /// missing, not a regular file or unreadable; filter_error when it is larger than
+  /// max_rule_file_size.
   static std::string read_rule_file(const char* path) {
     std::string out;
     const int fd = ::open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) return out;
     struct stat st;
-    constexpr off_t cap = off_t{1} << 20;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= cap) {
+    bool too_large = false;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      too_large = static_cast<std::uintmax_t>(st.st_size) > max_rule_file_size;
       char buf[8192];
-      for (;;) {
+      while (!too_large) {
         const ssize_t n = ::read(fd, buf, sizeof buf);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
@@ -363,39 +402,205 @@ class filter {
           break;
         }
         out.append(buf, static_cast<std::size_t>(n));
-        if (out.size() > static_cast<std::size_t>(cap)) {
-          out.clear();
-          break;
-        }
+        too_large = out.size() > max_rule_file_size;
       }
     }
     ::close(fd);
+    if (too_large)
+      throw filter_error("rule file " + std::string(path) + " is larger than " +
+                         std::to_string(max_rule_file_size >> 20) + " MiB");
     return out;
   }
 
  private:
+  enum : unsigned {
+    mod_exclude = 1,    // '-': every line an exclude pattern
+    mod_include = 2,    // '+': every line an include pattern
+    mod_cvs = 4,        // 'C'
+    mod_self = 8,       // 'e'
+    mod_no_inherit = 16,  // 'n'
+    mod_words = 32,     // 'w'
+    mod_negate = 64,    // '!' on an include/exclude rule
+  };
+  enum rule_kind { kind_include, kind_exclude, kind_merge, kind_dir_merge, kind_clear };
+
   struct rule {
     std::string pattern;  // without the leading '/' of an anchored pattern and the trailing '/'
-    std::string base;     // a per-directory file's directory + '/', for anchored patterns
     bool include = false;
     bool merge = false;
     bool anchored = false;
     bool dirs_only = false;
+    bool negate = false;
     bool wild = false;    // holds '*', '?' or '['
     bool wild2 = false;   // holds "**"
     bool wild2_prefix = false;
     bool wild3_suffix = false;
+    unsigned mods = 0;        // a dir-merge rule's modifiers
     std::size_t slashes = 0;  // '/' in the pattern, the leading one counted, the trailing one not
   };
-  struct dir_rules {
+  struct parsed {
+    rule_kind kind = kind_exclude;
+    unsigned mods = 0;
+    std::string_view arg;
+  };
+
+  // One rule file as read for one directory: its rules (single-instance merges read in place).
+  struct rule_file {
     std::vector<rule> rules;
     bool cleared = false;  // held a '!': the rules of the directories above do not apply
   };
+  // The rules of one dir-merge name in force in a directory: its own file, then the inherited.
+  struct layer {
+    std::shared_ptr<const rule_file> file;
+    std::shared_ptr<const layer> up;
+    std::size_t base = 0;  // the length of "DIR/" (0 at the root): anchored patterns start there
+  };
+  // One active dir-merge name: the rule that started it (kept alive by `owner`, the rule file
+  // holding it, or the filter itself), what applies in this directory, what its subdirectories
+  // inherit.
+  struct slot {
+    const rule* merge = nullptr;
+    std::shared_ptr<const rule_file> owner;
+    std::shared_ptr<const layer> current;
+    std::shared_ptr<const layer> inherit;
+  };
+  struct dir_ctx {
+    std::vector<slot> slots;
+    const slot* find(const rule* r) const {
+      for (const slot& s : slots)
+        if (s.merge == r) return &s;
+      return nullptr;
+    }
+  };
+
+  // A thread's position: the contexts from the root down to the directory `dir`.
+  struct cursor {
+    std::string dir;
+    std::vector<std::pair<std::size_t, std::shared_ptr<const dir_ctx>>> stack;  // (length of the prefix, context)
+
+    const dir_ctx* enter(const filter& f, std::string_view pd) {
+      if (!stack.empty() && pd.size() == dir.size() && pd == std::string_view(dir)) return stack.back().second.get();
+      if (stack.empty()) {
+        dir.clear();
+        stack.emplace_back(0, f.build(nullptr, std::string_view(), 0));
+      }
+      const std::size_t n = std::min(dir.size(), pd.size());
+      std::size_t common = 0;
+      while (common < n && dir[common] == pd[common]) ++common;
+      while (stack.size() > 1) {
+        const std::size_t e = stack.back().first;
+        if (e <= common && (e == pd.size() || pd[e] == '/')) break;
+        stack.pop_back();
+      }
+      dir.resize(stack.back().first);
+      std::size_t pos = stack.back().first;
+      while (pos < pd.size()) {
+        const std::size_t start = pos == 0 ? 0 : pos + 1;
+        std::size_t next = pd.find('/', start);
+        if (next == std::string_view::npos) next = pd.size();
+        auto ctx = f.build(stack.back().second.get(), pd.substr(0, next), next + 1);
+        stack.emplace_back(next, std::move(ctx));
+        dir.append(pd.data() + pos, next - pos);
+        pos = next;
+      }
+      return stack.back().second.get();
+    }
+  };
+
   struct shared_state {
     loader load;
     std::mutex mu;
-    std::map<std::string, std::shared_ptr<const dir_rules>, std::less<>> cache;
+    std::vector<std::pair<std::thread::id, std::shared_ptr<cursor>>> cursors;
   };
+
+  filter& changed() {
+    has_merge_ = std::any_of(rules_.begin(), rules_.end(), [](const rule& r) { return r.merge; });
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->cursors.clear();  // their contexts point into the old rules
+    return *this;
+  }
+
+  filter& push(rule r) {
+    rules_.push_back(std::move(r));
+    return changed();
+  }
+
+  std::shared_ptr<cursor> thread_cursor() const {
+    const auto me = std::this_thread::get_id();
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    for (auto& c : shared_->cursors)
+      if (c.first == me) return c.second;
+    if (shared_->cursors.size() >= 256) shared_->cursors.clear();  // threads of runs gone by
+    shared_->cursors.emplace_back(me, std::make_shared<cursor>());
+    return shared_->cursors.back().second;
+  }
+
+  static std::string_view basename(std::string_view name) {
+    const auto slash = name.rfind('/');
+    return slash == std::string_view::npos ? name : name.substr(slash + 1);
+  }
+
+  // rsync's rule syntax: `+ PAT`, `-! PAT`, `:n- NAME`, `dir-merge,e NAME`, `!`...
+  static bool parse_rule(std::string_view line, parsed& out) {
+    if (line.empty()) return false;
+    std::size_t i = 0;
+    const char c = line[0];
+    static constexpr std::pair<std::string_view, rule_kind> words[] = {
+        {"include", kind_include}, {"exclude", kind_exclude}, {"merge", kind_merge},
+        {"dir-merge", kind_dir_merge}, {"clear", kind_clear}};
+    bool found = false;
+    for (const auto& w : words) {
+      if (line.compare(0, w.first.size(), w.first) == 0 &&
+          (line.size() == w.first.size() || line[w.first.size()] == ',' || line[w.first.size()] == ' ' ||
+           line[w.first.size()] == '_')) {
+        out.kind = w.second;
+        i = w.first.size();
+        if (i < line.size() && line[i] == ',') ++i;
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      switch (c) {
+        case '+': out.kind = kind_include; break;
+        case '-': out.kind = kind_exclude; break;
+        case '.': out.kind = kind_merge; break;
+        case ':': out.kind = kind_dir_merge; break;
+        case '!': out.kind = kind_clear; break;
+        default: return false;
+      }
+      i = 1;
+    }
+    const bool merging = out.kind == kind_merge || out.kind == kind_dir_merge;
+    for (; i < line.size() && line[i] != ' ' && line[i] != '_'; ++i) {
+      const char m = line[i];
+      if (merging && m == '-') out.mods |= mod_exclude;
+      else if (merging && m == '+') out.mods |= mod_include;
+      else if (merging && m == 'C') out.mods |= mod_cvs | mod_no_inherit | mod_words | mod_exclude;
+      else if (merging && m == 'e') out.mods |= mod_self;
+      else if (merging && m == 'n') out.mods |= mod_no_inherit;
+      else if (merging && m == 'w') out.mods |= mod_words;
+      else if (!merging && out.kind != kind_clear && m == '!') out.mods |= mod_negate;
+      else return false;
+    }
+    if ((out.mods & mod_exclude) && (out.mods & mod_include)) return false;
+    if (i < line.size()) ++i;  // the separator
+    out.arg = line.substr(i);
+    if (out.kind == kind_clear) return out.arg.empty();
+    if (out.arg.empty()) {
+      if (out.kind == kind_dir_merge && (out.mods & mod_cvs)) out.arg = ".cvsignore";
+      else return false;
+    }
+    return true;
+  }
+
+  static rule merge_rule(std::string_view name, unsigned mods) {
+    rule r;
+    r.merge = true;
+    r.mods = mods;
+    r.pattern = std::string(name);
+    return r;
+  }
 
   template <class F>
   static void for_each_line(std::string_view text, F&& f) {
@@ -410,9 +615,10 @@ class filter {
     }
   }
 
-  static rule make_rule(bool include_it, std::string_view pat) {
+  static rule make_rule(bool include_it, std::string_view pat, bool negate = false) {
     rule r;
     r.include = include_it;
+    r.negate = negate;
     if (pat.size() > 1 && pat.back() == '/') {
       r.dirs_only = true;
       pat.remove_suffix(1);
@@ -434,32 +640,153 @@ class filter {
     return r;
   }
 
-  filter& add(bool include_it, std::string_view pat) {
-    if (!pat.empty()) rules_.push_back(make_rule(include_it, pat));
-    return *this;
+  filter& add(bool include_it, std::string_view pat, bool negate = false) {
+    if (pat.empty()) return *this;
+    rules_.push_back(make_rule(include_it, pat, negate));
+    return changed();  // a context's slots point into rules_
   }
 
-  // rsync's rule_matches(), for a path relative to the transfer root.
-  static bool matches(const rule& r, std::string_view rel, file_type type) {
+  // The text of the rule file `name` of `dir` parsed as the merge modifiers `mods` say, into
+  // `out`; `merges` counts the single-instance merges read so far (nesting is bounded).
+  void parse_file(std::string_view dir, std::string_view name, unsigned mods, rule_file& out, int& merges) const {
+    const std::string text = shared_->load ? shared_->load(dir, name) : std::string();
+    std::string where = std::string(dir);
+    if (!where.empty()) where += '/';
+    where += name;
+    std::size_t lineno = 0;
+    const auto bad = [&](std::string_view rule_text) {
+      throw filter_error("Unknown filter rule: `" + std::string(rule_text) + "' (" + where + " line " +
+                         std::to_string(lineno) + ")");
+    };
+    const auto one = [&](std::string_view token) {
+      if (mods & (mod_exclude | mod_include)) {
+        if (token == "!" && (mods & mod_cvs)) {
+          out.rules.clear();
+          out.cleared = true;
+          return;
+        }
+        out.rules.push_back(make_rule((mods & mod_include) != 0, token));
+        return;
+      }
+      parsed p;
+      if (!parse_rule(token, p)) bad(token);
+      switch (p.kind) {
+        case kind_clear:
+          out.rules.clear();
+          out.cleared = true;
+          break;
+        case kind_include:
+        case kind_exclude:
+          if (!p.arg.empty()) out.rules.push_back(make_rule(p.kind == kind_include, p.arg, (p.mods & mod_negate) != 0));
+          break;
+        case kind_dir_merge:
+          if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
+          out.rules.push_back(merge_rule(p.arg, p.mods));
+          break;
+        case kind_merge: {
+          if (++merges > 32) throw filter_error("merge files nested too deep (" + where + " line " + std::to_string(lineno) + ")");
+          if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
+          parse_file(dir, p.arg, p.mods, out, merges);
+          break;
+        }
+      }
+    };
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      std::size_t end = text.find('\n', pos);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view line = std::string_view(text).substr(pos, end - pos);
+      pos = end + 1;
+      ++lineno;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (!(mods & mod_words)) {
+        if (line.empty() || line.front() == '#' || line.front() == ';') continue;
+        one(line);
+        continue;
+      }
+      std::size_t i = 0;  // words: split on whitespace, a lone prefix joined with the next word
+      const auto word = [&](std::size_t& k) {
+        while (k < line.size() && std::isspace(static_cast<unsigned char>(line[k]))) ++k;
+        const std::size_t b = k;
+        while (k < line.size() && !std::isspace(static_cast<unsigned char>(line[k]))) ++k;
+        return line.substr(b, k - b);
+      };
+      for (std::string_view w = word(i); !w.empty(); w = word(i)) {
+        const bool prefix_only = !(mods & (mod_exclude | mod_include)) &&
+                                 (w == "+" || w == "-" || w == "." || w == ":" || w == "include" || w == "exclude" ||
+                                  w == "merge" || w == "dir-merge");
+        if (prefix_only) {  // "- foo + bar": two rules
+          const std::string_view next = word(i);
+          if (!next.empty()) w = line.substr(static_cast<std::size_t>(w.data() - line.data()),
+                                             static_cast<std::size_t>(next.data() + next.size() - w.data()));
+        }
+        one(w);
+      }
+    }
+  }
+
+  // The context of the directory `dir` (length+1 = `base`; the root: "" and 0) below `parent`.
+  std::shared_ptr<const dir_ctx> build(const dir_ctx* parent, std::string_view dir, std::size_t base) const {
+    auto ctx = std::make_shared<dir_ctx>();
+    const auto active = [&](std::string_view name) {
+      for (const slot& s : ctx->slots)
+        if (s.merge->pattern == name) return true;
+      return false;
+    };
+    if (parent) {
+      ctx->slots.reserve(parent->slots.size());
+      for (const slot& s : parent->slots) ctx->slots.push_back(slot{s.merge, s.owner, nullptr, s.inherit});
+    } else {
+      for (const rule& r : rules_)
+        if (r.merge && !active(r.pattern)) ctx->slots.push_back(slot{&r, nullptr, nullptr, nullptr});
+    }
+    for (std::size_t i = 0; i < ctx->slots.size(); ++i) {
+      const rule* m = ctx->slots[i].merge;
+      auto file = std::make_shared<rule_file>();
+      int merges = 0;
+      parse_file(dir, m->pattern, m->mods, *file, merges);
+      if (file->rules.empty() && !file->cleared) {
+        ctx->slots[i].current = ctx->slots[i].inherit;
+      } else {
+        for (const rule& r : file->rules)  // dir-merge rules of the file start here
+          if (r.merge && !active(r.pattern)) ctx->slots.push_back(slot{&r, file, nullptr, nullptr});
+        auto l = std::make_shared<layer>();
+        l->file = file;
+        if (!file->cleared) l->up = ctx->slots[i].inherit;
+        l->base = base;
+        ctx->slots[i].current = std::move(l);
+      }
+      ctx->slots[i].inherit = (m->mods & mod_no_inherit) ? nullptr : ctx->slots[i].current;
+    }
+    return ctx;
+  }
+
+  // rsync's rule_matches(), for a path relative to the transfer root; `base`: the length of the
+  // directory prefix anchored patterns start after.
+  static bool matches(const rule& r, std::string_view rel, file_type type, std::size_t base) {
     const bool is_dir = type == file_type::directory;
     if (r.dirs_only && !is_dir) return false;
     if (rel.empty()) return false;
-    if (r.anchored && !r.base.empty()) {  // anchored at a per-directory file's directory
-      if (rel.size() <= r.base.size() || rel.compare(0, r.base.size(), r.base) != 0) return false;
-      rel.remove_prefix(r.base.size());
+    if (r.anchored && base > 0) {  // anchored at a per-directory file's directory
+      if (rel.size() <= base) return false;
+      rel.remove_prefix(base);
     }
     std::string_view name = rel;
     if (r.slashes == 0 && !r.wild2) {
       const auto slash = name.rfind('/');
       if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
     }
-    std::string text;
-    if (r.wild2_prefix) text += '/';
-    text += name;
-    if (is_dir && r.wild3_suffix) text += '/';
     const auto whole = [&](std::string_view t) {
       return r.wild ? detail::wild_match(r.pattern, t) : t == r.pattern;
     };
+    std::string buffer;  // only for the two forms that add a character
+    std::string_view text = name;
+    if (r.wild2_prefix || (is_dir && r.wild3_suffix)) {
+      if (r.wild2_prefix) buffer += '/';
+      buffer += name;
+      if (is_dir && r.wild3_suffix) buffer += '/';
+      text = buffer;
+    }
     if (!r.anchored && r.slashes > 0 && !r.wild2) {  // the last slashes+1 components
       std::size_t need = r.slashes;
       std::size_t start = text.size();
@@ -471,75 +798,37 @@ class filter {
         --start;
       }
       if (need > 0) return false;
-      return whole(std::string_view(text).substr(start));
+      return whole(text.substr(start));
     }
     if (!r.anchored && r.wild2 && !r.wild2_prefix) {  // from the start or after any '/'
-      const std::string_view t = text;
-      if (whole(t)) return true;
-      for (std::size_t i = 0; i < t.size(); ++i)
-        if (t[i] == '/' && whole(t.substr(i + 1))) return true;
+      if (whole(text)) return true;
+      for (std::size_t i = 0; i < text.size(); ++i)
+        if (text[i] == '/' && whole(text.substr(i + 1))) return true;
       return false;
     }
     return whole(text);
   }
 
   // 1 included, 0 excluded, -1 no rule matched.
-  int decide(const std::vector<rule>& rules, std::string_view rel, file_type type, bool outer) const {
+  int decide(const std::vector<rule>& rules, std::string_view rel, file_type type, const dir_ctx* ctx,
+             std::size_t base, int depth) const {
     for (const rule& r : rules) {
       if (r.merge) {
-        if (!outer) continue;
-        std::string_view dir = rel;
-        for (;;) {
-          const auto slash = dir.rfind('/');
-          dir = slash == std::string_view::npos ? std::string_view() : dir.substr(0, slash);
-          const auto d = per_dir(dir, r.pattern);
-          if (d) {
-            const int v = decide(d->rules, rel, type, false);
-            if (v >= 0) return v;
-            if (d->cleared) break;
-          }
-          if (dir.empty()) break;
+        const slot* s = ctx && depth < 64 ? ctx->find(&r) : nullptr;  // a duplicate name: not active (rsync)
+        if (!s) continue;
+        for (const layer* l = s->current.get(); l; l = l->up.get()) {
+          const int v = decide(l->file->rules, rel, type, ctx, l->base, depth + 1);
+          if (v >= 0) return v;
         }
         continue;
       }
-      if (matches(r, rel, type)) return r.include ? 1 : 0;
+      if (matches(r, rel, type, base) != r.negate) return r.include ? 1 : 0;
     }
     return -1;
   }
 
-  std::shared_ptr<const dir_rules> per_dir(std::string_view dir, const std::string& name) const {
-    if (!shared_->load) return nullptr;
-    std::string key(dir);
-    key += '\0';
-    key += name;
-    {
-      std::lock_guard<std::mutex> lock(shared_->mu);
-      const auto it = shared_->cache.find(key);
-      if (it != shared_->cache.end()) return it->second;
-    }
-    const std::string text = shared_->load(dir, name);  // outside the lock: workers read in parallel
-    std::shared_ptr<dir_rules> d;
-    if (!text.empty()) {
-      filter f;
-      for_each_line(text, [&](std::string_view line) {
-        if (line == "!" || line == "clear") {
-          f.rules_.clear();
-          if (!d) d = std::make_shared<dir_rules>();
-          d->cleared = true;
-        } else {
-          f.add_rule(line);
-        }
-      });
-      if (!d) d = std::make_shared<dir_rules>();
-      d->rules = std::move(f.rules_);
-      for (rule& r : d->rules)
-        if (r.anchored && !dir.empty()) r.base = std::string(dir) + '/';
-    }
-    std::lock_guard<std::mutex> lock(shared_->mu);
-    return shared_->cache.emplace(std::move(key), std::move(d)).first->second;
-  }
-
   std::vector<rule> rules_;
+  bool has_merge_ = false;
   std::shared_ptr<shared_state> shared_;
 };
 
