@@ -97,11 +97,15 @@
 
 #include <treesync/treesync.hpp>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <system_error>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace treesync_cli;
@@ -110,15 +114,32 @@ int main(int argc, char** argv) {
   const tool_info tool;
   const parse_result parsed = parse(argc, argv, tool);
   if (parsed.exit_now) return parse_exit(tool, parsed, argc, argv);
-  const options& opt = parsed.opt;
+  options opt = parsed.opt;
+
+  // --state=FILE: its directory must exist, or the whole run would be done before the save fails
+  if (opt.state) {
+    const std::filesystem::path dir = std::filesystem::path(*opt.state).parent_path();
+    struct stat st;
+    if (!dir.empty() && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+      return usage_exit(tool, opt.json,
+                        usage_message(tool, "--state=" + display(*opt.state) + ": directory " + display(dir.string()) +
+                                                " " + (errno == ENOENT ? "does not exist" : "is not a directory") +
+                                                " (nothing was written)"));
+  }
 
   // the filter rules, in command-line order
   treesync::filter patterns;
   filter_error bad;
   if (!make_filter(opt, read_file, patterns, bad))
     return usage_exit(tool, opt.json, bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n");
+  try {  // the source root's rule files (-F, dir-merge): a bad one stops the run before any write
+    patterns.prepare();
+  } catch (const treesync::filter_error& e) {
+    return usage_exit(tool, opt.json, std::string("treesync: ") + e.what() + "\n");
+  }
 
   install_signal_handlers();
+  prepare_destination(opt);  // SRC without a trailing slash: DST is made when missing (rsync)
 
   // --progress: the meter, and the count of the source that gives it its totals (cli/progress.hpp)
   const bool terminal = ::isatty(STDOUT_FILENO) == 1;
@@ -137,7 +158,13 @@ int main(int argc, char** argv) {
                       observer,
                       opt.backup_dir ? *opt.backup_dir : std::string()};
   std::error_code ec;
-  treesync::report r = run(context, ec);
+  treesync::report r;
+  try {
+    r = run(context, ec);
+  } catch (const treesync::filter_error& e) {  // a bad rule file below the root: the run stopped there
+    if (meter) meter->finish(false, false);
+    return usage_exit(tool, opt.json, std::string("treesync: ") + e.what() + "\n");
+  }
   if (meter) {
     const bool signalled = first_signal.load() != 0;
     meter->finish(!ec && !signalled, ec && !signalled && !r.cancelled);  // refused: nothing was done
@@ -145,7 +172,7 @@ int main(int argc, char** argv) {
   observer.finish();
   sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 
-  const outcome out = decide_outcome(first_signal.load(), ec, r);
+  outcome out = decide_outcome(first_signal.load(), ec, r);
   refusal_text refused;
   if (out.refusal) {
     std::size_t would_delete = 0;
@@ -162,6 +189,27 @@ int main(int argc, char** argv) {
       would_delete = run(plan, plan_ec).deleted;
     }
     refused = describe_refusal(opt, ec, would_delete);
+    if (ec == treesync::errc::max_delete_exceeded && opt.dry_run && first_signal.load() == 0) {
+      // -n: rsync lists the first N deletions (and every other change) and exits 25; the plan
+      // without the cap, with its deletions cut at N
+      printer listing(opt);
+      listing.limit_removals(*opt.max_delete);
+      run_context plan{opt, cli_deletion{opt.deletion, treesync::unlimited}, patterns, opt.jobs, &cancel_flag,
+                       listing, std::string()};
+      std::error_code plan_ec;
+      treesync::report planned = run(plan, plan_ec);
+      if (!plan_ec) {
+        listing.finish();
+        sort_entries(planned);
+        out.refusal.clear();
+        out.status = "max_delete";
+        out.deletions_stopped = planned.deleted - std::min(planned.deleted, *opt.max_delete);
+        planned.deleted -= out.deletions_stopped;
+        r = std::move(planned);
+        refused = {};
+        return print_report(opt, r, out, refused, opt.itemize || opt.verbose ? &listing.json_actions() : nullptr);
+      }
+    }
   }
   return print_report(opt, r, out, refused, opt.itemize || opt.verbose ? &observer.json_actions() : nullptr);
 }

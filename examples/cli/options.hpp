@@ -41,7 +41,7 @@ struct filter_arg {
 struct options {
   // what is synced
   bool dry_run = false;
-  deletion_mode deletion = deletion_mode::extraneous;
+  deletion_mode deletion = deletion_mode::keep;  // rsync's default: nothing is deleted without --delete
   std::optional<std::size_t> max_delete;
   std::vector<filter_arg> filters;  // --exclude, --include, --filter, -F, --exclude-from, --include-from, in order
   bool allow_empty_source = false;
@@ -69,9 +69,40 @@ struct options {
   bool progress = false;         // --progress, --info=progress2 (off with -q and --json)
   bool progress_always = false;  // --progress=always: also when stdout is not a terminal
   bool json = false;
-  // SRC DST
+  bool human_readable = false;   // -h, --human-readable: the summary line's bytes in units
+  // SRC DST, as given on the command line
   std::vector<std::string> operands;
+  // The trees the run mirrors, by rsync's operand rule (resolve_operands()): SRC ending in '/'
+  // (or whose last component is "." or "..") stands for its contents, mirrored into DST; any other
+  // SRC for the directory itself, mirrored into DST/NAME.  `name` is NAME ("" for contents), the
+  // prefix of the paths -i and -v print (rsync's: `s/f`).
+  std::string src_root, dst_root, name;
 };
+
+/// rsync's meaning of the SRC operand: its contents when it ends in '/' or its last component is
+/// "." or ".." (`s/`, `.`, `/`, `dir/.`, `..`), else the directory itself, whose name becomes a
+/// directory in DST.  Returns that NAME, or "".
+inline std::string source_name(const std::string& src) {
+  if (src.empty() || src.back() == '/') return {};
+  const std::size_t slash = src.rfind('/');
+  const std::string last = slash == std::string::npos ? src : src.substr(slash + 1);
+  if (last == "." || last == "..") return {};
+  return last;
+}
+
+/// DST/NAME without doubled slashes ("/" + NAME for the root).
+inline std::string join_name(std::string dst, const std::string& name) {
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  return dst == "/" ? dst + name : dst + '/' + name;
+}
+
+/// Sets o.src_root, o.dst_root and o.name from the operands (no filesystem access; see
+/// prepare_destination() in run.hpp for the step that makes DST when it is missing).
+inline void resolve_operands(options& o) {
+  o.src_root = o.operands[0];
+  o.name = source_name(o.operands[0]);
+  o.dst_root = o.name.empty() ? o.operands[1] : join_name(o.operands[1], o.name);
+}
 
 /// What parse() decided: run, or exit with `exit_code` after printing `message` (help and
 /// version go to stdout, errors to stderr).
@@ -85,18 +116,24 @@ struct parse_result {
 inline const char* help_text() {
   return
       "usage: treesync [OPTIONS] SRC DST\n"
-      "Mirror the directory tree SRC into DST: copy what is new or changed, delete what SRC no longer has.\n"
-      "Like `rsync -a --delete SRC/ DST/` (the content of SRC goes into DST, with or without a trailing\n"
-      "slash); permission bits and modification times (ns) are kept; a run on an unchanged tree writes nothing.\n"
+      "Copy the directory tree SRC into DST as `rsync -a` does: what is new or changed is copied, permission\n"
+      "bits and modification times (ns) are kept, a run on an unchanged tree writes nothing.  As in rsync,\n"
+      "SRC/ (a trailing slash, or SRC ending in . or ..) means its contents, copied into DST; SRC without it\n"
+      "means the directory itself, copied into DST/NAME (DST is made when missing, not its parents).\n"
+      "Nothing is deleted unless --delete is given: then DST (or DST/NAME) becomes a mirror of SRC.\n"
       "\n"
       "What is synced:\n"
       "  -a, --archive             rsync's -rlptgoD; here: -l (keep symlinks), -g (group), -D (specials and\n"
       "                            devices), and -o (owner) when run as root (as rsync does); -r -p -t are always on\n"
       "  -n, --dry-run             show what would be done (with -i or -v), change nothing\n"
-      "      --delete              delete DST entries that SRC lacks (the default; accepted for rsync habits)\n"
-      "      --no-delete           keep DST entries that SRC lacks (the last of --delete / --no-delete wins)\n"
+      "      --delete              delete DST entries that SRC lacks (off by default, as in rsync); rsync's\n"
+      "                            --del, --delete-before, --delete-during, --delete-after, --delete-delay\n"
+      "                            are the same here (deletions are planned before the first one is made)\n"
+      "      --no-delete           keep DST entries that SRC lacks (the default; the last of --delete /\n"
+      "                            --no-delete wins)\n"
       "      --delete-excluded     also delete excluded entries from DST (implies --delete)\n"
       "      --max-delete=N        refuse the whole run, before any change, if it would delete more than N\n"
+      "                            (exit 25); with -n: list the first N deletions, then exit 25 as rsync does\n"
       "      --exclude=PATTERN     exclude what matches PATTERN: neither copied nor deleted (see Filter rules)\n"
       "      --include=PATTERN     include what matches PATTERN (a rule before it may still exclude it)\n"
       "  -f, --filter=RULE         one rule: '+ PATTERN', '- PATTERN', 'dir-merge NAME' (': NAME'), '!' (clear)\n"
@@ -112,7 +149,8 @@ inline const char* help_text() {
       "      --no-links            skip symlinks\n"
       "  -c, --checksum            a DST file is current when size and content match (reads both)\n"
       "      --size-only           a DST file is current when its size matches\n"
-      "  -u, --update              keep DST files newer than SRC's; otherwise compare size and time\n"
+      "  -u, --update              leave DST files newer than SRC's alone (data, mode, owner, times);\n"
+      "                            otherwise compare size and time\n"
       "      --modify-window=SECS  times within SECS seconds (fractions allowed) count as equal (FAT: 2)\n"
       "      --inplace             write into existing DST files instead of a temporary renamed into place\n"
       "  -j, --jobs=N              N parallel workers (default 4: see Jobs below; 1 serial; 0 one per CPU)\n"
@@ -155,7 +193,8 @@ inline const char* help_text() {
       "      --info=progress2      the same as --progress (no other --info flag is supported)\n"
       "      --json                the report as one JSON object on stdout, nothing else (actions too with -i/-v);\n"
       "                            usage errors and refusals too (status \"usage\" / \"refused\", the path at fault)\n"
-      "  -h, --help                this help\n"
+      "  -h, --human-readable      the summary line's byte count in units (K, M, G: powers of 1024)\n"
+      "      --help                this help (so is -h given alone, as in rsync)\n"
       "      --version             print the version\n"
       "\n"
 
@@ -186,24 +225,38 @@ inline const char* help_text() {
       "Jobs: 4 workers overlap the round trips of a network filesystem and help on local disks too;\n"
       "the tool does not guess the filesystem (statfs types are not conclusive).\n"
       "\n"
-      "Exit status: 0 done; 1 usage error; 2 refused, nothing touched (missing source, same or nested\n"
-      "directories, empty source, --max-delete); 23 some entries failed; 24 some source entries vanished\n"
-      "during the run; 130 / 143 interrupted by SIGINT / SIGTERM (the partial report is printed; a second\n"
-      "signal exits at once; either way no partial file is left at a final name, and the next run\n"
-      "removes the temporaries).\n"
+      "Exit status: 0 done; 1 usage error (also --state=FILE in a missing directory, or with -H or\n"
+      "--backup-dir, which keep no state: refused before anything is written); 2 refused, nothing touched\n"
+      "(same or nested directories, empty source, DST not a directory); 23 some entries failed, or SRC is\n"
+      "missing (as rsync); 24 some source entries vanished during the run; 25 --max-delete stopped the\n"
+      "deletions (as rsync; here the whole run is refused, or under -n the first N are listed); 130 / 143\n"
+      "interrupted by SIGINT / SIGTERM (the partial report is printed; a second signal exits at once;\n"
+      "either way no partial file is left at a final name, and the next run removes the temporaries).\n"
       "\n"
-      "Examples: a mirror deletes from DST what SRC lacks, so DST is a directory that only treesync fills,\n"
-      "or --no-delete is given.\n"
-      "  treesync -i --stats build/include pkg/include    mirror generated headers into a directory that holds\n"
-      "                                                   nothing else; list what changed, print statistics\n"
-      "  treesync -n -i src backup                        dry run: what would a sync change?\n"
-      "  treesync --no-delete -u --exclude='__pycache__/' --exclude='*.pyc' build/lib/pkg src/pkg\n"
-      "        copy-back of a package build into the checkout: --no-delete never deletes the checkout's own\n"
-      "        files; -u keeps a source edited since the build; SRC is the package directory itself, so its\n"
-      "        content lands in src/pkg (not src/pkg/pkg); byte-code caches stay out\n"
-      "  treesync --exclude-from=.syncignore --max-delete=100 data /mnt/mirror\n"
+      "Where treesync differs from rsync (each difference deletes or overwrites nothing rsync would keep):\n"
+      "  | rsync                                  | treesync                                              |\n"
+      "  | -r, -p, -t are options                 | always on (--no-r, --no-p, --no-t are usage errors)   |\n"
+      "  | without -l, a symlink is skipped       | without -l, a symlink is followed (-L, the default)   |\n"
+      "  | SRC may be a file                      | SRC must be a directory (a file: refused, exit 2)     |\n"
+      "  | DST/NAME of another type is replaced   | DST/NAME not a directory: refused, nothing touched    |\n"
+      "  | --max-delete=N deletes N, then stops   | refuses the whole run before any change (exit 25)     |\n"
+      "  | an empty SRC empties DST (--delete)    | refused without --allow-empty-source (exit 2)         |\n"
+      "  | --backup-dir=REL is relative to DST    | relative to the directory mirrored (DST/NAME for SRC) |\n"
+      "  | --del/--delete-after/... differ in when | all delete as planned before the first deletion       |\n"
+      "  | -v lists names                         | -v lists create/update/meta/delete/skip and the name  |\n"
+      "\n"
+      "Examples: --delete makes DST a mirror of SRC, deleting what SRC lacks, so give it a DST that only\n"
+      "treesync fills; without --delete nothing in DST is deleted.\n"
+      "  treesync -i --stats --delete build/include/ pkg/include    mirror generated headers into a directory\n"
+      "                                                   that holds nothing else; list what changed, statistics\n"
+      "  treesync -n -i -a src backup                     dry run: what would copying src into backup/src change?\n"
+      "  treesync -u --exclude='__pycache__/' --exclude='*.pyc' build/lib/pkg/ src/pkg\n"
+      "        copy-back of a package build into the checkout: no --delete, so the checkout's own files stay;\n"
+      "        -u leaves a source edited since the build alone; build/lib/pkg/ (trailing slash) is the\n"
+      "        package's contents, so they land in src/pkg (not src/pkg/pkg); byte-code caches stay out\n"
+      "  treesync --delete --exclude-from=.syncignore --max-delete=100 data/ /mnt/mirror\n"
       "        mirror into a dedicated copy; refuse if more than 100 deletions are planned\n"
-      "  treesync --json src backup > report.json         machine-readable report for a CI log\n";
+      "  treesync --json --delete src/ backup > report.json    machine-readable report for a CI log\n";
 }
 
 /// Who parses the command line: the name in messages and --version, the --help text, and the
@@ -283,6 +336,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "xattrs" || name == "X") o.xattrs = false;
     else if (name == "itemize-changes" || name == "i") o.itemize = false;
     else if (name == "verbose" || name == "v") o.verbose = false;
+    else if (name == "human-readable" || name == "h") o.human_readable = false;
     else if (name == "quiet" || name == "q") o.quiet = false;
     else if (name == "stats") o.stats = false;
     else if (name == "progress") o.progress = o.progress_always = false;
@@ -320,7 +374,10 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     if (name == "dry-run" || name == "n") o.dry_run = true;
     else if (name == "r" || name == "recursive" || name == "t" || name == "times" || name == "p" || name == "perms") {
       // always on
-    } else if (name == "delete") {  // the last of --delete / --no-delete wins; --delete-excluded implies it
+    } else if (name == "delete" || name == "del" || name == "delete-before" || name == "delete-during" ||
+               name == "delete-after" || name == "delete-delay") {
+      // rsync's spellings (they differ in when rsync deletes; treesync plans every deletion before
+      // the first one); the last of --delete / --no-delete wins; --delete-excluded implies it
       if (o.deletion == deletion_mode::keep) o.deletion = deletion_mode::extraneous;
     } else if (name == "no-delete") {
       o.deletion = deletion_mode::keep;
@@ -371,7 +428,8 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
       o.progress = true;
     }
     else if (name == "json") o.json = true;
-    else if (name == "help" || name == "h") {
+    else if (name == "human-readable" || name == "h") o.human_readable = true;
+    else if (name == "help") {
       r.exit_now = true;
       r.message = tool.help();
     } else if (name == "version") {
@@ -420,7 +478,8 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   };
 
   static const char* const long_flags[] = {
-      "dry-run", "delete", "no-delete", "delete-excluded", "allow-empty-source", "copy-links", "links", "no-links",
+      "dry-run", "delete", "del", "delete-before", "delete-during", "delete-after", "delete-delay", "no-delete",
+      "delete-excluded", "human-readable", "allow-empty-source", "copy-links", "links", "no-links",
       "copy-unsafe-links", "checksum", "size-only", "update", "inplace", "itemize-changes", "verbose", "quiet",
       "stats", "progress", "json", "help", "version", "hard-links", "owner", "group", "one-file-system",
       "specials", "devices", "fsync", "acls", "xattrs", "archive", "recursive", "times", "perms"};
@@ -431,6 +490,11 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     return false;
   };
 
+  if (argc == 2 && std::string_view(argv[1]) == "-h") {  // rsync: -h alone prints the help
+    r.exit_now = true;
+    r.message = tool.help();
+    return r;
+  }
   bool options_done = false;
   for (int i = 1; i < argc && !r.exit_now; ++i) {
     const std::string arg = argv[i];
@@ -498,6 +562,12 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
                 " needs --state=FILE (the state file is what it trusts)");
     return r;
   }
+  if (o.state && (o.hard_links || o.backup_dir)) {
+    usage_error(std::string("--state and ") + (o.hard_links ? "-H/--hard-links" : "--backup-dir") +
+                " exclude each other (a run with " + (o.hard_links ? "-H" : "--backup-dir") +
+                " changes entries outside the walk's view and keeps no state file: drop one)");
+    return r;
+  }
   if (o.inplace && o.backup_dir) {
     usage_error("--inplace and --backup-dir exclude each other (a backup needs the old file kept whole: drop one)");
     return r;
@@ -515,6 +585,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     usage_error(o.operands.size() < 2 ? "SRC and DST are required" : "too many operands (expected SRC DST)");
     return r;
   }
+  resolve_operands(o);
   return r;
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 namespace treesync_cli {
 
@@ -34,8 +35,8 @@ struct refusal_text {
 
 /// `would_delete`: what the run would delete, counted for a --max-delete refusal.
 inline refusal_text describe_refusal(const options& opt, const std::error_code& ec, std::size_t would_delete) {
-  const std::string& src = opt.operands[0];
-  const std::string& dst = opt.operands[1];
+  const std::string& src = opt.src_root;
+  const std::string& dst = opt.dst_root;
   struct stat st;
   if (ec == treesync::errc::max_delete_exceeded)
     return {"would delete " + std::to_string(would_delete) + " entries, --max-delete=" +
@@ -61,6 +62,12 @@ inline refusal_text describe_refusal(const options& opt, const std::error_code& 
     if (ec == std::errc::no_such_file_or_directory)
       return {"destination " + display(dst) + ": its parent directory does not exist", dst};
   }
+  // What is left failed in opening or making a root.  A destination that does not exist (it
+  // could not be made: read-only filesystem, no permission, no space) is at fault, and so is one
+  // that exists when the source can be read; a source that cannot be read is.
+  if (::lstat(dst.c_str(), &st) != 0) return {"destination " + display(dst) + ": " + ec.message(), dst};
+  if (::access(src.c_str(), R_OK | X_OK) != 0) return {"source " + display(src) + ": " + ec.message(), src};
+  if (::access(dst.c_str(), W_OK | X_OK) != 0) return {"destination " + display(dst) + ": " + ec.message(), dst};
   return {display(src) + " -> " + display(dst) + ": " + ec.message(), ""};
 }
 
@@ -113,7 +120,11 @@ inline outcome decide_outcome(int sig, const std::error_code& refusal, const tre
     out.status = "interrupted";
     out.signal = sig == SIGINT ? "SIGINT" : "SIGTERM";
   } else if (refusal) {
-    out.exit_code = 2;
+    // rsync's statuses where rsync has one: a missing source is 23 ("some files were not
+    // transferred"), --max-delete 25; any other refusal 2
+    out.exit_code = refusal == treesync::errc::source_missing         ? 23
+                    : refusal == treesync::errc::max_delete_exceeded ? 25
+                                                                     : 2;
     out.status = "refused";
     out.refusal = refusal;
   } else if (!r.errors.empty()) {
@@ -140,7 +151,11 @@ struct report_extras {
 inline int print_report(const options& opt, const treesync::report& r, outcome out, const refusal_text& refused,
                         const std::vector<std::string>* actions, const report_extras& extras = {}) {
   if (out.refusal) std::fprintf(stderr, "treesync: refused: %s\n", refused.message.c_str());
-  print_errors(r, roots{opt.operands[0], opt.operands[1]});
+  print_errors(r, roots{opt.src_root, opt.dst_root});
+  if (out.deletions_stopped)
+    std::fprintf(stderr, "treesync: deletions stopped at --max-delete=%zu: %zu more not listed (dry run: nothing "
+                         "was changed; without -n the whole run is refused)\n",
+                 opt.max_delete ? *opt.max_delete : std::size_t{0}, out.deletions_stopped);
   if (!opt.quiet) print_skipped(r);
   if (out.signal)
     std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "
@@ -154,7 +169,7 @@ inline int print_report(const options& opt, const treesync::report& r, outcome o
       print_stats(r, opt.dry_run, out.signal != nullptr);
       std::fputs(extras.stats_lines.c_str(), stdout);
     } else if (!opt.quiet) {
-      print_summary(r, opt.dry_run, out.signal != nullptr);
+      print_summary(r, opt.dry_run, out.signal != nullptr, opt.human_readable);
     }
   }
   if (std::fflush(stdout) != 0 && out.exit_code == 0) {

@@ -92,9 +92,11 @@ inline const char* verbose_label(treesync::action_kind k) {
   return "?";
 }
 
-/// The path of an action for a terminal: escaped, "." for the root, '/' after a directory.
-inline std::string shown_path(const treesync::action& a) {
-  std::string p = a.path.empty() ? std::string(".") : display(a.path);
+/// The path of an action for a terminal as rsync prints it: escaped, '/' after a directory; the root
+/// is "." (SRC/ into DST), or NAME for SRC without a trailing slash, whose entries are NAME/path.
+inline std::string shown_path(const treesync::action& a, const std::string& name = {}) {
+  std::string p = name.empty() ? (a.path.empty() ? std::string(".") : display(a.path))
+                               : display(a.path.empty() ? name : name + '/' + std::string(a.path));
   if (a.type == treesync::file_type::directory) p += '/';
   return p;
 }
@@ -249,13 +251,15 @@ class printer {
   void finish() {
     order();
     const bool checksum = opt_.compare == compare_mode::checksum;
+    std::size_t removals = 0;
     for (const record& k : kept_) {
+      if (k.kind == treesync::action_kind::remove && removals++ >= max_removals_) continue;
       const treesync::action a = k.as_action();
       std::string target;
       const bool link = a.type == treesync::file_type::symlink &&
                         (a.kind == treesync::action_kind::create || a.kind == treesync::action_kind::update) &&
-                        ((!opt_.dry_run && link_target(opt_.operands[1], a.path, target)) ||
-                         link_target(opt_.operands[0], a.path, target));
+                        ((!opt_.dry_run && link_target(opt_.dst_root, a.path, target)) ||
+                         link_target(opt_.src_root, a.path, target));
       if (opt_.json) {
         actions_.push_back(json_action(a, checksum, link ? &target : nullptr));
         continue;
@@ -263,9 +267,9 @@ class printer {
       const std::string arrow = link ? " -> " + display(target) : std::string();
       if (opt_.itemize) {
         const std::string code = itemize_code(a, checksum);
-        if (!code.empty()) line(code + ' ' + shown_path(a) + arrow);
+        if (!code.empty()) line(code + ' ' + shown_path(a, opt_.name) + arrow);
       } else if (a.kind != treesync::action_kind::error && a.kind != treesync::action_kind::vanished) {
-        line(std::string(verbose_label(a.kind)) + ' ' + shown_path(a) + arrow);
+        line(std::string(verbose_label(a.kind)) + ' ' + shown_path(a, opt_.name) + arrow);
       }
     }
     kept_.clear();
@@ -274,6 +278,9 @@ class printer {
   }
 
   const std::vector<std::string>& json_actions() const noexcept { return actions_; }
+
+  /// -n --max-delete=N over the limit: finish() lists the first N deletions only (rsync's order).
+  void limit_removals(std::size_t n) noexcept { max_removals_ = n; }
 
  private:
   struct record {
@@ -362,6 +369,7 @@ class printer {
   role role_;
   std::vector<record> kept_;           // -i, -v, --json: the actions, until finish()
   std::vector<std::string> actions_;  // --json: the kept actions, in order
+  std::size_t max_removals_ = treesync::unlimited;
 };
 
 // ---- after the run --------------------------------------------------------------------------------
@@ -372,13 +380,15 @@ inline double rate(const treesync::report& r) {
   return s > 0 ? static_cast<double>(r.bytes_copied) / s : 0.0;
 }
 
-/// The default output: one line.
-inline void print_summary(const treesync::report& r, bool dry, bool interrupted) {
+/// The default output: one line (`human`: -h, the bytes in units).
+inline void print_summary(const treesync::report& r, bool dry, bool interrupted, bool human = false) {
+  const std::string bytes = human ? human_bytes(static_cast<double>(r.bytes_copied))
+                                  : std::to_string(r.bytes_copied) + " bytes";
   std::printf("%s%s%zu scanned, %zu created, %zu updated, %zu metadata, %zu deleted, %zu excluded, %zu skipped, "
-              "%zu errors, %zu vanished; %llu bytes copied in %.3f s\n",
+              "%zu errors, %zu vanished; %s copied in %.3f s\n",
               interrupted ? "(interrupted) " : "", dry ? "(dry run) " : "", r.scanned, r.created, r.updated,
-              r.meta_updated, r.deleted, r.excluded, r.skipped, r.errors.size(), r.vanished.size(),
-              static_cast<unsigned long long>(r.bytes_copied), seconds(r));
+              r.meta_updated, r.deleted, r.excluded, r.skipped, r.errors.size(), r.vanished.size(), bytes.c_str(),
+              seconds(r));
 }
 
 /// --stats
@@ -417,6 +427,17 @@ struct roots {
   }
 };
 
+/// The entry's `detail` (what the library adds to the code's message, e.g. why a state file was
+/// ignored), or "" for a library whose entry_error has none.
+template <class E>
+auto entry_detail(const E& e, int) -> decltype(std::string(e.detail)) {
+  return e.detail;
+}
+template <class E>
+std::string entry_detail(const E&, long) {
+  return {};
+}
+
 /// Per-entry failures and vanished entries, as `treesync: OPERATION PATH (SIDE FULL-PATH): reason`
 /// on stderr, e.g. `treesync: copy a/b (source /data/src/a/b): Permission denied`.
 inline void print_errors(const treesync::report& r, const roots& at) {
@@ -433,7 +454,11 @@ inline void print_errors(const treesync::report& r, const roots& at) {
   }
   for (const auto& e : r.notices)
     if (e.operation == treesync::operation::state)
-      std::fprintf(stderr, "treesync: notice: state file %s: %s\n", display(e.path).c_str(), e.code.message().c_str());
+    {
+      const std::string more = entry_detail(e, 0);
+      std::fprintf(stderr, "treesync: notice: state file %s: %s%s%s\n", display(e.path).c_str(),
+                   e.code.message().c_str(), more.empty() ? "" : ": ", display(more).c_str());
+    }
   for (const auto& e : r.vanished)
     std::fprintf(stderr, "treesync: %s %s (%s): %s (the source changed during the run; the next run retries it)\n",
                  treesync::to_string(e.operation), e.path.empty() ? "." : display(e.path).c_str(), where(e).c_str(),
@@ -469,9 +494,10 @@ inline std::string json_entries(const std::vector<treesync::entry_error>& v, con
 /// What a run came to.
 struct outcome {
   int exit_code = 0;
-  const char* status = "ok";  // ok, errors, vanished, refused, interrupted
+  const char* status = "ok";  // ok, errors, vanished, refused, interrupted, max_delete
   std::error_code refusal;    // set when status is "refused"
   const char* signal = nullptr;
+  std::size_t deletions_stopped = 0;  // -n --max-delete=N: the planned deletions not listed (exit 25)
 };
 
 /// --json: the report as one object on one line (schema: top of examples/treesync.cpp).
@@ -482,6 +508,9 @@ inline std::string json_report(const options& opt, const treesync::report& r, co
   std::string s = "{\"schema\":1,\"version\":" + json_string(TREESYNC_VERSION_STRING);
   s += ',' + json_path("source", opt.operands[0]);
   s += ',' + json_path("destination", opt.operands[1]);
+  // the directory mirrored into: DST, or DST/NAME for SRC without a trailing slash (rsync's rule);
+  // the paths of "errors", "vanished", "skipped", "notices" and "actions" are relative to it
+  s += ',' + json_path("destination_root", opt.name.empty() ? opt.operands[1] : join_name(opt.operands[1], opt.name));
   s += ",\"dry_run\":" + std::string(opt.dry_run ? "true" : "false");
   s += ",\"jobs\":" + std::to_string(treesync::jobs{opt.jobs}.count());
   s += extra_members;  // a tool's own (treesync_mpi: ranks, frontier_depth, per_rank)
@@ -509,7 +538,7 @@ inline std::string json_report(const options& opt, const treesync::report& r, co
   s += ",\"elapsed_seconds\":" + std::string(num);
   std::snprintf(num, sizeof num, "%.0f", rate(r));
   s += ",\"bytes_per_second\":" + std::string(num);
-  const roots at{opt.operands[0], opt.operands[1]};
+  const roots at{opt.src_root, opt.dst_root};
   s += ",\"errors\":" + json_entries(r.errors, at);
   s += ",\"vanished\":" + json_entries(r.vanished, at);
   s += ",\"skipped\":" + json_entries(r.skipped_entries, at);

@@ -25,6 +25,7 @@
 #include <system_error>
 #include <utility>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace treesync_cli {
@@ -38,6 +39,7 @@ struct cli_compare {
   std::chrono::nanoseconds window;
   progress_meter* meter;
   bool restamp() const { return mode == compare_mode::checksum || mode == compare_mode::size_only; }
+  bool keep_newer() const { return mode == compare_mode::update; }  // -u: a newer DST file is left alone
   bool up_to_date(const treesync::file_pair& f) const {
     const bool current = verdict(f);
     if (current && meter) meter->on_current(f.src.size);
@@ -150,11 +152,49 @@ treesync::report sync_with(const options& o, const cli_deletion& deletion, const
   return sync_with(o, make_compare(o), deletion, patterns, src, dst, lib, ec, std::forward<Extra>(extra)...);
 }
 
-/// The one sync() call of the tool.  The comparison tells the printer's --progress meter of the
-/// files it finds current (the counting run's printer has none to tell).
+/// The filter of a run whose SRC is the directory itself (no trailing slash): rsync matches its
+/// rules against paths that start with the directory's NAME (an anchored `/NAME/sub`, and `sub`
+/// rather than `/sub`), and reads per-directory rule files from SRC's parent down (make_filter()
+/// reads from there).  So each path is asked as NAME/path.
+struct named_filter {
+  const treesync::filter& rules;
+  std::string prefix;  // NAME + '/'
+  bool excluded(std::string_view rel, treesync::file_type t) const {
+    std::string path = prefix;
+    path.append(rel.data(), rel.size());
+    return rules.excluded(path, t);
+  }
+};
+
+/// The one sync() call of the tool, from opt.src_root into opt.dst_root.  The comparison tells the
+/// printer's --progress meter of the files it finds current (the counting run's printer has none
+/// to tell).
 inline treesync::report run(run_context& c, std::error_code& ec) {
-  return sync_with(c.opt, make_compare(c.opt, c.observer.current_files_meter()), c.deletion, c.patterns,
-                   c.opt.operands[0], c.opt.operands[1], library_options(c), ec, c.observer);
+  const cli_compare compare = make_compare(c.opt, c.observer.current_files_meter());
+  if (!c.opt.name.empty())
+    return treesync::sync(c.opt.src_root, c.opt.dst_root, library_options(c), compare, c.deletion,
+                          cli_links{c.opt.links}, named_filter{c.patterns, c.opt.name + '/'}, c.observer, ec);
+  return sync_with(c.opt, compare, c.deletion, c.patterns, c.opt.src_root, c.opt.dst_root, library_options(c), ec,
+                   c.observer);
+}
+
+/// rsync makes a missing DST (not its parents) before it copies SRC into DST/NAME.  Called before
+/// the run when SRC is the directory itself (opt.name set): DST is made only when SRC is a
+/// directory (else the library's refusal names SRC, and nothing is written) and not under -n.
+/// When DST cannot be made (its parent is missing, ...) or under -n, the run goes to DST itself:
+/// the library then refuses with DST's own reason, or, under -n, plans DST/NAME's contents as new
+/// into a DST that does not exist, which is the same plan.
+inline void prepare_destination(options& opt) {
+  if (opt.name.empty()) return;
+  struct stat st;
+  if (::stat(opt.operands[1].c_str(), &st) == 0 || errno != ENOENT) return;  // exists (or the library says why not)
+  if (::lstat(opt.operands[1].c_str(), &st) == 0) {  // a dangling symlink: the library refuses it
+    opt.dst_root = opt.operands[1];
+    return;
+  }
+  if (::stat(opt.src_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || opt.dry_run ||
+      ::mkdir(opt.operands[1].c_str(), 0777) != 0)
+    opt.dst_root = opt.operands[1];
 }
 
 /// Reads the file `name` ("-": stdin) into `text`.
@@ -186,7 +226,10 @@ struct filter_error {
 /// `error` set, on the first rule or file that fails.
 template <class Read>
 bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filter_error& error) {
-  patterns = treesync::filter::reading(o.operands[0]);
+  // rule files are read from SRC down, or, for SRC without a trailing slash, from its parent down
+  // (rsync's transfer root; named_filter asks paths as NAME/...)
+  patterns = treesync::filter::reading(o.name.empty() ? std::filesystem::path(o.src_root)
+                                                      : std::filesystem::path(o.src_root).parent_path());
   for (const auto& f : o.filters) {
     switch (f.kind) {
       case filter_arg::exclude: patterns.add_plain(f.value, false); break;
@@ -225,17 +268,21 @@ inline bool count_source(const options& opt, const treesync::filter& patterns, p
   counting.backup_dir.reset();
   counting.state.reset();  // the count reads no state file (it would be another destination's)
   counting.verify = treesync::verify_level::full;
-  std::string dst = opt.operands[1];
+  std::string dst = opt.dst_root;
   while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
   const std::filesystem::path parent = std::filesystem::path(dst).parent_path();
   const std::string name = ".treesync-progress-count-" + std::to_string(::getpid());
-  counting.operands[1] = parent.empty() ? name : (parent / name).string();
+  counting.dst_root = parent.empty() ? name : (parent / name).string();
   printer counter(counting, &meter, printer::role::count);
   run_context context{counting, cli_deletion{deletion_mode::keep, treesync::unlimited}, patterns, opt.jobs,
                       meter.count_cancel(), counter, std::string()};
   std::error_code ec;
-  const treesync::report r = run(context, ec);
-  return !ec && !r.cancelled;
+  try {
+    const treesync::report r = run(context, ec);
+    return !ec && !r.cancelled;
+  } catch (const treesync::filter_error&) {  // a bad rule file: the run itself reports it
+    return false;
+  }
 }
 
 }  // namespace treesync_cli
