@@ -303,14 +303,14 @@ class filter {
   filter& operator=(filter&&) noexcept = default;
   ~filter() = default;
 
-  /// A filter whose per-directory rule files are read from the directory `root`.
+  /// A filter whose per-directory rule files are read from the directory `root`.  Each thread
+  /// keeps the directory it read from last open and reaches the next one from it (openat(), one
+  /// component at a time, following links to directories as the walk does): no path is resolved
+  /// from the root per file, and no path is too long for the kernel.
   static filter reading(std::filesystem::path root) {
-    return filter([root = std::move(root)](std::string_view dir, std::string_view name) {
-      std::filesystem::path p = root;
-      if (!dir.empty()) p /= std::string(dir);
-      p /= std::string(name);
-      return read_rule_file(p.c_str());
-    });
+    auto st = std::make_shared<dir_reader>();
+    st->root = std::move(root);
+    return filter([st](std::string_view dir, std::string_view name) { return st->read(dir, name); });
   }
 
   filter& include(std::string_view pattern) { return add(true, pattern); }
@@ -382,12 +382,13 @@ class filter {
   std::size_t size() const noexcept { return rules_.size(); }
   bool empty() const noexcept { return rules_.empty(); }
 
-  /// The regular file at `path` (no symlink followed at its last component); empty when it is
+  /// The regular file at `path` (relative to the directory `at`; no symlink followed at its last
+  /// component); empty when it is
   /// missing, not a regular file or unreadable; filter_error when it is larger than
   /// max_rule_file_size.
-  static std::string read_rule_file(const char* path) {
+  static std::string read_rule_file(const char* path, int at = AT_FDCWD) {
     std::string out;
-    const int fd = ::open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    const int fd = ::openat(at, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) return out;
     struct stat st;
     bool too_large = false;
@@ -504,6 +505,67 @@ class filter {
         pos = next;
       }
       return stack.back().second.get();
+    }
+  };
+
+  // filter::reading()'s loader: per thread, the directory it read from last, open.
+  struct dir_reader {
+    struct place {
+      std::string dir;
+      int fd = -1;
+    };
+    std::filesystem::path root;
+    std::mutex mu;
+    std::vector<std::pair<std::thread::id, std::shared_ptr<place>>> places;
+
+    ~dir_reader() {
+      for (auto& p : places)
+        if (p.second->fd >= 0) ::close(p.second->fd);
+    }
+
+    std::shared_ptr<place> mine() {
+      const auto me = std::this_thread::get_id();
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& p : places)
+        if (p.first == me) return p.second;
+      if (places.size() >= 64) {  // threads of runs gone by
+        for (auto& p : places)
+          if (p.second->fd >= 0) ::close(p.second->fd);
+        places.clear();
+      }
+      places.emplace_back(me, std::make_shared<place>());
+      return places.back().second;
+    }
+
+    std::string read(std::string_view dir, std::string_view name) {
+      if (!name.empty() && name.front() == '/') return read_rule_file(std::string(name).c_str());
+      const std::shared_ptr<place> p = mine();
+      std::size_t pos = 0;  // what is left to descend to from p->fd
+      const bool below = p->fd >= 0 && (p->dir.empty() || (dir.size() >= p->dir.size() &&
+                                                           dir.compare(0, p->dir.size(), p->dir) == 0 &&
+                                                           (dir.size() == p->dir.size() || dir[p->dir.size()] == '/')));
+      if (below) {
+        pos = p->dir.size();
+      } else {
+        if (p->fd >= 0) ::close(p->fd);
+        p->dir.clear();
+        p->fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (p->fd < 0) return std::string();
+      }
+      while (pos < dir.size()) {
+        if (dir[pos] == '/') ++pos;
+        std::size_t end = dir.find('/', pos);
+        if (end == std::string_view::npos) end = dir.size();
+        const std::string comp(dir.substr(pos, end - pos));
+        const int next = ::openat(p->fd, comp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (next < 0) return std::string();  // p->dir still names p->fd
+        ::close(p->fd);
+        p->fd = next;
+        p->dir.assign(dir.data(), end);
+        pos = end;
+      }
+      const std::string n(name);
+      return read_rule_file(n.c_str(), p->fd);
     }
   };
 
