@@ -43,9 +43,42 @@ def check(cond, what):
     return cond
 
 
-def run(*args, stdin=None, timeout=300):
-    """Runs the CLI; returns (exit status, stdout text, stderr text)."""
+def mirror_args(args):
+    """The cases written before issue 24 run the CLI as a mirror, which it was by default then:
+    SRC's contents into DST, deleting what SRC lacks.  Since issue 24 the CLI follows rsync (SRC
+    without a trailing slash is copied into DST/NAME, nothing is deleted without --delete), so those
+    cases say it as rsync users do: `--delete` first (a later --no-delete or --delete-excluded
+    still decides) and a trailing slash on SRC, when the last two arguments are SRC DST.  New cases
+    that are about the operands or the default use run_as_given()."""
+    args = [a if isinstance(a, bytes) else str(a) for a in args]
+    operands = [a for a in args[-2:] if not (a.startswith(b"-" if isinstance(a, bytes) else "-"))]
+    if len(args) < 2 or len(operands) != 2 or (len(args) > 2 and args[-3] in OPTIONS_WITH_VALUE):
+        return args
+    src = args[-2]
+    slash = b"/" if isinstance(src, bytes) else "/"
+    if not src.endswith(slash):
+        src += slash
+    return ["--delete"] + args[:-2] + [src, args[-1]]
+
+
+# options whose value is the next argument (so "--exclude-from FILE SRC" is not SRC DST)
+OPTIONS_WITH_VALUE = {"--max-delete", "--exclude", "--exclude-from", "--include", "--include-from", "--filter",
+                      "-f", "--modify-window", "--jobs", "-j", "--backup-dir", "--info", "--state", "--verify"}
+
+
+def run_as_given(*args, stdin=None, timeout=300, cwd=None):
+    """Runs the CLI with exactly these arguments; returns (exit status, stdout text, stderr text)."""
     p = subprocess.run([CLI] + [a if isinstance(a, bytes) else str(a) for a in args], input=stdin,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout, cwd=cwd)
+    out = p.stdout.decode("utf-8", "surrogateescape")
+    err = p.stderr.decode("utf-8", "surrogateescape")
+    return p.returncode, out, err
+
+
+def run(*args, stdin=None, timeout=300):
+    """Runs the CLI as a mirror (mirror_args: --delete, SRC/); returns (exit status, stdout text,
+    stderr text)."""
+    p = subprocess.run([CLI] + mirror_args(args), input=stdin,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
     out = p.stdout.decode("utf-8", "surrogateescape")
     err = p.stderr.decode("utf-8", "surrogateescape")
@@ -319,8 +352,8 @@ def test_json():
     check("actions" not in doc, "without -i/-v there is no actions array")
     rc, out, err = run("--json", os.path.join(w, "missing"), dst)
     doc = json.loads(out)
-    check(rc == 2 and doc["status"] == "refused" and doc["exit_code"] == 2 and doc["refusal"]["message"],
-          "a refusal: status 'refused', exit 2, refusal.message")
+    check(rc == 23 and doc["status"] == "refused" and doc["exit_code"] == 23 and doc["refusal"]["message"],
+          "a refusal: status 'refused', exit 23 for a missing source (rsync's), refusal.message")
     check("treesync: refused" in err, "a refusal is also reported on stderr")
 
 
@@ -336,7 +369,7 @@ def test_exit_codes():
 
     before = snapshot(dst)
     rc, out, err = run(os.path.join(w, "missing"), dst)
-    check(rc == 2 and "treesync: refused" in err, "2: a missing source")
+    check(rc == 23 and "treesync: refused" in err, "23: a missing source (rsync's status)")
     rc, out, err = run(src, os.path.join(src, "sub", "inside"))
     check(rc == 2 and not os.path.exists(os.path.join(src, "sub", "inside")), "2: DST inside SRC")
     rc, out, err = run(src, src)
@@ -347,8 +380,8 @@ def test_exit_codes():
     os.unlink(os.path.join(src, "a"))
     os.unlink(os.path.join(src, "sub", "b"))
     rc, out, err = run("--max-delete=1", src, dst)
-    check(rc == 2 and "would delete 2 entries, --max-delete=1" in err,
-          "2: --max-delete=1 against a run deleting 2, with the counts in CLI spelling (%r)" % err)
+    check(rc == 25 and "would delete 2 entries, --max-delete=1" in err,
+          "25: --max-delete=1 against a run deleting 2, with the counts in CLI spelling (%r)" % err)
     check(snapshot(dst) == before, "refusals touched nothing")
     rc, out, err = run("--max-delete=2", "-i", src, dst)
     check(rc == 0 and out.count("*deleting") == 2, "--max-delete=2 lets a run deleting 2 proceed")
@@ -565,7 +598,7 @@ def run_pty(args, cols=200, on_output=None):
     on_output(p) is called once, at the first output."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, cols, 0, 0))
-    p = subprocess.Popen([CLI] + [str(a) for a in args], stdout=slave, stderr=subprocess.PIPE)
+    p = subprocess.Popen([CLI] + mirror_args(args), stdout=slave, stderr=subprocess.PIPE)
     os.close(slave)
     err = []
     reader = threading.Thread(target=lambda: err.append(p.stderr.read()))
@@ -755,9 +788,9 @@ def test_progress_pipe():
         check(rc == 0 and ok, "%s: stdout is the JSON object alone (%r)" % (" ".join(args), out[:60]))
 
     rc, out, err = run("--progress=always", os.path.join(w, "missing"), dst + "-missing")
-    check(rc == 2 and out == "" and "refused" in err, "--progress=always, a refused run: no progress line (%r)" % out)
+    check(rc == 23 and out == "" and "refused" in err, "--progress=always, a refused run: no progress line (%r)" % out)
     rc, out, err = run("--progress=always", "--max-delete=0", os.path.join(src, "d00"), dst)
-    check(rc == 2 and out == "" and "--max-delete=0" in err, "--progress=always, --max-delete refuses: no progress line")
+    check(rc == 25 and out == "" and "--max-delete=0" in err, "--progress=always, --max-delete refuses: no progress line")
 
     for bad, words in ((["--info=stats"], "--info=stats: not supported"),
                        (["--info=progress2,stats"], "not supported"),
@@ -1217,12 +1250,12 @@ def test_recipes():
         touched = sorted(k.decode() for k in before if k not in after or (after[k] != before[k]
                                                                            and before[k][0] != "dir"))
         if command.endswith(" src/pkg"):  # copy-back
-            check(rc == 0 and "--no-delete" in command, "copy-back exits 0 and says --no-delete")
+            check(rc == 0 and "--delete" not in command.split(), "copy-back exits 0 and deletes nothing (no --delete)")
             check(touched == [], "copy-back: no file of the checkout changed or deleted (%r)" % touched)
             new = sorted(k.decode() for k in after if k not in before)
             check(new == ["src/pkg/_ext.cpython-312-x86_64-linux-gnu.so", "src/pkg/_version.py"],
                   "copy-back: the extension and the generated module land in src/pkg, nothing else (%r)" % new)
-        elif "build/include pkg/include" in command:
+        elif "build/include/ pkg/include" in command:
             check(rc == 0 and touched == ["pkg/include/pkg.h", "pkg/include/stale.h"],
                   "the include mirror changes only pkg/include (%r)" % touched)
             same_tree(os.path.join(co, "build/include"), os.path.join(co, "pkg/include"),
@@ -1436,7 +1469,7 @@ def start_cold(args, dst, **popen):
     if os.path.lexists(dst):
         make_writable(dst)
         shutil.rmtree(dst)
-    p = subprocess.Popen([CLI] + args, **popen)
+    p = subprocess.Popen([CLI] + mirror_args(args), **popen)
     wait_for(lambda: p.poll() is not None or (os.path.isdir(dst) and len(os.listdir(dst)) >= 3))
     return p
 
@@ -1775,12 +1808,12 @@ def test_refusal_messages():
     shutil.rmtree(os.path.join(src, "b"))
     before = snapshot(dst)
     rc, out, err = run("--max-delete=3", src, dst)
-    check(rc == 2 and "treesync: refused: would delete 10 entries, --max-delete=3" in err,
+    check(rc == 25 and "treesync: refused: would delete 10 entries, --max-delete=3" in err,
           "--max-delete: the refusal says how many and the limit, in CLI spelling (%r)" % err)
     check(snapshot(dst) == before, "--max-delete: nothing touched")
     rc, out, err = run("--json", "--max-delete=3", src, dst)
     doc = json.loads(out)
-    check(rc == 2 and doc["status"] == "refused" and "would delete 10 entries, --max-delete=3" in
+    check(rc == 25 and doc["status"] == "refused" and "would delete 10 entries, --max-delete=3" in
           doc["refusal"]["message"] and doc["refusal"]["path"] == dst, "--json: the refusal, its counts and "
           "the path at fault (%r)" % doc.get("refusal"))
     empty = os.path.join(w, "empty")
@@ -1790,11 +1823,11 @@ def test_refusal_messages():
           "an empty source: the hint names --allow-empty-source, not the library's identifier (%r)" % err)
     rc, out, err = run("--json", empty, dst)
     doc = json.loads(out)
-    check(doc["refusal"]["path"] == empty and "--allow-empty-source" in doc["refusal"]["message"],
+    check(doc["refusal"]["path"].rstrip("/") == empty and "--allow-empty-source" in doc["refusal"]["message"],
           "--json: an empty source's refusal names the source")
     rc, out, err = run("--json", os.path.join(w, "missing"), dst)
     doc = json.loads(out)
-    check(rc == 2 and doc["refusal"]["path"] == os.path.join(w, "missing"), "--json: a missing source is the "
+    check(rc == 23 and doc["refusal"]["path"].rstrip("/") == os.path.join(w, "missing"), "--json: a missing source is the "
           "path at fault")
     rc, out, err = run("--json", src, src)
     doc = json.loads(out)
@@ -1840,8 +1873,8 @@ def test_error_sides():
         print("  skip a destination-side failure through permissions: running as root (the doctest suite "
               "covers it with mock_fs)")
 
-    rc, out, err = run(os.path.join(w, "missing"), dst)
-    check(rc == 2 and ("refused: source %s: No such file or directory" % os.path.join(w, "missing")) in err,
+    rc, out, err = run_as_given(os.path.join(w, "missing"), dst)
+    check(rc == 23 and ("refused: source %s: No such file or directory" % os.path.join(w, "missing")) in err,
           "a missing source is refused as the source (%r)" % err)
     rc, out, err = run(src, os.path.join(w, "no", "parent", "dst"))
     check(rc == 2 and "its parent directory does not exist" in err and "refused: destination " in err

@@ -20,12 +20,12 @@ trap 'rm -rf "$dst"' EXIT
 
 echo "== cold run: $src -> $dst/mirror (first 10 actions)"
 status=0
-"$cli" -i --stats "$src" "$dst/mirror" > "$dst/cold.log" || status=$?
+"$cli" -i --stats --delete "$src/" "$dst/mirror" > "$dst/cold.log" || status=$?
 head -n 10 "$dst/cold.log"
 echo "   ..."
 grep -v '^[.>ch*]' "$dst/cold.log" | tail -n 12
 echo
 echo "== warm run: nothing changed, so nothing is written"
-"$cli" -i --stats "$src" "$dst/mirror" || status=$?
+"$cli" -i --stats --delete "$src/" "$dst/mirror" || status=$?
 echo
 echo "== exit status: $status (23 = some entries could not be copied, e.g. dangling links; see stderr)"

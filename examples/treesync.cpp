@@ -120,7 +120,14 @@ int main(int argc, char** argv) {
   if (opt.state) {
     const std::filesystem::path dir = std::filesystem::path(*opt.state).parent_path();
     struct stat st;
-    if (!dir.empty() && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
+    // (DST itself may be missing: the run makes it before it saves a state file kept inside it)
+    const auto norm = [](const std::filesystem::path& p) {
+      std::string t = p.lexically_normal().string();
+      while (t.size() > 1 && t.back() == '/') t.pop_back();
+      return t;
+    };
+    const bool in_dst = norm(dir) == norm(opt.dst_root);
+    if (!dir.empty() && !in_dst && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
       return usage_exit(tool, opt.json,
                         usage_message(tool, "--state=" + display(*opt.state) + ": directory " + display(dir.string()) +
                                                 " " + (errno == ENOENT ? "does not exist" : "is not a directory") +

@@ -436,8 +436,15 @@ int main(int argc, char** argv) {
     return finish(1);
   }
   const options& opt = parsed.opt;
-  const std::string& src = opt.operands[0];
-  const std::string& dst = opt.operands[1];
+  if (!opt.name.empty())  // rsync's rule (issue 24): the directory itself into DST/NAME; not done here
+    return finish(rank == 0 ? usage_exit(tool, opt.json,
+                                         usage_message(tool, "SRC without a trailing slash (" + display(opt.operands[0]) +
+                                                                 ") is the directory itself, copied into DST/NAME by "
+                                                                 "rsync and treesync; treesync_mpi copies contents: "
+                                                                 "give SRC/ and DST/NAME"))
+                            : 1);
+  const std::string& src = opt.src_root;
+  const std::string& dst = opt.dst_root;
 
   // the filter rules: rank 0 reads the --*-from files (stdin reaches rank 0 only) and broadcasts
   // their texts, which the other ranks read the same rules from

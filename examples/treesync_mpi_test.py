@@ -107,23 +107,30 @@ class Runner:
                         OMPI_MCA_rmaps_base_oversubscribe="1")
 
     def serial(self, opts, src, dst):
-        p = subprocess.run([self.a.cli, "--json", "-j2"] + opts + [src, dst], capture_output=True, text=True,
+        p = subprocess.run([self.a.cli, "--json", "-j2"] + mirror(opts, src, dst), capture_output=True, text=True,
                            timeout=120)
         return p.returncode, json.loads(p.stdout) if p.stdout.strip() else None, p.stderr
 
     def raw(self, tool, opts, src, dst):
         """Runs the CLI ("cli") or the MPI tool ("mpi") as given: (exit status, stdout, stderr)."""
         cmd = ([self.a.cli] if tool == "cli" else self.a.mpirun + ["-np", str(self.a.np), self.a.mpi]) + opts
-        p = subprocess.run(cmd + [src, dst], capture_output=True, text=True, timeout=120, env=self.env)
+        p = subprocess.run(cmd + mirror([], src, dst), capture_output=True, text=True, timeout=120, env=self.env)
         return p.returncode, p.stdout, p.stderr
 
     def mpi(self, opts, src, dst):
-        cmd = self.a.mpirun + ["-np", str(self.a.np), self.a.mpi, "--json", "-j2"] + opts + [src, dst]
+        cmd = self.a.mpirun + ["-np", str(self.a.np), self.a.mpi, "--json", "-j2"] + mirror(opts, src, dst)
         t = time.monotonic()
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=self.env)
         self.last_seconds = time.monotonic() - t
         lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
         return p.returncode, json.loads(lines[-1]) if lines else None, p.stderr
+
+
+def mirror(opts, src, dst):
+    """Both tools follow rsync since issue 24 (SRC without a trailing slash goes into DST/NAME;
+    nothing is deleted without --delete): these runs mirror SRC's contents, so they say --delete
+    (first: a later --no-delete still wins) and SRC/."""
+    return ["--delete"] + list(opts) + [src if src.endswith("/") else src + "/", dst]
 
 
 def entries(j, key):

@@ -91,9 +91,10 @@ def make_tools(bindir, jobs, has_jobs, rsync_extra=(), state_dir=None):
     warm = everything - {"cold"}
     # serial: the library's default; the CLI may default to some workers, so ask for one
     serial = ["--jobs", "1"] if has_jobs else []
-    tools = [Tool("treesync", "treesync", lambda s, d: [cli] + serial + [s, d], "follow", everything)]
+    tools = [Tool("treesync", "treesync", lambda s, d: [cli, "--delete"] + serial + [s + "/", d], "follow",
+                  everything)]
     if has_jobs:
-        tools.append(Tool("treesync-j", f"treesync -j{jobs}", lambda s, d: [cli, "--jobs", str(jobs), s, d],
+        tools.append(Tool("treesync-j", f"treesync -j{jobs}", lambda s, d: [cli, "--delete", "--jobs", str(jobs), s + "/", d],
                           "follow", everything))
         # the state file (--state) at each verify level, -j like treesync-j; the files live on the
         # local disk (state_dir), whatever the destination is
@@ -101,7 +102,7 @@ def make_tools(bindir, jobs, has_jobs, rsync_extra=(), state_dir=None):
             state = (os.path.join(state_dir or "/tmp", f"treesync-{level}.state"), level)
 
             def argv(s, d, state=state):
-                return [cli, "--jobs", str(jobs), f"--state={state[0]}", f"--verify={state[1]}", s, d]
+                return [cli, "--delete", "--jobs", str(jobs), f"--state={state[0]}", f"--verify={state[1]}", s + "/", d]
             tools.append(Tool(f"treesync-{level}", f"treesync -j{jobs} --state --verify={level}", argv,
                               "follow", everything, state=state))
     tools += [

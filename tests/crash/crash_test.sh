@@ -68,7 +68,7 @@ check_no_partial() {
 }
 
 converge() {
-  "$cli" "${state_args[@]}" "$src" "$dst" >/dev/null 2>"$work/err"
+  "$cli" --delete "${state_args[@]}" "$src/" "$dst" >/dev/null 2>"$work/err"
   local rc=$?
   [ "$rc" = 0 ] || { bad "$1: the re-run exited $rc: $(head -c 300 "$work/err")"; return; }
   if [ -n "$(find "$dst" -name '.treesync-tmp-*' -print -quit)" ]; then bad "$1: temporaries left after the re-run"; fi
@@ -81,7 +81,7 @@ converge() {
 
 trial() {  # $1 = label, $2 = the window kills land in (ms)
   total=$((total + 1))
-  "$cli" "${state_args[@]}" "$src" "$dst" >/dev/null 2>&1 &
+  "$cli" --delete "${state_args[@]}" "$src/" "$dst" >/dev/null 2>&1 &
   local pid=$!
   # a random moment within the measured length of a cold run
   local ms=$((RANDOM % $2))
@@ -94,7 +94,7 @@ trial() {  # $1 = label, $2 = the window kills land in (ms)
 
 make_tree
 t0=$(date +%s%N)
-"$cli" "${state_args[@]}" "$src" "$dst" >/dev/null 2>&1
+"$cli" --delete "${state_args[@]}" "$src/" "$dst" >/dev/null 2>&1
 span=$(( ($(date +%s%N) - t0) / 1000000 + 1 ))
 say "a cold run takes ${span} ms: kills land at random in [0, ${span}) ms"
 for i in $(seq 1 "$trials"); do
