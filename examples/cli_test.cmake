@@ -1,6 +1,7 @@
 # cmake -DTREESYNC_CLI=<path to treesync> -DWORK_DIR=<scratch dir> -P cli_test.cmake
 #
-# Drives the `treesync` example program on a small tree made here, under WORK_DIR:
+# Drives the `treesync` example program on a small tree made here, under WORK_DIR, as a mirror
+# (`--delete SRC/ DST`, rsync's spelling since issue 24):
 #   cold run -> every file copied, summary mentions "created";
 #   warm run -> nothing to do (fewer output lines; 0 created/updated/deleted where the summary
 #               gives those counts);
@@ -25,7 +26,7 @@ endmacro()
 function(run_cli out_var expect)
   string(REPLACE ";" " " _shown "${ARGN}")
   # -v: one line per action (the tool prints only a summary line by default)
-  execute_process(COMMAND "${TREESYNC_CLI}" -v ${ARGN}
+  execute_process(COMMAND "${TREESYNC_CLI}" -v --delete ${ARGN}
                   RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
   message("$ treesync ${_shown}\n${_out}${_err}[exit ${_rc}]")
   if(expect STREQUAL "ok" AND NOT _rc STREQUAL "0")
@@ -93,7 +94,7 @@ file(WRITE "${src}/sub/deeper/utf8-ñame.txt" "non-ASCII name\n")
 set(files hello.txt notes.tmp sub/data.csv sub/deeper/empty.txt sub/deeper/utf8-ñame.txt)
 
 # ---- cold run ------------------------------------------------------------------------------------
-run_cli(cold ok "${src}" "${dst}")
+run_cli(cold ok "${src}/" "${dst}")
 if(NOT cold MATCHES "created")
   fail("cold run: no summary line containing \"created\"")
 endif()
@@ -108,7 +109,7 @@ foreach(f IN LISTS files)
 endforeach()
 
 # ---- warm run: nothing changed -------------------------------------------------------------------
-run_cli(warm ok "${src}" "${dst}")
+run_cli(warm ok "${src}/" "${dst}")
 if(NOT warm MATCHES "created")
   fail("warm run: no summary line containing \"created\"")
 endif()
@@ -124,7 +125,7 @@ endif()
 # ---- a changed file and a removed file are mirrored ----------------------------------------------
 file(WRITE "${src}/hello.txt" "hello again, treesync: a longer line this time\n")
 file(REMOVE "${src}/sub/deeper/empty.txt")
-run_cli(changed ok "${src}" "${dst}")
+run_cli(changed ok "${src}/" "${dst}")
 expect_count("${changed}" created 0 "run after one change and one removal")
 expect_count("${changed}" updated 1 "run after one change and one removal")
 expect_count("${changed}" deleted 1 "run after one change and one removal")
@@ -132,13 +133,13 @@ expect_same(hello.txt "${dst}")
 expect_absent("${dst}/sub/deeper/empty.txt")
 
 # ---- --exclude -----------------------------------------------------------------------------------
-run_cli(excluded ok --exclude "*.tmp" "${src}" "${WORK_DIR}/dst-exclude")
+run_cli(excluded ok --exclude "*.tmp" "${src}/" "${WORK_DIR}/dst-exclude")
 expect_same(hello.txt "${WORK_DIR}/dst-exclude")
 expect_same(sub/data.csv "${WORK_DIR}/dst-exclude")
 expect_absent("${WORK_DIR}/dst-exclude/notes.tmp")
 
 # ---- --dry-run writes nothing --------------------------------------------------------------------
-run_cli(dry ok --dry-run "${src}" "${WORK_DIR}/dst-dry")
+run_cli(dry ok --dry-run "${src}/" "${WORK_DIR}/dst-dry")
 if(NOT dry MATCHES "created")
   fail("dry run: no summary line containing \"created\"")
 endif()
@@ -146,7 +147,7 @@ expect_absent("${WORK_DIR}/dst-dry/hello.txt")
 expect_absent("${WORK_DIR}/dst-dry/sub")
 
 # ---- refusal -------------------------------------------------------------------------------------
-run_cli(refused error "${WORK_DIR}/no-such-source" "${WORK_DIR}/dst-refused")
+run_cli(refused error "${WORK_DIR}/no-such-source/" "${WORK_DIR}/dst-refused")
 expect_absent("${WORK_DIR}/dst-refused/hello.txt")
 
 if(failures GREATER 0)
