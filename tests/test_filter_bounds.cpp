@@ -1,0 +1,235 @@
+// treesync::filter's bounds and rule-file errors (issue 23 F/G, issue 24 item 4): what an entry
+// costs with per-directory rule files (counted in allocations, never timed), how long a
+// directory's rules are kept, the largest rule file, bad lines and merges inside rule files.
+#include <treesync/mock_fs.hpp>
+
+#include "support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <fcntl.h>
+#include <map>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+thread_local bool counting = false;
+thread_local std::size_t counted_bytes = 0;
+}  // namespace
+
+// Allocations made by this thread while `counting` is set (the filter's path copies show here).
+void* operator new(std::size_t n) {
+  if (counting) counted_bytes += n;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+using treesync::file_type;
+using treesync::filter;
+using treesync::mock_fs;
+using namespace std::chrono_literals;
+
+constexpr file_type F = file_type::regular;
+
+// A loader over a map "DIR/NAME" -> text, counting the reads of each key.
+struct map_loader {
+  std::map<std::string, std::string> files;
+  std::map<std::string, int> reads;
+  filter::loader get() {
+    return [this](std::string_view dir, std::string_view name) {
+      std::string key(dir);
+      if (!key.empty()) key += '/';
+      key += name;
+      ++reads[key];
+      const auto it = files.find(key);
+      return it == files.end() ? std::string() : it->second;
+    };
+  }
+};
+
+filter::loader mock_loader(const mock_fs& fs) {
+  return [&fs](std::string_view dir, std::string_view name) {
+    std::string p = "/src";
+    if (!dir.empty()) p += "/" + std::string(dir);
+    p += "/" + std::string(name);
+    return fs.exists(p) ? fs.read(p) : std::string();
+  };
+}
+
+std::string chain(int depth) {
+  std::string rel;
+  for (int i = 0; i < depth; ++i) rel += i ? "/d" : "d";
+  return rel;
+}
+
+}  // namespace
+
+TEST_CASE("filter with dir-merge: an entry 1,000 levels deep costs no path copies once its directory was entered") {
+  map_loader files;
+  files.files[".rules"] = "- core\n";
+  filter f(files.get());
+  f.dir_merge(".rules");
+  const std::string dir = chain(1000);
+  CHECK(f.excluded(dir + "/core", F));  // enters the directory: its contexts are made once
+  counted_bytes = 0;
+  counting = true;
+  bool all = true;
+  for (int i = 0; i < 100; ++i) all = all && f.excluded(dir + "/core", F) && !f.excluded(dir + "/keep", F);
+  counting = false;
+  CHECK(all);
+  // the strings built above are 2 KiB each (200 of them: 400 KiB); a copy of each ancestor's
+  // path per entry would be 1,000 x 1 KiB more per call
+  CHECK(counted_bytes < 200 * (dir.size() + 16) + 64 * 1024);
+}
+
+TEST_CASE("filter with dir-merge: a 1,000-level walk reads each directory's rule file once") {
+  map_loader files;
+  files.files[".rules"] = "- core\n";
+  filter f(files.get());
+  f.dir_merge(".rules");
+  std::string dir;
+  for (int i = 0; i < 1000; ++i) {
+    CHECK(f.excluded(dir.empty() ? "core" : dir + "/core", F));
+    CHECK_FALSE(f.excluded(dir.empty() ? "d" : dir + "/d", file_type::directory));
+    dir += dir.empty() ? "d" : "/d";
+  }
+  std::size_t most = 0;
+  for (const auto& kv : files.reads) most = std::max<std::size_t>(most, static_cast<std::size_t>(kv.second));
+  CHECK(files.reads.size() == 1000);
+  CHECK(most == 1);
+}
+
+TEST_CASE("filter with dir-merge: the rules of a directory the walk has left are not kept") {
+  map_loader files;
+  for (int i = 0; i < 50; ++i) files.files["d" + std::to_string(i) + "/.rules"] = std::string(1000, '#') + "\n- x\n";
+  filter f(files.get());
+  f.dir_merge(".rules");
+  for (int i = 0; i < 50; ++i) CHECK(f.excluded("d" + std::to_string(i) + "/x", F));
+  CHECK(files.reads["d0/.rules"] == 1);
+  CHECK(f.excluded("d0/x", F));  // back in d0: its file is read again, nothing was cached for it
+  CHECK(files.reads["d0/.rules"] == 2);
+}
+
+TEST_CASE("filter::read_rule_file refuses a file larger than 4 MiB with an error, not as an empty rule set") {
+  treesync_test::temp_dir t;
+  treesync_test::write_file(t / "big", std::string((4u << 20) + 1, '#'));
+  treesync_test::write_file(t / "fits", std::string((1u << 20) + 1, '#'));
+  CHECK_THROWS_WITH_AS(filter::read_rule_file((t / "big").c_str()), doctest::Contains("larger than"),
+                       std::runtime_error);
+  CHECK(filter::read_rule_file((t / "fits").c_str()).size() == (1u << 20) + 1);
+}
+
+TEST_CASE("sync with filter: a bad line in a per-directory rule file stops the run before anything is written") {
+  mock_fs fs;
+  fs.write("/src/a.c", "a");
+  fs.write("/src/b.h", "b");
+  fs.write("/src/.rules", "garbage\n- *.c\n");
+  fs.advance(10s);
+  filter f(mock_loader(fs));
+  f.dir_merge(".rules");
+  CHECK_THROWS_WITH_AS((void)treesync::sync(fs, "/src", "/dst", f),
+                       doctest::Contains("Unknown filter rule: `garbage' (.rules line 1)"), std::runtime_error);
+  CHECK_FALSE(fs.exists("/dst/a.c"));
+  CHECK_FALSE(fs.exists("/dst/b.h"));
+}
+
+TEST_CASE("filter: a bad line in a rule file below the root is an error naming the file and line") {
+  map_loader files;
+  files.files["sub/.rules"] = "- *.o\n\n+ ok\nexclud x\n";
+  filter f(files.get());
+  f.dir_merge(".rules");
+  CHECK_FALSE(f.excluded("a.o", F));
+  CHECK_THROWS_WITH_AS(f.excluded("sub/a.o", F), doctest::Contains("Unknown filter rule: `exclud x' (sub/.rules line 4)"),
+                       std::runtime_error);
+}
+
+TEST_CASE("sync with filter: ':- .gitignore' in a rule file reads .gitignore as excludes from that directory down") {
+  mock_fs fs;
+  for (const char* p : {"/src/a.log", "/src/lib/a.log", "/src/lib/a.c", "/src/lib/sub/b.log", "/src/lib/sub/b.tmp",
+                        "/src/lib/sub/b.c"})
+    fs.write(p, p);
+  fs.write("/src/lib/.rules", ":- .gitignore\n");
+  fs.write("/src/lib/.gitignore", "*.log\n# a comment\n");
+  fs.write("/src/lib/sub/.gitignore", "*.tmp\n");
+  fs.advance(10s);
+  filter f(mock_loader(fs));
+  f.dir_merge(".rules");
+  (void)treesync::sync(fs, "/src", "/dst", f);
+  CHECK(fs.exists("/dst/a.log"));  // above the directory holding the dir-merge rule
+  CHECK_FALSE(fs.exists("/dst/lib/a.log"));
+  CHECK_FALSE(fs.exists("/dst/lib/sub/b.log"));  // inherited
+  CHECK_FALSE(fs.exists("/dst/lib/sub/b.tmp"));  // sub's own .gitignore
+  CHECK(fs.exists("/dst/lib/sub/b.c"));
+  CHECK(fs.exists("/dst/lib/.gitignore"));
+}
+
+TEST_CASE("filter: 'merge FILE' in a rule file reads FILE in place, relative to the rule file's directory") {
+  map_loader files;
+  files.files["sub/.rules"] = "+ keep.o\n. more\n- *.c\n";
+  files.files["sub/more"] = "- *.o\n+ x.c\n";
+  filter f(files.get());
+  f.dir_merge(".rules");
+  CHECK_FALSE(f.excluded("sub/keep.o", F));
+  CHECK(f.excluded("sub/a.o", F));
+  CHECK_FALSE(f.excluded("sub/x.c", F));  // the merged include comes before the file's later exclude
+  CHECK(f.excluded("sub/y.c", F));
+  CHECK_FALSE(f.excluded("a.o", F));
+}
+
+TEST_CASE("filter: the rules of a ':n- NAME' file apply in its directory only, and 'e' excludes NAME") {
+  map_loader files;
+  files.files[".rules"] = ":n-e .local\n";
+  files.files["a/.local"] = "*.o\n";
+  filter f(files.get());
+  f.dir_merge(".rules");
+  CHECK(f.excluded("a/x.o", F));
+  CHECK_FALSE(f.excluded("a/b/x.o", F));
+  CHECK(f.excluded("a/.local", F));
+}
+
+TEST_CASE("filter::reading reads a rule file deeper than PATH_MAX below its root") {
+  treesync_test::temp_dir t;
+  const std::string root = (t / "src").string();
+  REQUIRE(::mkdir(root.c_str(), 0755) == 0);
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY);
+  REQUIRE(fd >= 0);
+  constexpr int depth = 2100;  // "d/" x 2100: 4,200 bytes, past PATH_MAX (4,096)
+  for (int i = 0; i < depth; ++i) {
+    REQUIRE(::mkdirat(fd, "d", 0755) == 0);
+    const int next = ::openat(fd, "d", O_RDONLY | O_DIRECTORY);
+    ::close(fd);
+    fd = next;
+    REQUIRE(fd >= 0);
+  }
+  const int rf = ::openat(fd, ".rules", O_WRONLY | O_CREAT, 0644);
+  REQUIRE(rf >= 0);
+  REQUIRE(::write(rf, "- x\n", 4) == 4);
+  ::close(rf);
+  ::close(fd);
+  filter f = filter::reading(root);
+  f.dir_merge(".rules");
+  std::string dir;
+  for (int i = 0; i < depth; ++i) {
+    CHECK_FALSE(f.excluded(dir.empty() ? "x" : dir + "/x", F));
+    dir += dir.empty() ? "d" : "/d";
+  }
+  CHECK(f.excluded(dir + "/x", F));
+  CHECK_FALSE(f.excluded(dir + "/y", F));
+  // remove the chain bottom up through descriptors (temp_dir's removal uses paths)
+  std::vector<int> fds{::open(root.c_str(), O_RDONLY | O_DIRECTORY)};
+  for (int i = 0; i < depth; ++i) fds.push_back(::openat(fds.back(), "d", O_RDONLY | O_DIRECTORY));
+  ::unlinkat(fds.back(), ".rules", 0);
+  for (int i = depth; i > 0; --i) {
+    ::close(fds[static_cast<std::size_t>(i)]);
+    ::unlinkat(fds[static_cast<std::size_t>(i) - 1], "d", AT_REMOVEDIR);
+  }
+  ::close(fds[0]);
+}
