@@ -2033,6 +2033,237 @@ def test_json_utf8():
           "a UTF-8 name has no path_hex")
 
 
+# ---- issue 24: rsync's meaning, never a data loss by an rsync habit ---------------------------------
+
+def rsync_tool():
+    return shutil.which("rsync")
+
+
+def run_rsync(*args, cwd=None):
+    p = subprocess.run(["rsync"] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
+    return p.returncode, p.stdout.decode("utf-8", "surrogateescape"), p.stderr.decode("utf-8", "surrogateescape")
+
+
+def contents(root):
+    """{relative path: file bytes, or None for a directory} below root."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames:
+            out[os.path.relpath(os.path.join(dirpath, n), root)] = None
+        for n in filenames:
+            with open(os.path.join(dirpath, n), "rb") as f:
+                out[os.path.relpath(os.path.join(dirpath, n), root)] = f.read()
+    return out
+
+
+def itemized(out):
+    """The -i lines of an output, without rsync's 'created directory' notice and the summary line."""
+    return [l for l in lines(out) if re.match(r"^([<>ch.*][fdLDS]|\*deleting)", l)]
+
+
+def operand_fixture(w):
+    """s/{f, sub/g}, and a destination b/ that already holds something of its own."""
+    write(os.path.join(w, "s", "f"), "1\n")
+    write(os.path.join(w, "s", "sub", "g"), "2\n")
+    write(os.path.join(w, "b", "other", "precious"), "keep\n")
+
+
+def test_rsync_semantics():
+    """Issue 24: operands, deletion, -h, -u, --max-delete and exit statuses as rsync has them, each
+    compared with the real rsync where it is installed; the state-file usage errors; the path of a
+    refusal of a new destination that cannot be made."""
+    have_rsync = rsync_tool() is not None
+    if not have_rsync:
+        print("  (no rsync on PATH: the cases below check treesync alone, not against rsync)")
+
+    # the blocker: `-a s b/` copies s itself into b/s and deletes nothing
+    w = fresh("semantics-repro")
+    operand_fixture(w)
+    if have_rsync:
+        write(os.path.join(w, "r", "other", "precious"), "keep\n")
+    rc, out, err = run_as_given("-ai", "s", "b/", cwd=w)
+    check(rc == 0 and os.path.isfile(os.path.join(w, "b", "s", "f")) and
+          open(os.path.join(w, "b", "other", "precious")).read() == "keep\n" and
+          not os.path.exists(os.path.join(w, "b", "f")),
+          "-a s b/: b/s/f is made, b/other/precious kept, nothing copied into b itself (exit %d, %r)" % (rc, err))
+    if have_rsync:
+        rrc, rout, _ = run_rsync("-ai", "s", "r/", cwd=w)
+        check(contents(os.path.join(w, "b")) == contents(os.path.join(w, "r")),
+              "-a s b/: the same tree as rsync -a s r/")
+        check(itemized(out) == itemized(rout), "-ai s b/: the -i lines are rsync's (%r vs %r)"
+              % (itemized(out), itemized(rout)))
+    # -avh: -h is --human-readable, the run syncs
+    write(os.path.join(w, "s", "new"), "n\n")
+    rc, out, err = run_as_given("-avh", "s", "b", cwd=w)
+    check(rc == 0 and os.path.isfile(os.path.join(w, "b", "s", "new")) and "usage:" not in out,
+          "-avh s b syncs (-h is --human-readable), exit %d" % rc)
+    for args in (["-h"], ["--help"]):
+        rc, out, err = run_as_given(*args)
+        check(rc == 0 and out.startswith("usage: treesync"), "%s alone prints the help" % args[0])
+    rc, out, err = run_as_given("-h", os.path.join(w, "s") + "/", os.path.join(w, "hr"))
+    check(rc == 0 and os.path.isfile(os.path.join(w, "hr", "f")) and re.search(r"\d+ B copied", out),
+          "-h with operands: the summary's bytes in units (%r)" % out)
+
+    # the operand forms, against rsync, into a missing and into an existing destination
+    forms = [("s", "."), ("s/", "."), ("s/.", "."), ("./s", "."), (".", "s"), ("..", "s/sub"), ("s/sub/..", "."),
+             ("s//", ".")]
+    for k, (src, cwd) in enumerate(forms):
+        for existing in (False, True):
+            w = fresh("semantics-forms")
+            operand_fixture(w)
+            dst, ref = os.path.join(w, "t%d" % k), os.path.join(w, "u%d" % k)
+            if existing:
+                write(os.path.join(dst, "mine"), "m\n")
+                write(os.path.join(ref, "mine"), "m\n")
+            rc, out, err = run_as_given("-a", src, dst + "/", cwd=os.path.join(w, cwd))
+            what = "SRC %r into %s DST" % (src, "an existing" if existing else "a missing")
+            if have_rsync:
+                rrc, _, rerr = run_rsync("-a", src, ref + "/", cwd=os.path.join(w, cwd))
+                check(rc == rrc == 0 and contents(dst) == contents(ref),
+                      "%s: the tree rsync makes (treesync %s, rsync %s)" % (what, sorted(contents(dst)),
+                                                                           sorted(contents(ref))))
+            else:
+                check(rc == 0 and "mine" in contents(dst) if existing else rc == 0, what)
+    # a missing DST whose parent is missing: refused, nothing made
+    w = fresh("semantics-deep")
+    operand_fixture(w)
+    rc, out, err = run_as_given("-a", "s", "x/y/z", cwd=w)
+    check(rc != 0 and not os.path.exists(os.path.join(w, "x")), "-a s x/y/z: refused, nothing made (exit %d)" % rc)
+    # -n with a missing DST: nothing is made, and the plan names s/...
+    rc, out, err = run_as_given("-ain", "s", "nd", cwd=w)
+    check(rc == 0 and not os.path.exists(os.path.join(w, "nd")) and "cd+++++++++ s/" in out and
+          ">f+++++++++ s/f" in out, "-ain s nd: nothing made, the plan is rsync's s/... (%r)" % out)
+
+    # deletion only when asked, in each of rsync's spellings
+    spellings = [[], ["--no-delete"], ["--delete", "--no-delete"], ["--delete"], ["--del"], ["--delete-before"],
+                 ["--delete-during"], ["--delete-after"], ["--delete-delay"], ["--delete-excluded"],
+                 ["--no-delete", "--delete"]]
+    for args in spellings:
+        w = fresh("semantics-delete")
+        operand_fixture(w)
+        write(os.path.join(w, "b", "s", "stale"), "x\n")
+        write(os.path.join(w, "b", "s", "f.tmp"), "x\n")
+        write(os.path.join(w, "r", "s", "stale"), "x\n")
+        write(os.path.join(w, "r", "s", "f.tmp"), "x\n")
+        write(os.path.join(w, "r", "other", "precious"), "keep\n")
+        rc, out, err = run_as_given("-a", "--exclude=*.tmp", *(args + ["s", "b/"]), cwd=w)
+        deletes = bool(args) and args[-1] != "--no-delete"
+        gone = not os.path.exists(os.path.join(w, "b", "s", "stale"))
+        kept_excluded = os.path.exists(os.path.join(w, "b", "s", "f.tmp"))
+        check(rc == 0 and gone == deletes and kept_excluded == ("--delete-excluded" not in args) and
+              os.path.exists(os.path.join(w, "b", "other", "precious")),
+              "%s: %s (b/other, outside the copy, is never touched)" % (" ".join(args) or "no option",
+                                                                       "deletes" if deletes else "deletes nothing"))
+        if have_rsync and "--no-delete" not in args:  # treesync's own option: rsync has none
+            rrc, _, _ = run_rsync("-a", "--exclude=*.tmp", *(args + ["s", "r/"]), cwd=w)
+            check(rrc == 0 and contents(os.path.join(w, "b")) == contents(os.path.join(w, "r")),
+                  "%s: the tree rsync leaves" % (" ".join(args) or "no option"))
+
+    # filter rules see NAME/path when SRC has no trailing slash, and rule files are read from its parent
+    if have_rsync:
+        for args in (["--exclude=/sub"], ["--exclude=/s/sub"], ["--exclude=s/f"], ["--include=s/", "--include=s/f",
+                                                                                   "--exclude=*"], ["-F"]):
+            w = fresh("semantics-filter")
+            operand_fixture(w)
+            write(os.path.join(w, ".rsync-filter"), "- f\n")
+            write(os.path.join(w, "s", ".rsync-filter"), "- g\n")
+            rc, out, err = run_as_given("-a", *(args + ["s", "b/"]), cwd=w)
+            rrc, _, _ = run_rsync("-a", *(args + ["s", "r/"]), cwd=w)
+            check(rc == rrc == 0 and tree_paths(os.path.join(w, "b")) == tree_paths(os.path.join(w, "r")) | {
+                "other", "other/precious"}, "%s with SRC s: rsync's selection (%r)" % (
+                " ".join(args), sorted(tree_paths(os.path.join(w, "b")))))
+
+    # -u: a destination file newer than its source is left entirely alone
+    w = fresh("semantics-update")
+    write(os.path.join(w, "s", "f"), "source\n", mode=0o644, mtime=1_500_000_000_000_000_000)
+    write(os.path.join(w, "s", "g"), "source\n", mode=0o644, mtime=1_500_000_000_000_000_000)
+    for d in ("b", "r"):
+        write(os.path.join(w, d, "f"), "edited in DST\n", mode=0o600, mtime=1_600_000_000_000_000_000)
+        write(os.path.join(w, d, "g"), "edited\n", mode=0o640, mtime=1_600_000_000_000_000_000)  # the same size
+    for d in ("s", "b", "r"):  # the directories agree: only the files are in question
+        os.utime(os.path.join(w, d), ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    before = snapshot(os.path.join(w, "b"))
+    rc, out, err = run_as_given("-ai", "-u", "s/", "b/", cwd=w)
+    check(rc == 0 and itemized(out) == [] and snapshot(os.path.join(w, "b")) == before,
+          "-u: newer DST files are left alone: data, mode, mtime; nothing itemized (%r)" % itemized(out))
+    if have_rsync:
+        rrc, rout, _ = run_rsync("-ai", "-u", "s/", "r/", cwd=w)
+        check(itemized(out) == itemized(rout) and snapshot(os.path.join(w, "r")) == before,
+              "-u: rsync -u leaves them alone too (%r)" % itemized(rout))
+
+    # -n --max-delete=N: the first N deletions listed, exit 25, nothing changed; a missing source: 23
+    w = fresh("semantics-maxdel")
+    write(os.path.join(w, "s", "a"), "a\n")
+    for d in ("b", "r"):
+        for i in range(1, 6):
+            write(os.path.join(w, d, "x%d" % i), "%d\n" % i)
+    for d in ("s", "b", "r"):
+        os.utime(os.path.join(w, d), ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    before = snapshot(os.path.join(w, "b"))
+    rc, out, err = run_as_given("-ain", "--delete", "--max-delete=2", "s/", "b/", cwd=w)
+    check(rc == 25 and [l for l in itemized(out) if l.startswith("*")] == ["*deleting   x5", "*deleting   x4"] and
+          ">f+++++++++ a" in out and "--max-delete=2" in err and "3 more" in err and
+          snapshot(os.path.join(w, "b")) == before,
+          "-n --max-delete=2 with 5 to delete: the first 2 listed, exit 25, nothing changed (exit %d, %r, %r)"
+          % (rc, out, err))
+    rc, out, err = run_as_given("-ain", "--json", "--delete", "--max-delete=2", "s/", "b/", cwd=w)
+    doc = json.loads(out) if out.startswith("{") else {}
+    check(rc == 25 and doc.get("status") == "max_delete" and doc.get("exit_code") == 25 and
+          sum(1 for a in doc.get("actions", []) if a["kind"] == "remove") == 2,
+          "-n --max-delete --json: status max_delete, exit 25, two removals")
+    if have_rsync:
+        rrc, rout, _ = run_rsync("-ain", "--delete", "--max-delete=2", "s/", "r/", cwd=w)
+        check(rrc == 25 and sorted(itemized(out)) == sorted(itemized(rout)) if doc == {} else rrc == 25,
+              "rsync -n --max-delete=2 exits 25 too")
+        rc2, out2, _ = run_as_given("-ain", "--delete", "--max-delete=2", "s/", "b/", cwd=w)
+        check(itemized(out2) == itemized(rout), "-n --max-delete=2: the -i lines are rsync's (%r vs %r)"
+              % (itemized(out2), itemized(rout)))
+    rc, out, err = run_as_given("-a", "--delete", "--max-delete=2", "s/", "b/", cwd=w)
+    check(rc == 25 and snapshot(os.path.join(w, "b")) == before, "--max-delete=2 without -n: refused, exit 25")
+    rc, out, err = run_as_given("-a", "nosuch/", "b/", cwd=w)
+    check(rc == 23 and "nosuch" in err, "a missing source exits 23 (exit %d)" % rc)
+    if have_rsync:
+        rrc, _, _ = run_rsync("-a", "nosuch/", "r/", cwd=w)
+        check(rrc == rc, "rsync exits %d for a missing source too" % rrc)
+    rc, out, err = run_as_given("--help")
+    check("25" in out and "23" in out and "Where treesync differs from rsync" in out,
+          "--help documents exits 23 and 25 and lists the differences from rsync")
+
+    # --state usage errors, before anything is written
+    w = fresh("semantics-state")
+    write(os.path.join(w, "s", "f"), "f\n")
+    for args, what in ((["--state=" + os.path.join(w, "nodir", "state")], "a missing directory"),
+                       (["--state=" + os.path.join(w, "st"), "-H"], "-H"),
+                       (["--state=" + os.path.join(w, "st"), "--backup-dir=bak"], "--backup-dir")):
+        rc, out, err = run_as_given(*(args + [os.path.join(w, "s") + "/", os.path.join(w, "d")]))
+        check(rc == 1 and "--state" in err and not os.path.exists(os.path.join(w, "d")) and
+              not os.path.exists(os.path.join(w, "st")),
+              "--state with %s: a usage error before any write (exit %d, %r)" % (what, rc, err.strip()))
+
+    # a new destination that cannot be made: the refusal's path is that destination
+    w = fresh("semantics-rodst")
+    write(os.path.join(w, "s", "f"), "f\n")
+    ro, target = os.path.join(w, "ro"), os.path.join(w, "ro-mnt")
+    os.makedirs(ro)
+    os.makedirs(target)
+    mounted = subprocess.run(["mount", "--bind", "-o", "ro", ro, target], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE).returncode == 0 if os.geteuid() == 0 else False
+    if not mounted and os.geteuid() != 0:
+        os.chmod(target, 0o555)
+    if mounted or os.geteuid() != 0:
+        newdst = os.path.join(target, "newdst")
+        rc, out, err = run_as_given("--json", os.path.join(w, "s") + "/", newdst)
+        doc = json.loads(out) if out.startswith("{") else {}
+        refusal = doc.get("refusal") or {}
+        check(rc == 2 and refusal.get("path") == newdst and "destination" in refusal.get("message", ""),
+              "an unwritable new destination: refusal.path names it (%r)" % refusal)
+    else:
+        print("  skip the unwritable new destination: no read-only bind mount here (root ignores modes)")
+    if mounted:
+        subprocess.run(["umount", target])
+    os.chmod(target, 0o755)
+
+
 GROUPS = {
     "help": test_help_version,
     "usage": test_usage_errors,
@@ -2063,6 +2294,7 @@ GROUPS = {
     "state": test_state,
     "json_usage": test_json_usage,
     "json_utf8": test_json_utf8,
+    "rsync_semantics": test_rsync_semantics,
 }
 
 
