@@ -228,8 +228,12 @@ template <class Read>
 bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filter_error& error) {
   // rule files are read from SRC down, or, for SRC without a trailing slash, from its parent down
   // (rsync's transfer root; named_filter asks paths as NAME/...)
-  patterns = treesync::filter::reading(o.name.empty() ? std::filesystem::path(o.src_root)
-                                                      : std::filesystem::path(o.src_root).parent_path());
+  std::filesystem::path rules_root = o.src_root;
+  if (!o.name.empty()) {
+    rules_root = rules_root.parent_path();
+    if (rules_root.empty()) rules_root = ".";  // SRC "s": its parent is the working directory
+  }
+  patterns = treesync::filter::reading(rules_root);
   for (const auto& f : o.filters) {
     switch (f.kind) {
       case filter_arg::exclude: patterns.add_plain(f.value, false); break;
