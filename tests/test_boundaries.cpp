@@ -334,54 +334,73 @@ TEST_CASE("posix_fs::list shows names that begin with dots and never '.' or '..'
   CHECK(names == std::vector<std::string>{"...", "..d", "..x", ".x", "x."});
 }
 
-TEST_CASE("posix_fs::save_state replaces a file whole and load_state reads back every byte, past 64 KiB") {
+// read_state's content, gathered from its pieces.
+static std::string read_state_whole(const treesync::posix_fs& pfs, treesync::posix_fs::dir_handle& d, const std::string& name,
+                             std::error_code& ec, std::size_t* pieces = nullptr) {
+  std::string out;
+  std::size_t n = 0;
+  pfs.read_state(d, name, [&](std::string_view piece) { return out.append(piece.data(), piece.size()), ++n, true; }, ec);
+  if (pieces) *pieces = n;
+  return out;
+}
+
+TEST_CASE("posix_fs::save_state replaces a file whole and read_state reads back every byte in 64 KiB pieces") {
   temp_dir t;
   const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
   std::string text(200 * 1024 + 3, '\0');
   for (std::size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>('a' + i % 23);
   std::error_code ec;
   write_file(t / "state", "an older, longer state file that must not survive in part");
-  pfs.save_state(t / "state", text, ec);
+  pfs.save_state(d, "state", text, ec);
   REQUIRE_FALSE(ec);
   CHECK(read_file(t / "state") == text);
-  CHECK(pfs.load_state(t / "state", ec) == text);
+  std::size_t pieces = 0;
+  CHECK(read_state_whole(pfs, d, "state", ec, &pieces) == text);
   CHECK_FALSE(ec);
-  pfs.save_state(t / "state", "", ec);
+  CHECK(pieces == 4);  // 200 KiB + 3 in pieces of at most 64 KiB: never read whole
+  pfs.save_state(d, "state", "", ec);
   REQUIRE_FALSE(ec);
-  CHECK(pfs.load_state(t / "state", ec).empty());
+  CHECK(read_state_whole(pfs, d, "state", ec).empty());
   CHECK_FALSE(ec);
   std::vector<std::string> names;
   for (const auto& e : std::filesystem::directory_iterator(t.path())) names.push_back(e.path().filename().string());
   CHECK(names == std::vector<std::string>{"state"});  // no temporary left behind
 }
 
-TEST_CASE("posix_fs::load_state opens only a regular file: a FIFO, a directory and a symlink are errors, a missing file is ENOENT") {
+TEST_CASE("posix_fs: the state file operations touch only a regular file: a FIFO, a directory, a symlink and a device are refused, never read, replaced or removed") {
   temp_dir t;
   const treesync::posix_fs pfs;
+  auto d = open_dir_at(pfs, t.path());
   make_fifo(t / "fifo");  // no writer: an open that blocked would hang the test
   make_dir(t / "dir");
   write_file(t / "real", "content");
   make_symlink("real", t / "link");
   std::error_code ec;
-  CHECK(pfs.load_state(t / "fifo", ec).empty());
-  CHECK(ec == treesync::errc::special_file);
-  CHECK(pfs.load_state(t / "dir", ec).empty());
-  CHECK(ec);
-  CHECK(pfs.load_state(t / "link", ec).empty());
-  CHECK(ec == std::errc::too_many_symbolic_link_levels);
-  CHECK(pfs.load_state(t / "missing", ec).empty());
+  for (const char* name : {"fifo", "dir", "link"}) {
+    CAPTURE(name);
+    CHECK(read_state_whole(pfs, d, name, ec).empty());
+    CHECK(ec == treesync::errc::state_not_regular);
+    pfs.save_state(d, name, "x", ec);
+    CHECK(ec == treesync::errc::state_not_regular);
+    pfs.drop_state(d, name, ec);
+    CHECK(ec == treesync::errc::state_not_regular);
+    CHECK(exists_nofollow(t / name));
+  }
+  CHECK(read_file(t / "real") == "content");  // the link's target was not written through
+  auto dev = open_dir_at(pfs, "/dev");
+  CHECK(read_state_whole(pfs, dev, "null", ec).empty());
+  CHECK(ec == treesync::errc::state_not_regular);
+  pfs.drop_state(dev, "null", ec);
+  CHECK(ec == treesync::errc::state_not_regular);
+  CHECK(exists_nofollow("/dev/null"));
+  CHECK(read_state_whole(pfs, d, "missing", ec).empty());
   CHECK(ec == std::errc::no_such_file_or_directory);
-  CHECK(pfs.load_state(t / "real", ec) == "content");
+  CHECK(read_state_whole(pfs, d, "real", ec) == "content");
   CHECK_FALSE(ec);
-}
-
-TEST_CASE("posix_fs::save_state into a missing directory fails and leaves nothing") {
-  temp_dir t;
-  const treesync::posix_fs pfs;
-  std::error_code ec;
-  pfs.save_state(t / "missing" / "state", "x", ec);
-  CHECK(ec == std::errc::no_such_file_or_directory);
-  CHECK_FALSE(exists_nofollow(t / "missing"));
+  pfs.drop_state(d, "real", ec);
+  CHECK_FALSE(ec);
+  CHECK_FALSE(exists_nofollow(t / "real"));
 }
 
 TEST_CASE("posix_fs::set_mtime keeps nanosecond, whole-second and pre-1970 mtimes exactly") {

@@ -128,6 +128,8 @@ enum class errc {
   destination_dangling_symlink,  ///< the destination root is a symlink to nothing: neither followed nor replaced
   state_ignored,          ///< the state file belongs to another mirror, version or policy set, or is damaged: not used
   state_not_kept,         ///< no state file is kept for this run (hard_links or backup_dir change what it would record)
+  state_not_regular,      ///< the state file's name holds a link, directory, device, FIFO or socket: the run is refused
+  state_dir_missing,      ///< the state file's directory does not exist (or, inside the destination, is not a plain directory)
 };
 
 namespace detail {
@@ -155,6 +157,10 @@ class error_category_impl final : public std::error_category {
       case errc::state_ignored:
         return "state file ignored: it belongs to another source, destination, version or policy set, or is damaged";
       case errc::state_not_kept: return "no state file kept: hard links and backups change entries it would record";
+      case errc::state_not_regular:
+        return "state file: not a regular file (a link, directory, device, FIFO or socket is never read, replaced or removed)";
+      case errc::state_dir_missing:
+        return "state file: its directory does not exist (inside the destination: or is a symbolic link)";
     }
     return "unknown treesync error";
   }
@@ -342,6 +348,7 @@ struct entry_error {
   treesync::operation operation{};         ///< what failed: copy, opendir, ...
   std::error_code code;
   treesync::side side = treesync::side::destination;  ///< the tree it failed in: join `path` to that root
+  std::string detail{};  ///< more than the code says, when there is more (a state file ignored: which part, which line)
 };
 
 /// The numbers of a run (a report's counts), added up with `+=` (e.g. one worker's, or one

@@ -330,43 +330,55 @@ class mock_fs : public detail::mock_setup {
 
   // ---- the state file (state_file): counted and faulted like every other operation -----------
 
-  std::string load_state(const std::filesystem::path& p, std::error_code& ec) {
-    const std::lock_guard<std::recursive_mutex> lock(mu_);
-    if (!begin(op::open_read, p.string(), ec)) return {};
-    const std::uint64_t ino = resolve(p.string(), false, ec);
-    if (ec) return {};
-    const inode& n = nodes_.at(ino);
-    if (n.type != file_type::regular) return ec = make_error_code(errc::special_file), std::string();
-    return n.data;
+  // By the directory's handle and the file's name, as posix_fs: only a regular file is read,
+  // replaced or removed (errc::state_not_regular otherwise).  read_state hands the content over in
+  // pieces of 4 KiB (a line may straddle two).
+  template <class Take>
+  void read_state(dir_handle& d, const std::string& name, Take&& take, std::error_code& ec) {
+    std::string data;
+    {
+      const std::lock_guard<std::recursive_mutex> lock(mu_);
+      if (!begin(op::open_read, join(d.path, name), ec)) return;
+      if (!state_regular(d, name, ec)) return;
+      data = nodes_.at(nodes_.at(d.ino).entries.at(name)).data;
+    }
+    for (std::size_t off = 0; off < data.size(); off += 4096)
+      if (!take(std::string_view(data).substr(off, 4096))) return;
   }
   /// Written under a temporary name in the same directory, then renamed over the file: a fault
   /// (or an exception thrown by the operation hook: a simulated crash) at either step leaves the
   /// old file whole.
-  void save_state(const std::filesystem::path& p, std::string_view text, std::error_code& ec) {
+  void save_state(dir_handle& d, const std::string& name, std::string_view text, std::error_code& ec) {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
-    auto [parent, name] = split_parent(p.string());
     const std::string temp = ".treesync-tmp-state";
-    if (!begin(op::open_write, join(parent, temp), ec)) return;
-    const std::uint64_t dir = resolve(parent, true, ec);
-    if (ec) return;
-    dir_handle d{dir, parent};
-    auto& entries = nodes_.at(dir).entries;
+    if (!begin(op::open_write, join(d.path, temp), ec)) return;
+    if (!state_regular(d, name, ec) && ec != std::errc::no_such_file_or_directory) return;
+    ec.clear();
+    auto& entries = nodes_.at(d.ino).entries;
     if (entries.count(temp)) {
       unlink_tree(entries.at(temp));
       entries.erase(temp);
     }
-    const std::uint64_t ino = create_in(dir, temp, file_type::regular, 0644, ec);
+    const std::uint64_t ino = create_in(d.ino, temp, file_type::regular, 0644, ec);
     if (ec) return;
     nodes_.at(ino).data = std::string(text);
     rename(d, temp, name, ec);
   }
-  void drop_state(const std::filesystem::path& p, std::error_code& ec) {
+  void drop_state(dir_handle& d, const std::string& name, std::error_code& ec) {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
-    auto [parent, name] = split_parent(p.string());
-    const std::uint64_t dir = resolve(parent, true, ec);
-    if (ec) return;
-    dir_handle d{dir, parent};
+    if (!state_regular(d, name, ec)) return;
     remove(d, name, ec);
+  }
+
+  /// Whether `name` in `d` is a regular file (ENOENT when missing, errc::state_not_regular else).
+  bool state_regular(dir_handle& d, const std::string& name, std::error_code& ec) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    ec.clear();
+    const auto& entries = nodes_.at(d.ino).entries;
+    const auto it = entries.find(name);
+    if (it == entries.end()) return err(ec, std::errc::no_such_file_or_directory), false;
+    if (nodes_.at(it->second).type != file_type::regular) return ec = errc::state_not_regular, false;
+    return true;
   }
 
   std::int64_t now() const noexcept {

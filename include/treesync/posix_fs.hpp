@@ -321,17 +321,18 @@ class posix_fs : private detail::posix_files {
   /// Copies the extended attributes of one directory to another.
   void copy_xattrs(dir_handle& src, dir_handle& dst, std::error_code& ec) const { copy_fd_xattrs(src.fd(), dst.fd(), ec); }
 
-  // ---- the state file (state_file): read whole, replaced atomically, removed ----------------------
+  // ---- the state file (state_file): by its directory and name (posix_files) ----------------------
 
-  /// The state file's content: posix_files::read_regular (a regular file only, never blocking).
-  std::string load_state(const std::filesystem::path& p, std::error_code& ec) const { return read_regular(p, ec); }
-
-  /// Replaces the state file atomically: posix_files::replace (temporary, fsync, rename).
-  void save_state(const std::filesystem::path& p, std::string_view text, std::error_code& ec) const {
-    replace(p, text, ec);
+  template <class Take>
+  void read_state(dir_handle& d, const std::string& name, Take&& take, std::error_code& ec) const {
+    read_regular_at(d.fd(), name, std::forward<Take>(take), ec);
   }
-
-  void drop_state(const std::filesystem::path& p, std::error_code& ec) const { check(::unlink(p.c_str()), ec); }
+  void save_state(dir_handle& d, const std::string& name, std::string_view text, std::error_code& ec) const {
+    replace_at(d.fd(), name, text, ec);
+  }
+  void drop_state(dir_handle& d, const std::string& name, std::error_code& ec) const {
+    remove_regular_at(d.fd(), name, ec);
+  }
 
   std::int64_t now() const noexcept {
     struct timespec ts;

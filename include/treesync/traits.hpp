@@ -208,21 +208,32 @@ concept policy = is_policy_v<P>;
 /// Optional:
 ///   time_model timestamps(dir_handle&, error_code&);  // what the filesystem under a directory
 ///                                                      // keeps; absent: ns mtimes and a ctime
-///   std::string load_state(const path&, error_code&);             // the state file (state_file):
-///   void save_state(const path&, std::string_view, error_code&);  // read whole, replaced
-///   void drop_state(const path&, error_code&);                    // atomically, removed; absent:
-///                                                                  // no state file is kept
+///   template <class Take>                                         // the state file (state_file), by
+///   void read_state(dir_handle&, const std::string&, Take&&, error_code&);  // its directory and name:
+///   void save_state(dir_handle&, const std::string&, std::string_view, error_code&);
+///   void drop_state(dir_handle&, const std::string&, error_code&);
+///     read_state hands the content to take(std::string_view) -> bool in pieces (false: stop); a
+///     missing file is ENOENT, and anything but a regular file is errc::state_not_regular, never
+///     opened (a FIFO or device) and never followed (a link); save_state replaces the file
+///     atomically and drop_state removes it, each refusing (errc::state_not_regular) a name that
+///     holds anything but a regular file.  Absent: no state file is kept.
 namespace detail {
+struct state_piece_probe {  // what read_state's callback is called with
+  bool operator()(std::string_view) const { return true; }
+};
 template <class FS, class = void>
 struct has_state_ops : std::false_type {};
 template <class FS>
 struct has_state_ops<
-    FS, std::void_t<decltype(std::string(std::declval<FS&>().load_state(std::declval<const std::filesystem::path&>(),
-                                                                        std::declval<std::error_code&>()))),
-                    decltype(std::declval<FS&>().save_state(std::declval<const std::filesystem::path&>(),
+    FS, std::void_t<decltype(std::declval<FS&>().read_state(std::declval<typename FS::dir_handle&>(),
+                                                            std::declval<const std::string&>(), state_piece_probe{},
+                                                            std::declval<std::error_code&>())),
+                    decltype(std::declval<FS&>().save_state(std::declval<typename FS::dir_handle&>(),
+                                                            std::declval<const std::string&>(),
                                                             std::declval<std::string_view>(),
                                                             std::declval<std::error_code&>())),
-                    decltype(std::declval<FS&>().drop_state(std::declval<const std::filesystem::path&>(),
+                    decltype(std::declval<FS&>().drop_state(std::declval<typename FS::dir_handle&>(),
+                                                            std::declval<const std::string&>(),
                                                             std::declval<std::error_code&>()))>>
     : std::true_type {};
 

@@ -147,6 +147,7 @@ class worker {
       return;  // nothing at that name
     } else if (const entry_record* old = n.vouched ? &n.vouched->entries[static_cast<std::size_t>(de - n.dl.data())] : nullptr) {
       r = *old;  // left alone: what the state file said is still true
+      r.sub = no_record;
     } else {
       r.type = p.old != file_type::none ? p.old : t != file_type::none ? t : de->type;
       r.has_stat = p.dst.type != file_type::none && p.dst.type == r.type;
@@ -180,7 +181,7 @@ class worker {
       d.entries = std::move(n.made.entries);
     }
     std::sort(d.entries.begin(), d.entries.end(), [](const entry_record& a, const entry_record& b) { return a.name < b.name; });
-    s_.state.put(journal_.rel, std::move(d));
+    s_.state.put(s_.state.slot(n), std::move(d));
   }
 
   bool holds_state_file(const std::string& rel) const {
@@ -570,13 +571,14 @@ class engine {
     const std::filesystem::path dst = strip_trailing_separators(dst_in);
     stat_info ss, ds;
     bool dst_exists = false;
+    s_.locate_backups(dst);
     if (auto e = preflight(src, dst, ss, ds, dst_exists)) return e;
     s_.root_dev = ss.dev;
-    s_.locate_backups(dst);
     worker<state> first(s_);
     first.record().rel = s_.opt.subtree;
-    if (auto e = load_state(first)) return e;
+    if (auto e = load_state(first, dst_exists, false)) return e;
     if (auto e = open_roots(src, dst, ss, ds, dst_exists, first)) return e;
+    if (auto e = load_state(first, dst_exists, true)) return e;
     check_state(src, dst, first);
     // The root's listings are taken, and the empty-source guard decided, before any work starts.
     // The root node, and with it the two root handles, lives until the end of the run: whatever
@@ -604,18 +606,45 @@ class engine {
   }
 
  private:
-  // The state file is read before anything is written (making a missing destination root is a
-  // write); whose it is, is checked once the roots are open.
-  std::error_code load_state(worker<state>& first) {
+  // The state file is read before anything is written, and what cannot be a state file refuses
+  // the run then: anything but a regular file (or nothing) at its name, a directory that does not
+  // exist.  Outside the destination, its directory is opened as named, before the roots (making a
+  // missing destination root is a write, and the file goes before the first write).  Inside, once
+  // the roots are open (the destination root, if it exists, is not written by opening it): its
+  // directory is entered from the root's handle one component at a time without following a link,
+  // so whoever can write the destination cannot send the state file's read, removal or
+  // replacement elsewhere.  Whose the file is, is checked once the roots are open.
+  std::error_code load_state(worker<state>& first, bool dst_exists, bool after_roots) {
     if (s_.opt.state.empty()) return {};
+    const bool inside = !s_.state_rel.empty();
+    if (inside != after_roots) return {};
     if constexpr (!has_state_ops<FS>::value) {  // a filesystem without the optional state operations
       first.record().rep.notices.push_back(
-          {s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept), side::destination});
+          {s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept), side::destination, {}});
       return {};
     } else {
-      const std::error_code ec = s_.state.load();
-      if (ec) first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, ec, side::destination});
-      return {};
+      const std::filesystem::path p = strip_trailing_separators(s_.opt.state);
+      std::error_code ec;
+      handle dir;
+      std::string name;
+      if (!inside) {
+        if (!p.has_filename() || p.filename() == "." || p.filename() == "..") return errc::state_not_regular;
+        name = p.filename().string();
+        dir = s_.fs.open_root(p.has_parent_path() ? p.parent_path() : std::filesystem::path("."), ec);
+        if (is_enoent(ec) || ec == std::errc::not_a_directory) return errc::state_dir_missing;
+        if (ec) return ec;
+        return s_.state.load(std::move(dir), name);
+      }
+      const auto slash = s_.state_rel.rfind('/');
+      name = slash == std::string::npos ? s_.state_rel : s_.state_rel.substr(slash + 1);
+      if (!s_.root->have_dst) return {};  // a dry run into a missing destination: nothing to read or keep
+      dir = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+      if (!ec && slash != std::string::npos) descend(s_.fs, dir, s_.state_rel.substr(0, slash), false, ec);
+      if (is_enoent(ec) || ec == std::errc::not_a_directory || ec == std::errc::too_many_symbolic_link_levels)
+        return errc::state_dir_missing;
+      if (ec) return ec;
+      if (!dst_exists) return s_.state.attach(std::move(dir), name), std::error_code{};  // made by this run: empty
+      return s_.state.load(std::move(dir), name);
     }
   }
 
@@ -625,19 +654,23 @@ class engine {
     const std::filesystem::path csrc = s_.fs.canonical(src, ec);
     const std::filesystem::path cdst = ec ? std::filesystem::path() : s_.fs.canonical(dst, ec);
     identity_ = state_identity<Cmp, Del, Lnk, Exc>(TREESYNC_STATE_VERSION, ec ? src : csrc, ec ? dst : cdst, s_.opt, s_.time);
-    std::error_code e = s_.state.check(identity_);
+    std::string why;
+    std::error_code e = s_.state.check(identity_, why);
     // a destination root made anew since (removed and made again, another filesystem mounted
-    // there): nothing the records say of it holds
-    const dir_record* root = s_.state.record(s_.opt.subtree);
-    if (!e && root && s_.root && !s_.root->cold && !same_identity(root->self, s_.root->dst_st)) {
+    // there): nothing the records say of it holds; nor when the root's own record was dropped
+    // (something failed there), since then nothing vouches for the root's identity
+    const dir_record* root = s_.state.root();
+    if (!e && root && s_.root && !s_.root->cold && (!root->listed || !same_identity(root->self, s_.root->dst_st))) {
       s_.state.distrust();
       e = errc::state_ignored;
+      why = root->listed ? "the destination root is not the directory recorded" : "its record of the destination root was dropped";
     }
-    if (e) first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, e, side::destination});
+    if (s_.root) s_.root->rec = s_.state.root();
+    if (e) first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, e, side::destination, why});
     if (s_.opt.hard_links || !s_.opt.backup_dir.empty()) {  // they change entries outside the walk's view
       s_.state.disable();
       first.record().rep.notices.push_back(
-          {s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept), side::destination});
+          {s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept), side::destination, {}});
     }
     s_.recording = !s_.opt.dry_run && s_.state.keeps();
   }
@@ -649,30 +682,17 @@ class engine {
   // would say the same again.  Inside the destination, its directory gets its mtime back.
   void save_state() {
     if (!s_.recording) return;
-    for (const entry_error& e : s_.out.errors) {
-      if (e.side == side::source) continue;
-      std::string rel = e.path;
-      for (;;) {
-        s_.state.forget(rel);
-        if (rel.size() <= s_.opt.subtree.size()) break;
-        const auto slash = rel.rfind('/');
-        rel = slash == std::string::npos || slash < s_.opt.subtree.size() ? s_.opt.subtree : rel.substr(0, slash);
-      }
-    }
-    handle dir;
+    for (const entry_error& e : s_.out.errors)
+      if (e.side != side::source) s_.state.forget(e.path);
+    // inside the destination, its directory gets its mtime back
     stat_info before;
     std::error_code ec;
-    const bool inside = !s_.state_rel.empty() && s_.root && s_.root->have_dst;
-    if (inside) {
-      const auto slash = s_.state_rel.rfind('/');
-      dir = s_.fs.open_dir(s_.root->dst, ".", false, ec);
-      if (!ec && slash != std::string::npos) descend(s_.fs, dir, s_.state_rel.substr(0, slash), false, ec);
-      if (!ec) before = s_.fs.stat(dir, ".", false, ec);
-    }
+    const bool inside = !s_.state_rel.empty() && s_.state.attached();
+    if (inside) before = s_.fs.stat(s_.state.dir(), ".", false, ec);
     bool written = false;
     if (const std::error_code e = s_.state.save(identity_, written))
-      return s_.out.errors.push_back({s_.opt.state.string(), operation::state, e, side::destination});
-    if (inside && written && !ec) s_.fs.set_mtime(dir, ".", before.mtime_ns, ec);
+      return s_.out.errors.push_back({s_.opt.state.string(), operation::state, e, side::destination, {}});
+    if (inside && written && !ec) s_.fs.set_mtime(s_.state.dir(), ".", before.mtime_ns, ec);
   }
 
   // What refuses the run before anything is touched: a source that is not a directory, a
@@ -694,6 +714,8 @@ class engine {
     }
     if (dst_exists && ds.type != file_type::directory) return std::make_error_code(std::errc::not_a_directory);
     if (dst_exists && same_identity(ss, ds)) return errc::same_directory;
+    // a state file inside a destination this run makes can only be in its root
+    if (!dst_exists && !s_.opt.state.empty() && s_.state_rel.find('/') != std::string::npos) return errc::state_dir_missing;
     if (auto e = check_nesting(s_.fs, src, ss, dst, dst_exists ? &ds : nullptr))  // resolves DST's parent
       return !dst_exists && is_enoent(e) ? make_error_code(errc::destination_parent_missing) : e;
     if (s_.backups.enabled() && !s_.backups.relative()) return s_.backups.check(nullptr);

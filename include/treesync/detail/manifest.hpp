@@ -27,13 +27,25 @@
 // stopped.  So a run killed at any point leaves either no state file or one that describes a
 // destination no write has touched since.
 //
-// The format is text, one record per line, fields separated by one space, names and paths with
-// bytes below 0x21, 0x7f and '%' escaped as %XX:
-//   treesync-state 1
+// The format is text, one record per line, fields separated by one space, names and targets
+// with bytes below 0x21, 0x7f and '%' escaped as %XX.  Directories come depth first, each after
+// its parent, and carry their depth and their own name only (never a path):
+//   treesync-state 2
 //   id <escaped identity: version, source, destination, policy set, time model>
-//   D <rel or "/" for the root> <settled 0|1> <entries> <dev> <ino> <mode> <uid> <gid> <mtime> <ctime>
-//   E <name> <type> - | <size> <mtime> <ctime> <mode> <uid> <gid> <dev> <ino> <nlink> <rdev>  [<target>]
+//   D <depth> <name, "/" for the root> <settled 0|1> <entries> <dev> <ino> <mode> <uid> <gid> <mtime> <ctime>
+//   E <name> <type> - | <size> <mtime> <ctime> <mode> <uid> <gid> <dev> <ino> <nlink> <rdev>  [%<target>]
+//   P <depth> <name, "/" for the root>   (a directory with no record of its own, above recorded ones)
 //   end <directories>
+// A directory at depth d is a subdirectory of the last directory at depth d-1; a recorded
+// parent must list it as a directory entry.
+//
+// A state file is input anyone with write access to it may have written: it is read as such.
+// Every line is checked before anything is taken from it (a name is one path component: not
+// empty, no '/', no NUL, not "." or ".."; numbers in range, no overflow; entries sorted and
+// unique; counts only ever compared, never used to reserve); a line longer than max_state_line
+// or any violation rejects the whole file, and the defect names the line and the reason.  The
+// file is read in pieces (manifest_reader), never whole, and its records take memory in
+// proportion to its size; with names instead of paths, a deep tree's file is linear in its depth.
 
 /// What a state file's identity calls this version of treesync.
 #ifdef TREESYNC_VERSION_STRING
@@ -47,6 +59,12 @@ inline namespace v0 {
 
 namespace detail {
 
+inline constexpr std::size_t no_record = static_cast<std::size_t>(-1);
+
+/// The longest line a state file may hold (an escaped name or link target is at most three times
+/// its length; an identity holds two paths).
+inline constexpr std::size_t max_state_line = std::size_t(1) << 16;
+
 /// One destination entry as a run left it.
 struct entry_record {
   std::string name;
@@ -55,68 +73,141 @@ struct entry_record {
   stat_info st;
   bool has_target = false;  ///< a symlink's target, as read
   std::string target;
+  std::size_t sub = no_record;  ///< a directory entry's own record (manifest::dirs), once parsed
 };
 
-/// One destination directory a run completed: its own stat and its entries, sorted by name.
+/// One destination directory: where it is (its parent's index and its own name) and, when
+/// `listed`, its own stat and its entries, sorted by name.  One that is not listed is only on the
+/// way to recorded directories below it: its entries name those, nothing else is known of it.
 struct dir_record {
-  stat_info self;
+  std::size_t parent = no_record;  ///< index in manifest::dirs; no_record for the root
+  std::string name;                ///< its name in its parent ("" for the root)
+  bool listed = false;
   bool settled = false;  ///< its stamps were older than the racy window when recorded (verify::dirs)
+  stat_info self;
   std::vector<entry_record> entries;
 
-  const entry_record* find(const std::string& name) const {
-    const auto it = std::lower_bound(entries.begin(), entries.end(), name,
-                                     [](const entry_record& e, const std::string& n) { return e.name < n; });
-    return it != entries.end() && it->name == name ? &*it : nullptr;
+  const entry_record* find(std::string_view n) const {
+    const auto it = std::lower_bound(entries.begin(), entries.end(), n,
+                                     [](const entry_record& e, std::string_view x) { return e.name < x; });
+    return it != entries.end() && it->name == n ? &*it : nullptr;
   }
 };
 
-/// The records of a whole destination, keyed by relative path ("" is the root), and their text.
+/// Why a state file was not taken: the line (1-based; 0 when it is the file as a whole) and the
+/// reason.
+struct state_defect {
+  std::size_t line = 0;
+  std::string reason;
+  std::string text() const { return line ? "line " + std::to_string(line) + ": " + reason : reason; }
+};
+
+/// Whether `name` can be one entry of a directory: a single path component.
+inline bool is_component(std::string_view name) noexcept {
+  return !name.empty() && name != "." && name != ".." && name.find('/') == std::string_view::npos &&
+         name.find('\0') == std::string_view::npos;
+}
+
+/// The records of a whole destination (dirs[0] is the root; a directory comes after its parent)
+/// and their text.
 class manifest {
  public:
   std::string identity;
-  std::map<std::string, dir_record> dirs;
+  std::vector<dir_record> dirs;
 
+  /// A directory below `parent` (the root: no_record and ""); its index.
+  std::size_t add(std::size_t parent, std::string name) {
+    dir_record d;
+    d.parent = parent;
+    d.name = std::move(name);
+    dirs.push_back(std::move(d));
+    return dirs.size() - 1;
+  }
+
+  const dir_record* root() const { return dirs.empty() ? nullptr : &dirs.front(); }
+
+  /// The record of `parent`'s subdirectory `name` (parsed manifests only).
+  const dir_record* child(const dir_record& parent, std::string_view name) const {
+    const entry_record* e = parent.find(name);
+    return e && e->sub != no_record ? &dirs[e->sub] : nullptr;
+  }
+
+  /// The record of the directory at relative path `rel` ("" is the root), parsed manifests only.
+  const dir_record* find(std::string_view rel) const {
+    const dir_record* d = root();
+    while (d && !rel.empty()) {
+      const std::size_t slash = rel.find('/');
+      d = child(*d, rel.substr(0, slash));
+      rel = slash == std::string_view::npos ? std::string_view() : rel.substr(slash + 1);
+    }
+    return d;
+  }
+
+  /// The relative path of dirs[i] ("" for the root), from the names up its parents.
+  std::string path_of(std::size_t i) const {
+    std::vector<const std::string*> names;
+    for (; i != no_record && i < dirs.size() && dirs[i].parent != no_record; i = dirs[i].parent) names.push_back(&dirs[i].name);
+    std::string rel;
+    for (auto it = names.rbegin(); it != names.rend(); ++it) {
+      if (!rel.empty()) rel += '/';
+      rel += **it;
+    }
+    return rel;
+  }
+
+  /// The text: directories depth first, siblings by name; a directory not listed is written (as
+  /// P) only when a listed one lies below it, and a subtree whose listed parent does not list it
+  /// as a directory is left out (the file must parse).  No recursion: a chain of any depth.
   std::string serialize() const {
-    std::string out = "treesync-state 1\nid ";
+    std::string out = "treesync-state 2\nid ";
     escape(identity, out);
     out += '\n';
-    for (const auto& [rel, d] : dirs) {
-      out += "D ";
-      if (rel.empty()) out += '/';
-      escape(rel, out);
-      number(d.settled ? 1 : 0, out);
-      number(d.entries.size(), out);
-      const stat_info& s = d.self;
-      for (std::uint64_t v : {s.dev, s.ino, std::uint64_t(s.mode), std::uint64_t(s.uid), std::uint64_t(s.gid)}) number(v, out);
-      number(s.mtime_ns, out);
-      number(s.ctime_ns, out);
-      out += '\n';
-      for (const entry_record& e : d.entries) put_entry(e, out);
+    std::size_t written = 0;
+    if (!dirs.empty()) {
+      std::vector<std::vector<std::size_t>> kids(dirs.size());
+      std::vector<char> needed(dirs.size(), 0);
+      for (std::size_t i = dirs.size(); i-- > 0;) {
+        needed[i] = needed[i] || dirs[i].listed;
+        const std::size_t p = dirs[i].parent;
+        if (i == 0 || p >= i) continue;  // a parent always comes first; anything else is not reachable
+        if (dirs[p].listed) {
+          const entry_record* e = dirs[p].find(dirs[i].name);
+          if (!e || e->type != file_type::directory || !is_component(dirs[i].name)) continue;
+        }
+        if (!needed[i]) continue;
+        kids[p].push_back(i);
+        needed[p] = 1;
+      }
+      std::vector<std::pair<std::size_t, std::size_t>> stack;  // (directory, next child)
+      if (needed[0]) {
+        put_dir(dirs[0], 0, out);
+        written = 1;
+        stack.push_back({0, 0});
+      }
+      while (!stack.empty()) {
+        auto& [d, next] = stack.back();
+        std::vector<std::size_t>& k = kids[d];
+        if (next == 0)
+          std::sort(k.begin(), k.end(), [this](std::size_t a, std::size_t b) { return dirs[a].name < dirs[b].name; });
+        if (next == k.size()) {
+          stack.pop_back();
+          continue;
+        }
+        const std::size_t c = k[next++];
+        put_dir(dirs[c], stack.size(), out);
+        ++written;
+        stack.push_back({c, 0});
+      }
     }
     out += "end ";
-    out += std::to_string(dirs.size());
+    out += std::to_string(written);
     out += '\n';
     return out;
   }
 
-  /// Parses `text`; false (and `dirs` empty) when it is not a complete state file.
-  bool parse(std::string_view text) {
-    dirs.clear();
-    identity.clear();
-    reader r{text};
-    if (r.line() != "treesync-state 1") return false;
-    std::string_view l = r.line();
-    if (l.substr(0, 3) != "id ") return false;
-    identity = unescape(l.substr(3));
-    std::size_t count = 0;
-    for (;;) {
-      if (r.done()) return fail();
-      l = r.line();
-      if (l.substr(0, 4) == "end ") return to_size(l.substr(4)) == count && r.done() ? true : fail();
-      if (!parse_dir(l, r)) return fail();
-      ++count;
-    }
-  }
+  /// Parses a whole text; false (and `dirs` empty, `why` saying where and why) when it is not a
+  /// complete and valid state file.
+  bool parse(std::string_view text, state_defect* why = nullptr);
 
   static void escape(std::string_view s, std::string& out) {
     static const char hex[] = "0123456789ABCDEF";
@@ -132,42 +223,61 @@ class manifest {
     }
   }
 
-  static std::string unescape(std::string_view s) {
-    std::string out;
+  /// The bytes `s` stands for; false when an escape is malformed or a byte that is always escaped
+  /// appears raw.
+  static bool unescape(std::string_view s, std::string& out) {
+    out.clear();
     out.reserve(s.size());
     for (std::size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '%' && i + 2 < s.size()) {
-        out += static_cast<char>(std::strtol(std::string(s.substr(i + 1, 2)).c_str(), nullptr, 16));
-        i += 2;
-      } else {
+      const auto u = static_cast<unsigned char>(s[i]);
+      if (u < 0x21 || u == 0x7f) return false;
+      if (s[i] != '%') {
         out += s[i];
+        continue;
       }
+      if (i + 2 >= s.size()) return false;
+      const int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
+      if (hi < 0 || lo < 0) return false;
+      out += static_cast<char>(hi * 16 + lo);
+      i += 2;
     }
-    return out;
+    return true;
   }
 
  private:
-  struct reader {
-    std::string_view text;
-    std::size_t pos = 0;
-    bool done() const { return pos >= text.size(); }
-    std::string_view line() {
-      const std::size_t end = std::min(text.find('\n', pos), text.size());
-      const std::string_view l = text.substr(pos, end - pos);
-      pos = end + 1;
-      return l;
-    }
-  };
-
-  bool fail() {
-    dirs.clear();
-    return false;
+  static int hex_digit(char c) noexcept {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
   }
 
   template <class T>
   static void number(T v, std::string& out) {
     out += ' ';
     out += std::to_string(v);
+  }
+
+  void put_dir(const dir_record& d, std::size_t depth, std::string& out) const {
+    out += d.listed ? "D" : "P";
+    number(depth, out);
+    out += ' ';
+    if (depth == 0)
+      out += '/';
+    else
+      escape(d.name, out);
+    if (d.listed) {
+      number(d.settled ? 1 : 0, out);
+      number(d.entries.size(), out);
+      const stat_info& s = d.self;
+      for (std::uint64_t v : {s.dev, s.ino, std::uint64_t(s.mode), std::uint64_t(s.uid), std::uint64_t(s.gid)})
+        number(v, out);
+      number(s.mtime_ns, out);
+      number(s.ctime_ns, out);
+    }
+    out += '\n';
+    if (d.listed)
+      for (const entry_record& e : d.entries) put_entry(e, out);
   }
 
   static void put_entry(const entry_record& e, std::string& out) {
@@ -191,6 +301,62 @@ class manifest {
     }
     out += '\n';
   }
+};
+
+/// Reads a state file piece by piece into a manifest, checking every line (see the format above).
+/// feed() the file's bytes in pieces of any size, then finish(); either returns false at the
+/// first defect (defect() says which line and why), after which the manifest is empty.
+class manifest_reader {
+ public:
+  explicit manifest_reader(manifest& m) : m_(m) {
+    m_.dirs.clear();
+    m_.identity.clear();
+  }
+
+  bool feed(std::string_view bytes) {
+    while (ok_ && !bytes.empty()) {
+      const std::size_t nl = bytes.find('\n');
+      const std::string_view piece = bytes.substr(0, nl);
+      if (pending_.size() + piece.size() > max_state_line)
+        return fail("longer than " + std::to_string(max_state_line) + " bytes");
+      if (nl == std::string_view::npos) {
+        pending_.append(piece.data(), piece.size());
+        return true;
+      }
+      ++line_;
+      if (pending_.empty()) {
+        take(piece);
+      } else {
+        pending_.append(piece.data(), piece.size());
+        take(pending_);
+        pending_.clear();
+      }
+      bytes.remove_prefix(nl + 1);
+    }
+    return ok_;
+  }
+
+  bool finish() {
+    if (!ok_) return false;
+    if (!pending_.empty()) return ++line_, fail("the last line has no end (the file is truncated)");
+    if (stage_ != stage::done) return line_ = 0, fail("the file ends before its \"end\" line (truncated)");
+    return true;
+  }
+
+  const state_defect& defect() const noexcept { return defect_; }
+
+ private:
+  enum class stage { header, id, dirs, entries, done };
+
+  bool fail(std::string reason) {
+    if (!ok_) return false;
+    ok_ = false;
+    defect_.line = line_;
+    defect_.reason = std::move(reason);
+    m_.dirs.clear();
+    m_.identity.clear();
+    return false;
+  }
 
   static std::vector<std::string_view> fields(std::string_view l) {
     std::vector<std::string_view> f;
@@ -203,122 +369,234 @@ class manifest {
     return f;
   }
 
-  static bool to_u64(std::string_view s, std::uint64_t& v) {
-    if (s.empty()) return false;
+  static bool to_u64(std::string_view s, std::uint64_t& v, std::uint64_t max = std::uint64_t(-1)) {
+    if (s.empty() || s.size() > 20) return false;
     v = 0;
     for (const char c : s) {
       if (c < '0' || c > '9') return false;
-      v = v * 10 + std::uint64_t(c - '0');
+      const auto d = std::uint64_t(c - '0');
+      if (v > (max - d) / 10) return false;
+      v = v * 10 + d;
     }
     return true;
   }
   static bool to_i64(std::string_view s, std::int64_t& v) {
-    std::uint64_t u = 0;
     const bool neg = !s.empty() && s[0] == '-';
-    if (!to_u64(neg ? s.substr(1) : s, u)) return false;
-    v = neg ? -std::int64_t(u) : std::int64_t(u);
+    std::uint64_t u = 0;
+    const std::uint64_t max = neg ? std::uint64_t(INT64_MAX) + 1 : std::uint64_t(INT64_MAX);
+    if (!to_u64(neg ? s.substr(1) : s, u, max)) return false;
+    v = neg ? (u == std::uint64_t(INT64_MAX) + 1 ? INT64_MIN : -std::int64_t(u)) : std::int64_t(u);
     return true;
   }
-  static std::size_t to_size(std::string_view s) {
-    std::uint64_t v = 0;
-    return to_u64(s, v) ? std::size_t(v) : std::size_t(-1);
+  static bool to_u32(std::string_view s, std::uint32_t& v) {
+    std::uint64_t u = 0;
+    if (!to_u64(s, u, 0xffffffffu)) return false;
+    v = std::uint32_t(u);
+    return true;
   }
 
-  bool parse_dir(std::string_view l, reader& r) {
-    const auto f = fields(l);
-    if (f.size() != 11 || f[0] != "D") return false;
-    const std::string rel = f[1] == "/" ? std::string() : unescape(f[1]);
-    dir_record d;
-    std::uint64_t settled = 0, count = 0, mode = 0, uid = 0, gid = 0;
-    stat_info& s = d.self;
-    s.type = file_type::directory;
-    if (!to_u64(f[2], settled) || !to_u64(f[3], count) || !to_u64(f[4], s.dev) || !to_u64(f[5], s.ino) ||
-        !to_u64(f[6], mode) || !to_u64(f[7], uid) || !to_u64(f[8], gid) || !to_i64(f[9], s.mtime_ns) ||
-        !to_i64(f[10], s.ctime_ns))
-      return false;
-    s.mode = std::uint32_t(mode);
-    s.uid = std::uint32_t(uid);
-    s.gid = std::uint32_t(gid);
-    d.settled = settled != 0;
-    d.entries.reserve(count);
-    for (std::uint64_t k = 0; k < count; ++k) {
-      if (r.done()) return false;
-      entry_record e;
-      if (!parse_entry(r.line(), e)) return false;
-      if (!d.entries.empty() && !(d.entries.back().name < e.name)) return false;
-      d.entries.push_back(std::move(e));
+  bool name_field(std::string_view f, std::string& out, const char* what) {
+    if (!manifest::unescape(f, out)) return fail(std::string("malformed escape in ") + what);
+    if (!is_component(out)) return fail(std::string(what) + " is not a single path component (empty, \".\", \"..\", or holds '/' or NUL)");
+    return true;
+  }
+
+  void take(std::string_view l) {
+    switch (stage_) {
+      case stage::header:
+        if (l == "treesync-state 2") stage_ = stage::id;
+        else if (l.substr(0, 15) == "treesync-state ") fail("another version of the format (" + std::string(l.substr(15, 16)) + ")");
+        else fail("not a treesync state file");
+        return;
+      case stage::id:
+        if (l.substr(0, 3) != "id ") return (void)fail("no identity line");
+        if (!manifest::unescape(l.substr(3), m_.identity)) return (void)fail("malformed escape in the identity");
+        stage_ = stage::dirs;
+        return;
+      case stage::entries:
+        if (l.substr(0, 2) != "E ") return (void)fail("an entry line (E) expected: the directory holds more entries");
+        return entry(l);
+      case stage::dirs:
+        if (l.substr(0, 4) == "end ") return end(l.substr(4));
+        if (l.substr(0, 2) == "D " || l.substr(0, 2) == "P ") return dir(l);
+        return (void)fail("a directory line (D, P) or \"end\" expected");
+      case stage::done:
+        return (void)fail("data after the \"end\" line");
     }
-    return dirs.emplace(rel, std::move(d)).second;
   }
 
-  static bool parse_entry(std::string_view l, entry_record& e) {
+  void end(std::string_view n) {
+    std::uint64_t count = 0;
+    if (!to_u64(n, count) || count != m_.dirs.size()) return (void)fail("the directory count does not match");
+    stage_ = stage::done;
+  }
+
+  void dir(std::string_view l) {
     const auto f = fields(l);
-    if (f.size() < 4 || f[0] != "E" || f[1].empty()) return false;
-    e.name = unescape(f[1]);
+    const bool listed = f[0] == "D";
+    if (f.size() != (listed ? 12u : 3u)) return (void)fail(listed ? "a D line has 12 fields" : "a P line has 3 fields");
+    std::uint64_t depth = 0;
+    if (!to_u64(f[1], depth)) return (void)fail("bad depth");
+    dir_record d;
+    d.listed = listed;
+    if (depth == 0) {
+      if (!m_.dirs.empty()) return (void)fail("a second root");
+      if (f[2] != "/") return (void)fail("the root is not named \"/\"");
+    } else {
+      if (depth > path_.size()) return (void)fail("a directory deeper than its parent's depth + 1");
+      if (!name_field(f[2], d.name, "the directory name")) return;
+      path_.resize(depth);
+      d.parent = path_.back();
+      dir_record& parent = m_.dirs[d.parent];
+      if (parent.listed) {
+        const auto it = std::lower_bound(parent.entries.begin(), parent.entries.end(), d.name,
+                                         [](const entry_record& e, const std::string& x) { return e.name < x; });
+        if (it == parent.entries.end() || it->name != d.name || it->type != file_type::directory)
+          return (void)fail("the parent does not list it as a directory");
+        if (it->sub != no_record) return (void)fail("a directory recorded twice");
+        it->sub = m_.dirs.size();
+      } else {
+        if (!parent.entries.empty() && !(parent.entries.back().name < d.name))
+          return (void)fail("directories below an unlisted one are not sorted by name");
+        entry_record e;
+        e.name = d.name;
+        e.type = file_type::directory;
+        e.sub = m_.dirs.size();
+        parent.entries.push_back(std::move(e));
+      }
+    }
+    if (listed) {
+      std::uint64_t settled = 0;
+      stat_info& s = d.self;
+      s.type = file_type::directory;
+      if (!to_u64(f[3], settled, 1) || !to_u64(f[4], remaining_) || !to_u64(f[5], s.dev) || !to_u64(f[6], s.ino) ||
+          !to_u32(f[7], s.mode) || !to_u32(f[8], s.uid) || !to_u32(f[9], s.gid) || !to_i64(f[10], s.mtime_ns) ||
+          !to_i64(f[11], s.ctime_ns))
+        return (void)fail("a number out of range in a D line");
+      d.settled = settled != 0;
+    }
+    if (depth == 0) path_.clear();
+    path_.push_back(m_.dirs.size());
+    m_.dirs.push_back(std::move(d));
+    stage_ = listed && remaining_ > 0 ? stage::entries : stage::dirs;
+  }
+
+  void entry(std::string_view l) {
+    const auto f = fields(l);
+    if (f.size() < 4) return (void)fail("an E line has at least 4 fields");
+    entry_record e;
+    if (!name_field(f[1], e.name, "the entry name")) return;
     std::uint64_t type = 0;
-    if (!to_u64(f[2], type) || type > static_cast<std::uint64_t>(file_type::unknown)) return false;
+    if (!to_u64(f[2], type, static_cast<std::uint64_t>(file_type::unknown)) || type == 0)
+      return (void)fail("bad entry type");
     e.type = static_cast<file_type>(type);
     std::size_t next = 4;
     if (f[3] != "-") {
-      if (f.size() < 13) return false;
+      if (f.size() < 13) return (void)fail("an E line with a stat has at least 13 fields");
       stat_info& s = e.st;
-      std::uint64_t mode = 0, uid = 0, gid = 0;
-      if (!to_u64(f[3], s.size) || !to_i64(f[4], s.mtime_ns) || !to_i64(f[5], s.ctime_ns) || !to_u64(f[6], mode) ||
-          !to_u64(f[7], uid) || !to_u64(f[8], gid) || !to_u64(f[9], s.dev) || !to_u64(f[10], s.ino) ||
-          !to_u64(f[11], s.nlink) || !to_u64(f[12], s.rdev))
-        return false;
+      if (!to_u64(f[3], s.size, std::uint64_t(INT64_MAX)) || !to_i64(f[4], s.mtime_ns) || !to_i64(f[5], s.ctime_ns) ||
+          !to_u32(f[6], s.mode) || !to_u32(f[7], s.uid) || !to_u32(f[8], s.gid) || !to_u64(f[9], s.dev) ||
+          !to_u64(f[10], s.ino) || !to_u64(f[11], s.nlink) || !to_u64(f[12], s.rdev))
+        return (void)fail("a number out of range in an E line");
       s.type = e.type;
-      s.mode = std::uint32_t(mode);
-      s.uid = std::uint32_t(uid);
-      s.gid = std::uint32_t(gid);
       e.has_stat = true;
       next = 13;
     }
     if (f.size() == next + 1) {
-      if (f[next].empty() || f[next][0] != '%') return false;
+      if (f[next].empty() || f[next][0] != '%') return (void)fail("a link target starts with '%'");
+      if (e.type != file_type::symlink) return (void)fail("a link target on an entry that is not a link");
+      if (!manifest::unescape(f[next].substr(1), e.target)) return (void)fail("malformed escape in a link target");
+      if (e.target.find('\0') != std::string::npos) return (void)fail("a link target holds NUL");
       e.has_target = true;
-      e.target = unescape(f[next].substr(1));
     } else if (f.size() != next) {
-      return false;
+      return (void)fail("too many fields in an E line");
     }
-    return true;
+    std::vector<entry_record>& entries = m_.dirs.back().entries;
+    if (!entries.empty() && !(entries.back().name < e.name)) return (void)fail("entries not sorted by name, or one named twice");
+    entries.push_back(std::move(e));
+    if (--remaining_ == 0) stage_ = stage::dirs;
   }
+
+  manifest& m_;
+  bool ok_ = true;
+  stage stage_ = stage::header;
+  std::size_t line_ = 0;
+  std::string pending_;
+  std::vector<std::size_t> path_;  // the directories from the root down to the last one read
+  std::uint64_t remaining_ = 0;    // entry lines still due in the current directory
+  state_defect defect_;
 };
 
+inline bool manifest::parse(std::string_view text, state_defect* why) {
+  manifest_reader r(*this);
+  const bool ok = r.feed(text) && r.finish();
+  if (!ok && why) *why = r.defect();
+  return ok;
+}
+
 /// A run's state file: the records it was given (trusted as the verify level says), the records
-/// it makes, and the file's removal before the first write.
+/// it makes, and the file's removal before the first write.  Every operation on the file goes
+/// through the handle of its directory (see engine: outside the destination, its parent as named;
+/// inside, entered from the destination root without following a link) and its name.
 template <class FS>
 class state_keeper {
  public:
-  state_keeper(FS& fs, const std::filesystem::path& path, verify_level level) : fs_(fs), path_(path), level_(level) {}
+  using handle = typename FS::dir_handle;
+
+  state_keeper(FS& fs, const std::filesystem::path& path, verify_level level, std::string subtree)
+      : fs_(fs), path_(path), level_(level), subtree_(std::move(subtree)) {}
 
   bool enabled() const noexcept { return enabled_; }
   verify_level level() const noexcept { return level_; }
   const std::filesystem::path& path() const noexcept { return path_; }
+  bool attached() const noexcept { return attached_; }
+  handle& dir() noexcept { return dir_; }
 
-  /// Reads the state file, before anything is written.  A missing file is no state; one that
-  /// cannot be read is returned (a notice: the run goes on without it).
-  std::error_code load() {
-    if constexpr (!has_state_ops<FS>::value) {
-      return {};
-    } else {
-      if (path_.empty()) return {};
-      enabled_ = true;
+  /// Reads the state file `name` in `dir`, before anything is written, piece by piece into its
+  /// records.  A missing file is no state.  An error (errc::state_not_regular for anything but a
+  /// regular file, or why it could not be read) is the caller's to refuse the run with: such a
+  /// file is never removed or replaced.
+  std::error_code load(handle dir, const std::string& name) {
+    attach(std::move(dir), name);
+    if constexpr (has_state_ops<FS>::value) {
       std::error_code ec;
-      loaded_text_ = fs_.load_state(path_, ec);
-      if (ec == std::errc::no_such_file_or_directory) return loaded_text_.clear(), std::error_code{};
-      exists_ = !ec || ec != std::errc::no_such_file_or_directory;  // unreadable: still removed before a write
-      if (ec) return loaded_text_.clear(), ec;
-      return {};
+      manifest_reader reader(old_);
+      bool damaged = false;
+      fs_.read_state(dir_, name_, [&](std::string_view piece) {
+        size_ += piece.size();
+        hash_ = fnv(hash_, piece);
+        if (!damaged && !reader.feed(piece)) damaged = true;
+        return !damaged;  // a damaged file is not read further: it will be replaced
+      }, ec);
+      if (is_missing(ec)) return old_ = manifest{}, std::error_code{};
+      if (ec) return old_ = manifest{}, ec;
+      exists_ = true;
+      if (!damaged && !reader.finish()) damaged = true;
+      if (damaged) {
+        defect_ = reader.defect();
+        old_ = manifest{};
+      }
+      parsed_ = !damaged;
     }
+    return {};
+  }
+
+  /// The state file `name` in `dir`, with nothing to read (inside a destination this run makes).
+  void attach(handle dir, const std::string& name) {
+    enabled_ = true;
+    attached_ = true;
+    dir_ = std::move(dir);
+    name_ = name;
   }
 
   /// Whether the file read belongs to this run: one damaged or of another identity is ignored
-  /// (errc::state_ignored, a notice) and never trusted.
-  std::error_code check(const std::string& identity) {
-    if (!exists_ || loaded_text_.empty()) return {};
-    if (!old_.parse(loaded_text_) || old_.identity != identity) {
-      old_.dirs.clear();
+  /// (errc::state_ignored, with `why` saying which) and never trusted.
+  std::error_code check(const std::string& identity, std::string& why) {
+    if (!exists_) return {};
+    if (!parsed_) return why = "damaged: " + defect_.text(), errc::state_ignored;
+    if (old_.identity != identity) {
+      why = identity_difference(old_.identity, identity);
+      old_ = manifest{};
       return errc::state_ignored;
     }
     trusted_ = level_ != verify_level::full;
@@ -330,13 +608,13 @@ class state_keeper {
 
   /// No state file is kept for this run (one that exists is still removed before the first write).
   void disable() noexcept { keep_ = false; }
-  bool keeps() const noexcept { return enabled_ && keep_; }
+  bool keeps() const noexcept { return enabled_ && keep_ && attached_; }
 
-  /// The record of the destination directory at `rel`, when the run may take its entries from it.
-  const dir_record* record(const std::string& rel) const {
-    if (!trusted_) return nullptr;
-    const auto it = old_.dirs.find(rel);
-    return it == old_.dirs.end() ? nullptr : &it->second;
+  /// The record of the destination root, when the run may take records from the file.
+  const dir_record* root() const { return trusted_ ? old_.root() : nullptr; }
+  /// The record of a recorded directory's subdirectory `name`.
+  const dir_record* child(const dir_record* parent, std::string_view name) const {
+    return parent ? old_.child(*parent, name) : nullptr;
   }
 
   /// Before the run's first write: the state file goes, so that a run killed from here on leaves
@@ -345,50 +623,123 @@ class state_keeper {
     if (!exists_ || dropped_.load(std::memory_order_acquire)) return drop_ok_;
     std::lock_guard<std::mutex> lock(mu_);
     if (dropped_.load()) return drop_ok_;
-    if constexpr (has_state_ops<FS>::value) fs_.drop_state(path_, ec);
-    if (ec == std::errc::no_such_file_or_directory) ec.clear();
+    if constexpr (has_state_ops<FS>::value) fs_.drop_state(dir_, name_, ec);
+    if (is_missing(ec)) ec.clear();
     drop_ok_ = !ec;
     dropped_.store(true, std::memory_order_release);
     return drop_ok_;
   }
   bool wrote() const noexcept { return dropped_.load(); }
 
-  /// A completed directory's record, for the file written at the end.
-  void put(const std::string& rel, dir_record&& d) {
+  /// The place of a node's directory in the records written at the end (its ancestors get theirs
+  /// first: a record names its parent and its own name, never a path).
+  template <class Node>
+  std::size_t slot(Node& n) {
     std::lock_guard<std::mutex> lock(mu_);
-    next_.dirs[rel] = std::move(d);
+    if (n.slot != no_record) return n.slot;
+    std::vector<Node*> chain;
+    for (Node* a = &n; a && a->slot == no_record; a = a->parent) chain.push_back(a);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      Node* a = *it;
+      a->slot = next_.add(a->parent ? a->parent->slot : no_record, a->parent ? a->name : std::string());
+    }
+    return n.slot;
   }
 
-  /// The records of these directories are dropped (something in them failed).
-  void forget(const std::string& rel) {
+  /// A completed directory's record, for the file written at the end.
+  void put(std::size_t slot, dir_record&& d) {
     std::lock_guard<std::mutex> lock(mu_);
-    next_.dirs.erase(rel);
+    dir_record& r = next_.dirs[slot];
+    r.listed = true;
+    r.settled = d.settled;
+    r.self = d.self;
+    r.entries = std::move(d.entries);
+  }
+
+  /// The records of the directories on the way to `rel` (relative to the roots, the subtree
+  /// included), the root's among them, are dropped: something there failed.
+  void forget(std::string_view rel) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (next_.dirs.empty()) return;
+    next_.dirs[0].listed = false;
+    if (!subtree_.empty()) {
+      if (rel.substr(0, subtree_.size()) != subtree_ || (rel.size() > subtree_.size() && rel[subtree_.size()] != '/')) return;
+      rel.remove_prefix(std::min(rel.size(), subtree_.size() + 1));
+    }
+    if (by_parent_.size() != next_.dirs.size()) {  // (parent, name) order, to find a child by name
+      by_parent_.resize(next_.dirs.size());
+      for (std::size_t i = 0; i < by_parent_.size(); ++i) by_parent_[i] = i;
+      std::sort(by_parent_.begin(), by_parent_.end(), [this](std::size_t a, std::size_t b) { return key(a) < key(b); });
+    }
+    std::size_t cur = 0;
+    while (!rel.empty()) {
+      const std::size_t slash = rel.find('/');
+      const std::string_view comp = rel.substr(0, slash);
+      rel = slash == std::string_view::npos ? std::string_view() : rel.substr(slash + 1);
+      const auto it = std::lower_bound(by_parent_.begin(), by_parent_.end(), std::make_pair(cur, comp),
+                                       [this](std::size_t a, const std::pair<std::size_t, std::string_view>& k) { return key(a) < k; });
+      if (it == by_parent_.end() || key(*it) != std::make_pair(cur, comp)) return;
+      cur = *it;
+      next_.dirs[cur].listed = false;
+    }
   }
 
   /// Writes the new state file, unless it would say what the one already there says.
   std::error_code save(const std::string& identity, bool& written) {
     written = false;
-    if (!enabled_ || !keep_) return {};
+    if (!keeps()) return {};
     next_.identity = identity;
     const std::string text = next_.serialize();
-    if (exists_ && !dropped_.load() && text == loaded_text_) return {};
+    if (exists_ && parsed_ && !dropped_.load() && text.size() == size_ && fnv(fnv_basis, text) == hash_) return {};
     std::error_code ec;
-    if constexpr (has_state_ops<FS>::value) fs_.save_state(path_, text, ec);
+    if constexpr (has_state_ops<FS>::value) fs_.save_state(dir_, name_, text, ec);
     written = !ec;
     return ec;
   }
 
  private:
+  static constexpr std::uint64_t fnv_basis = 14695981039346656037ull;
+  static std::uint64_t fnv(std::uint64_t h, std::string_view s) noexcept {
+    for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    return h;
+  }
+  static bool is_missing(const std::error_code& ec) noexcept { return ec == std::errc::no_such_file_or_directory; }
+
+  std::pair<std::size_t, std::string_view> key(std::size_t i) const { return {next_.dirs[i].parent, next_.dirs[i].name}; }
+
+  // Which part of the identity (state_identity's lines) differs.
+  static std::string identity_difference(const std::string& was, const std::string& is) {
+    static const char* const part[] = {"version",    "source",     "destination", "policy set", "policy set", "policy set",
+                                       "policy set", "policy set", "policy set",  "policy set", "time model (the destination's timestamps)"};
+    std::size_t a = 0, b = 0;
+    for (std::size_t k = 0;; ++k) {
+      const std::size_t ea = std::min(was.find('\n', a), was.size()), eb = std::min(is.find('\n', b), is.size());
+      if (was.compare(a, ea - a, is, b, eb - b) != 0 || (ea == was.size()) != (eb == is.size()))
+        return std::string("it belongs to another ") + (k < sizeof part / sizeof *part ? part[k] : "policy set");
+      if (ea == was.size()) return "it belongs to another mirror";
+      a = ea + 1;
+      b = eb + 1;
+    }
+  }
+
   FS& fs_;
   std::filesystem::path path_;
   verify_level level_;
+  std::string subtree_;
   bool enabled_ = false;
+  bool attached_ = false;
   bool keep_ = true;
   bool exists_ = false;
+  bool parsed_ = false;
   bool trusted_ = false;
-  std::string loaded_text_;
+  handle dir_;
+  std::string name_;
+  std::uint64_t size_ = 0;
+  std::uint64_t hash_ = fnv_basis;
+  state_defect defect_;
   manifest old_;
   manifest next_;
+  std::vector<std::size_t> by_parent_;
   std::mutex mu_;
   std::atomic<bool> dropped_{false};
   bool drop_ok_ = true;

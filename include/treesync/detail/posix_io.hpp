@@ -406,37 +406,62 @@ class posix_io {
   }
 };
 
-/// Whole small files by path, for the state file: read only when regular, replaced atomically.
+/// The state file, by its directory's descriptor and its name: read in pieces only when it is a
+/// regular file, replaced atomically, removed; a name that holds anything else is never opened,
+/// replaced or removed (errc::state_not_regular).
 class posix_files : protected posix_io {
  protected:
-  /// The content of a regular file.  Nothing else is ever opened for reading: the open does not
-  /// block (a FIFO planted there) and fstat checks the type before the first read (a device could
-  /// have side effects).
-  static std::string read_regular(const std::filesystem::path& p, std::error_code& ec) {
-    std::string out;
-    const fd_guard f(::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-    if (f.fd < 0) return set_errno(ec), out;
-    ec.clear();
-    if (!regular(f.fd, ec)) return out;
-    char buf[1 << 16];
-    for (::ssize_t n; (n = read_full(f.fd, buf, sizeof buf, ec)) > 0;) out.append(buf, static_cast<std::size_t>(n));
-    return ec ? std::string{} : out;
+  // What is at `name` now: ENOENT, or errc::state_not_regular unless a regular file.
+  static bool regular_at(int dir, const std::string& name, std::error_code& ec, struct ::stat* out = nullptr) {
+    struct ::stat st;
+    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return set_errno(ec), false;
+    if (!S_ISREG(st.st_mode)) return ec = errc::state_not_regular, false;
+    if (out) *out = st;
+    return true;
   }
 
-  /// Replaces `p` with `text`: written to a temporary in its directory, flushed, renamed over it;
-  /// the temporary is removed on failure.
-  static void replace(const std::filesystem::path& p, std::string_view text, std::error_code& ec) {
-    const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : std::filesystem::path(".");
-    const std::filesystem::path temp = dir / (".treesync-tmp-state-" + std::to_string(::getpid()));
-    ::unlink(temp.c_str());  // a leftover of a killed run of this process id
-    const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return set_errno(ec);
+  /// Hands the content of the regular file `name` to take() in pieces of 64 KiB.  A FIFO, device
+  /// or link is never opened (checked first); the open does not block or follow a link, and the
+  /// file opened must be the one checked.
+  template <class Take>
+  static void read_regular_at(int dir, const std::string& name, Take&& take, std::error_code& ec) {
     ec.clear();
+    struct ::stat before;
+    if (!regular_at(dir, name, ec, &before)) return;
+    const fd_guard f(::openat(dir, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY));
+    if (f.fd < 0) return errno == ELOOP ? void(ec = errc::state_not_regular) : set_errno(ec);
+    struct ::stat st;
+    if (::fstat(f.fd, &st) != 0) return set_errno(ec);
+    if (!S_ISREG(st.st_mode) || st.st_ino != before.st_ino || st.st_dev != before.st_dev)
+      return void(ec = errc::state_not_regular);
+    std::vector<char> buf(std::size_t(1) << 16);
+    for (::ssize_t n; (n = read_full(f.fd, buf.data(), buf.size(), ec)) > 0;)
+      if (!take(std::string_view(buf.data(), static_cast<std::size_t>(n)))) return;
+  }
+
+  /// Replaces `name` in `dir` with `text`: written to a temporary beside it, flushed, renamed over
+  /// it; the temporary is removed on failure.  What is at `name` must be a regular file (or
+  /// nothing).
+  static void replace_at(int dir, const std::string& name, std::string_view text, std::error_code& ec) {
+    ec.clear();
+    if (!regular_at(dir, name, ec) && ec != std::errc::no_such_file_or_directory) return;
+    ec.clear();
+    const std::string temp = ".treesync-tmp-state-" + std::to_string(::getpid());
+    ::unlinkat(dir, temp.c_str(), 0);  // a leftover of a killed run of this process id
+    const int fd = ::openat(dir, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return set_errno(ec);
     if (write_all(fd, text.data(), text.size(), ec) && ::fsync(fd) != 0) set_errno(ec);
     if (::close(fd) != 0 && !ec) set_errno(ec);
-    if (!ec && ::rename(temp.c_str(), p.c_str()) == 0) return;
+    if (!ec && ::renameat(dir, temp.c_str(), dir, name.c_str()) == 0) return;
     if (!ec) set_errno(ec);
-    ::unlink(temp.c_str());
+    ::unlinkat(dir, temp.c_str(), 0);
+  }
+
+  /// Removes the regular file `name` from `dir` (anything else there is left alone).
+  static void remove_regular_at(int dir, const std::string& name, std::error_code& ec) {
+    ec.clear();
+    if (!regular_at(dir, name, ec)) return;
+    if (::unlinkat(dir, name.c_str(), 0) != 0) set_errno(ec);
   }
 };
 #endif  // TREESYNC_HAS_POSIX

@@ -77,7 +77,9 @@ struct dir_node {
   // written or must be read (open_dst); the state file stands in for its listing and stats.
   bool dst_deferred = false;
   bool cold = false;             // the destination directory is known to be empty: never read it
+  const dir_record* rec = nullptr;      // the state file's record of this directory (a trusted file's)
   const dir_record* vouched = nullptr;  // the state file's record, taken for its listing
+  std::size_t slot = no_record;         // its place in the state file written at the end (state_keeper::slot)
   dir_record made;                      // what the run leaves in it (state_file), under `mu`
   std::atomic<bool> record_failed{false};  // an entry written could not be stat'ed: no record
   bool dst_exists() const noexcept { return have_dst || dst_deferred; }
@@ -303,7 +305,7 @@ struct run_state {
 
   run_state(FS& f, const Cmp& c, const Del& d, const Lnk& l, const Exc& x, Obs& o, const run_options& op, report& r)
       : fs(f), cmp(c), del(d), lnk(l), exc(x), obs(o), opt(op), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
-        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify) {}
+        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify, op.subtree) {}
 
   FS& fs;
   const Cmp& cmp;

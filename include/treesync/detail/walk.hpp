@@ -124,7 +124,7 @@ class walker {
     n.src = fs_.open_dir(p.src, n.name, n.follow, ec);
     if (ec) return j_.source_failure(p.src, n.name, operation::opendir, ec), false;
     if (n.dst_type != file_type::directory) return true;
-    if (s_.state.level() != verify_level::full && n.depth <= open_levels && s_.state.record(j_.rel)) {
+    if (s_.state.level() != verify_level::full && n.depth <= open_levels && n.rec && n.rec->listed) {
       // opened when first needed (open_dst): to write in it, to list it (its record is not taken),
       // or (verify::dirs) to stat its subdirectories; a no-op never opens a leaf directory
       n.dst_deferred = true;
@@ -150,7 +150,7 @@ class walker {
   /// (and were already past the racy window then); verify::none, always, but for the root, whose
   /// stat the run has anyway: its stamps must match too.
   const dir_record* vouched(const node& n) const {
-    const dir_record* r = s_.state.record(j_.rel);
+    const dir_record* r = n.rec && n.rec->listed ? n.rec : nullptr;
     const bool none = s_.state.level() == verify_level::none;
     if (!r || (none && n.parent)) return r;
     const stat_info& now = n.dst_st;
@@ -304,8 +304,8 @@ class walker {
     if (!r) return nullptr;
     if (r->has_stat) return &r->st;
     if (r->type != file_type::directory || s_.state.level() != verify_level::none) return nullptr;
-    const dir_record* d = s_.state.record(j_.rel);
-    return d ? &d->self : nullptr;
+    const dir_record* d = s_.state.child(n.rec, de->name);
+    return d && d->listed ? &d->self : nullptr;
   }
 
   // Whether owner or group of the destination file `d` must change to match the source's `s`.
@@ -462,6 +462,7 @@ class walker {
     child->dst_st = p.dst;
     child->parent = &n;
     child->name = name;
+    child->rec = s_.state.child(n.rec, name);
     child->src_st = st;
     child->follow = p.follow;
     child->depth = n.depth + 1;
