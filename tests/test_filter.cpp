@@ -142,7 +142,7 @@ TEST_CASE("filter: a backslash makes a wildcard literal") {
   CHECK_FALSE(f.excluded("data1.csv", F));
 }
 
-TEST_CASE("filter: add_rule reads +, -, include, exclude, dir-merge, : and ! and refuses the rest") {
+TEST_CASE("filter: add_rule reads +, -, include, exclude, dir-merge, :, ! and the ! modifier and refuses the rest") {
   filter f;
   CHECK(f.add_rule("+ keep.o"));
   CHECK(f.add_rule("- *.o"));
@@ -152,9 +152,11 @@ TEST_CASE("filter: add_rule reads +, -, include, exclude, dir-merge, : and ! and
   CHECK(f.add_rule(": .other"));
   CHECK(f.size() == 6);
   CHECK_FALSE(f.add_rule("merge file"));
-  CHECK_FALSE(f.add_rule("-! x"));
+  CHECK_FALSE(f.add_rule("-p x"));  // a modifier treesync does not know (rsync's perishable)
   CHECK_FALSE(f.add_rule("+"));
   CHECK(f.size() == 6);
+  CHECK(f.add_rule("-! x"));  // rsync's negation modifier
+  CHECK(f.size() == 7);
   CHECK(f.add_rule("!"));
   CHECK(f.empty());
 }
