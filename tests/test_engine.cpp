@@ -349,14 +349,14 @@ TEST_CASE("a cancelled cold run leaves no partially populated directory at a fin
   }
 }
 
-TEST_CASE("a staged directory left by an interrupted run is removed whatever the deletion policy") {
+TEST_CASE("a staged directory left by an interrupted run is removed by a run that deletes (never under deletion::keep: issue 23)") {
   mock_fs fs;
   small_tree(fs);
   (void)sync(fs);
   fs.write("/dst/.treesync-tmp-4242-9/sub/f", "partial");
   fs.write("/dst/.treesync-tmp-4242-9/g", "partial");
   fs.advance(10s);
-  const auto r = treesync::sync(fs, "/src", "/dst", treesync::deletion::keep);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::deletion::extraneous);
   CHECK(r.ok());
   CHECK(r.cleaned == 1);
   CHECK(r.deleted == 0);
@@ -402,14 +402,14 @@ TEST_CASE("a failed copy leaves no partial file at the final name and no tempora
   check_mirror(fs);
 }
 
-TEST_CASE("temporaries left by an interrupted run are removed, even when nothing is deleted") {
+TEST_CASE("temporaries left by an interrupted run are removed by a run that deletes, and not counted as deleted") {
   mock_fs fs;
   small_tree(fs);
   (void)sync(fs);
   fs.write("/dst/.treesync-tmp-4242-7", "partial");
   fs.write("/dst/include/.treesync-tmp-4242-8", "partial");
   fs.advance(10s);
-  const auto r = treesync::sync(fs, "/src", "/dst", treesync::deletion::keep);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::deletion::extraneous);
   CHECK(r.cleaned == 2);
   CHECK(r.deleted == 0);
   check_mirror(fs);

@@ -19,7 +19,7 @@
 //     a preserved symlink with the same target text;
 //   - a destination entry the source lacks is deleted when the deletion policy says so
 //     (extraneous: unless excluded; keep: never; delete_excluded: always), else left alone;
-//     `.treesync-tmp-*` leftovers are always removed;
+//     `.treesync-tmp-*` leftovers are always removed, except under keep (nothing is deleted);
 //   - an empty source against a non-empty destination is refused; dry_run changes nothing;
 //   - the destination root gets the source root's mode and mtime.
 // The compare and write policies do not change the result (the test never forges a destination
@@ -284,7 +284,10 @@ struct model {
   // A destination entry the source lacks (or whose source counterpart is excluded).
   void extraneous(const std::string& rel) {
     const auto& n = before.at(rel);
-    if (is_temp_path(rel)) return;
+    if (is_temp_path(rel)) {  // purged, but never where nothing is deleted (issue 23)
+      if (c.del == del_kind::keep) keep_subtree(before, rel, out);
+      return;
+    }
     if (removes(rel, n.type))
       remove(rel);
     else

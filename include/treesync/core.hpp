@@ -94,6 +94,9 @@ struct copy_options {
   bool owner = false;    ///< give the copy the source's owner (preserve_owner; needs privilege)
   bool group = false;    ///< give the copy the source's group (preserve_group)
   bool xattrs = false;   ///< copy extended attributes (xattrs)
+  /// The run's cancel flag (cancel_on), checked between chunks of the data: a set flag ends the
+  /// copy with std::errc::operation_canceled.  Null: never cancelled.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 /// What a filesystem's copy_file did.
@@ -101,6 +104,9 @@ struct copy_result {
   std::uint64_t bytes = 0;
   copy_method method = copy_method::none;
   bool sparse = false;  ///< holes were kept as holes
+  /// On failure: the error came from the destination (creating, writing or setting the metadata
+  /// of the copy), not from reading the source.
+  bool destination_failed = false;
 };
 
 /// One name from a directory listing; `type` comes from d_type and may be `unknown`.

@@ -115,6 +115,7 @@ class mock_fs : public detail::mock_setup {
     const std::uint64_t src = child(sd, name, opt.follow, ec);
     if (ec) return res;
     if (!check_readable(src, opt.follow, ec)) return res;
+    res.destination_failed = true;  // until the data is read: a failure is the destination's
     if (!begin(op::open_write, join(dd.path, dst_name), ec)) return res;
     std::uint64_t dst = 0;
     if (opt.replace) {
@@ -126,7 +127,10 @@ class mock_fs : public detail::mock_setup {
       dst = create_in(dd.ino, dst_name, file_type::regular, 0600, ec);
       if (ec) return res;
     }
-    // the source is read now: a hook that changed it above is seen, as a racing writer would be
+    // the source is read now: a hook that changed it above is seen, as a racing writer would be;
+    // the cancel flag is checked before the data moves (one chunk: the whole of it)
+    res.destination_failed = false;
+    if (opt.cancel && opt.cancel->load()) return err(ec, std::errc::operation_canceled), res;
     if (!nodes_.count(src)) return err(ec, std::errc::no_such_file_or_directory), res;
     const std::string data = nodes_.at(src).data;
     inode& out = nodes_.at(dst);
@@ -139,6 +143,7 @@ class mock_fs : public detail::mock_setup {
       ec = errc::changed_during_copy;
       return res;
     }
+    res.destination_failed = true;  // the copy's metadata
     if (opt.owner || opt.group) {
       if (!begin(op::chown, join(dd.path, dst_name), ec)) return res;
       if (opt.owner) nodes_.at(dst).uid = expected.uid;
@@ -157,6 +162,7 @@ class mock_fs : public detail::mock_setup {
       if (!begin(op::fsync, join(dd.path, dst_name), ec)) return res;
       ++counters_.syncs;
     }
+    res.destination_failed = false;
     return res;
   }
 

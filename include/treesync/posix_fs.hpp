@@ -158,6 +158,8 @@ class posix_fs : private detail::posix_files {
     // link planted from outside the destination is never written through).
     const int flags =
         O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NOFOLLOW | (opt.replace ? O_NONBLOCK : (O_CREAT | O_EXCL));
+    // Every failure from here to the end of the data is the destination's, but a read's.
+    res.destination_failed = true;
     const fd_guard out(::openat(dd.fd(), dst_name.c_str(), flags, direct_mode ? static_cast<mode_t>(want) : 0600));
     if (out.fd < 0) return set_errno(ec), res;
     if (opt.replace) {
@@ -167,18 +169,22 @@ class posix_fs : private detail::posix_files {
       if (cur.st_nlink != 1) return ec = std::make_error_code(std::errc::too_many_links), res;
       if (::ftruncate(out.fd, 0) != 0) return set_errno(ec), res;
     }
-    copy_data(in.fd, out.fd, expected, res, ec);
+    res.destination_failed = false;
+    copy_data(in.fd, out.fd, expected, res, ec, opt.cancel);
     if (ec) return res;
     struct ::stat after;
     if (::fstat(in.fd, &after) != 0) return set_errno(ec), res;
     if (!S_ISREG(after.st_mode)) return ec = errc::special_file, res;
     const stat_info a = convert(after);
-    if (a.size != expected.size || a.mtime_ns != expected.mtime_ns || res.bytes != expected.size ||
+    // Fewer bytes than the stat said, from a file whose stat has not changed: a file whose content
+    // is shorter than its size (sysfs), copied as what was read.
+    if (a.size != expected.size || a.mtime_ns != expected.mtime_ns || res.bytes > expected.size ||
+        (res.bytes < expected.size && a.ctime_ns != expected.ctime_ns && expected.ctime_ns != 0) ||
         (expected.ino != 0 && (a.ino != expected.ino || a.dev != expected.dev))) {
       ec = errc::changed_during_copy;
       return res;
     }
-    finish_copy(in.fd, out.fd, expected, opt, direct_mode, ec);
+    finish_copy(in.fd, out.fd, expected, opt, direct_mode, res, ec);
     return res;
   }
 
@@ -306,6 +312,52 @@ class posix_fs : private detail::posix_files {
     }
     check(::mknodat(d.fd(), name.c_str(), type | 0600, static_cast<dev_t>(st.rdev)), ec);
   }
+  /// Gives the node make_special just made at `name` the owner (when asked), mode and mtime of `st`,
+  /// on that node only: it is opened O_PATH | O_NOFOLLOW (never for I/O), and fstat must show this
+  /// process's node of st's type (and device number), with one link, or nothing is changed
+  /// (EEXIST: something else is at the name now).  Owner, then mode (set-ID bits only once the
+  /// owner is final), then mtime, all through the descriptor; where that is not possible (no
+  /// O_PATH, no /proc) the node keeps mode 0600 and the call fails with ENOTSUP: a name is never
+  /// chowned or chmodded.
+  void settle_special(dir_handle& d, const std::string& name, const stat_info& st, bool owner, bool group,
+                      std::error_code& ec) const {
+#if defined(__linux__) && defined(O_PATH) && defined(AT_EMPTY_PATH)
+    const fd_guard f(::openat(d.fd(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (f.fd < 0) return set_errno(ec);
+    struct ::stat cur;
+    if (::fstat(f.fd, &cur) != 0) return set_errno(ec);
+    const bool device = st.type == file_type::block || st.type == file_type::character;
+    if (from_mode(cur.st_mode) != st.type || cur.st_uid != ::geteuid() || cur.st_nlink != 1 ||
+        (device && static_cast<std::uint64_t>(cur.st_rdev) != st.rdev))
+      return ec = std::make_error_code(std::errc::file_exists), void();
+    if (owner || group) {
+      const uid_t u = owner ? static_cast<uid_t>(st.uid) : static_cast<uid_t>(-1);
+      const gid_t g = group ? static_cast<gid_t>(st.gid) : static_cast<gid_t>(-1);
+      if (::fchownat(f.fd, "", u, g, AT_EMPTY_PATH) != 0) return set_errno(ec);
+    }
+    const std::string self = proc_fd_path(f.fd);
+    if (::chmod(self.c_str(), static_cast<mode_t>(st.mode & 07777)) != 0)
+      return errno == ENOENT ? void(ec = std::make_error_code(std::errc::operation_not_supported)) : set_errno(ec);
+    const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(st.mtime_ns)};
+    check(::utimensat(AT_FDCWD, self.c_str(), ts, 0), ec);
+#else
+    (void)d, (void)name, (void)st, (void)owner, (void)group;
+    ec = std::make_error_code(std::errc::operation_not_supported);
+#endif
+  }
+  /// Whether the directory just made (make_dir) and opened (open_dir) is the one this run made:
+  /// a directory of this process's user with no permission for others (it was made 0700), so a
+  /// directory swapped in at the name between the two calls is never filled, chowned or chmodded
+  /// (EEXIST otherwise).
+  void check_made_dir(dir_handle& h, std::error_code& ec) const {
+    struct ::stat cur;
+    if (::fstat(h.fd(), &cur) != 0) return set_errno(ec);
+    if (!S_ISDIR(cur.st_mode) || cur.st_uid != ::geteuid() || (cur.st_mode & 0077) != 0)
+      return ec = std::make_error_code(std::errc::file_exists), void();
+    ec.clear();
+  }
+  /// The user this process acts as (leftovers of an earlier run are removed only when theirs).
+  std::int64_t user_id() const noexcept { return static_cast<std::int64_t>(::geteuid()); }
   /// Flushes a directory (its entries) to stable storage.
   void sync_dir(dir_handle& d, std::error_code& ec) const { check(::fsync(d.fd()), ec); }
   /// A hard link `name` in `d` to `target` in `td`.
@@ -378,7 +430,7 @@ class posix_fs : private detail::posix_files {
   /// The end of copy_file once the data is in: an empty source proven empty, then owner, extended
   /// attributes, mode (unless the file was created with it), mtime and, if asked, fsync.
   static void finish_copy(int in, int out, const stat_info& expected, const copy_options& opt, bool direct_mode,
-                          std::error_code& ec) {
+                          copy_result& res, std::error_code& ec) {
     if (expected.size == 0) {
       // Nothing was copied, so nothing showed the end: a regular file that says 0 bytes may still
       // have content (/proc): one byte read past the end tells, and means "changed".
@@ -388,19 +440,22 @@ class posix_fs : private detail::posix_files {
       while (n < 0 && errno == EINTR);
       if (n != 0) return n < 0 ? set_errno(ec) : void(ec = errc::changed_during_copy);
     }
+    res.destination_failed = true;  // the copy's metadata: a failure from here on is the destination's
+    const auto fail = [&] { set_errno(ec); };
     if (opt.owner || opt.group) {  // before the chmod: a chown clears set-user/group-ID bits
       const uid_t u = opt.owner ? static_cast<uid_t>(expected.uid) : static_cast<uid_t>(-1);
       const gid_t g = opt.group ? static_cast<gid_t>(expected.gid) : static_cast<gid_t>(-1);
-      if (::fchown(out, u, g) != 0) return set_errno(ec);
+      if (::fchown(out, u, g) != 0) return fail();
     }
     if (opt.xattrs) {
       copy_fd_xattrs(in, out, ec);
       if (ec) return;
     }
-    if (!direct_mode && ::fchmod(out, static_cast<mode_t>(expected.mode)) != 0) return set_errno(ec);
+    if (!direct_mode && ::fchmod(out, static_cast<mode_t>(expected.mode)) != 0) return fail();
     const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(expected.mtime_ns)};
-    if (::futimens(out, ts) != 0) return set_errno(ec);
-    if (opt.sync && ::fsync(out) != 0) set_errno(ec);
+    if (::futimens(out, ts) != 0) return fail();
+    if (opt.sync && ::fsync(out) != 0) return fail();
+    res.destination_failed = false;
   }
 
   std::int64_t racy_;

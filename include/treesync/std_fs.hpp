@@ -86,18 +86,25 @@ class std_fs {
       if (!ec) ec = errc::special_file;
       return res;
     }
+    if (opt.cancel && opt.cancel->load()) return ec = std::make_error_code(std::errc::operation_canceled), res;
+    res.destination_failed = true;
     if (!opt.replace && std::filesystem::exists(std::filesystem::symlink_status(to)))
       return ec = std::make_error_code(std::errc::file_exists), res;
     std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) return res;
+    // one call does both sides: what only a destination can say is the destination's
+    if (ec) return res.destination_failed = ec == std::errc::no_space_on_device || ec == std::errc::read_only_file_system ||
+                                            ec == std::errc::file_too_large || ec == std::errc::is_a_directory,
+                   res;
     res.bytes = std::filesystem::file_size(to, ec);
     if (ec) return res;
+    res.destination_failed = false;
     const stat_info after = info(from, true, ec);
     if (ec) return res;
     if (after.size != expected.size || after.mtime_ns != expected.mtime_ns || res.bytes != expected.size)
       return ec = errc::changed_during_copy, res;
     set_mode_path(to, expected.mode, ec);
     if (!ec) set_mtime_path(to, expected.mtime_ns, ec);
+    res.destination_failed = bool(ec);
     return res;
   }
   bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,

@@ -14,6 +14,19 @@ inline namespace v0 {
 
 namespace detail {
 
+// Operations a filesystem may offer to make a create-then-set sequence safe (posix_fs does):
+// settle_special sets a just-made node's owner, mode and mtime through a descriptor checked to
+// be that node; check_made_dir tells whether a just-made and opened directory is the run's own;
+// user_id is the user the process acts as.  Without them the engine calls set_owner / set_mode /
+// set_mtime by name (a filesystem with no other user, like mock_fs, needs no more).
+template <class FS>
+using op_settle_special = decltype(lv<FS>().settle_special(lv<handle_of<FS>>(), lv<const std::string>(),
+                                                           lv<const stat_info>(), true, true, lv<std::error_code>()));
+template <class FS>
+using op_check_made_dir = decltype(lv<FS>().check_made_dir(lv<handle_of<FS>>(), lv<std::error_code>()));
+template <class FS>
+using op_user_id = decltype(std::int64_t(lv<const FS>().user_id()));
+
 // ---- the pruner: removing entries and whole trees ------------------------------------------------
 
 enum class removal { done, kept, failed };
@@ -47,6 +60,22 @@ class pruner {
     if (ap_ && !ap_->remove_file(d, name, !leftover)) return removal::failed;
     if (count_top) j_.removed(t);
     return removal::done;
+  }
+
+  /// Whether the leftover `name` (a temporary name of an earlier run) may be removed: where the
+  /// filesystem knows users (user_id), only when it belongs to the user this run acts as: an
+  /// entry someone else owns was not made by this tool under this user.  `t` becomes its type.
+  bool leftover_ours(handle& d, const std::string& name, file_type& t) {
+    if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
+      std::error_code ec;
+      const stat_info st = fs_.stat(d, name, false, ec);
+      if (ec) return false;
+      t = st.type;
+      return std::int64_t(st.uid) == fs_.user_id();
+    } else {
+      (void)d, (void)name, (void)t;
+      return true;
+    }
   }
 
   /// Clears the way for an entry of another type: false (reported) when that is not possible.
@@ -308,6 +337,16 @@ class applier {
     n.unseen = stage || p.unseen;
     n.dst = fs_.open_dir(p.dst, made, false, ec);
     if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
+    if constexpr (has_op<op_check_made_dir, typename S::fs_type>::value) {
+      // swapped between the mkdir and the open: never filled, chowned or chmodded (nor, staged,
+      // removed as a leftover of this run)
+      fs_.check_made_dir(n.dst, ec);
+      if (ec) {
+        n.dst = handle{};
+        n.staged.clear();
+        return j_.fail(side::destination, operation::mkdir, ec), false;
+      }
+    }
     n.have_dst = true;
     if (s_.opt.xattrs) {
       fs_.copy_xattrs(n.src, n.dst, ec);
@@ -423,10 +462,19 @@ class applier {
     opts.owner = s_.opt.owner;
     opts.group = s_.opt.group;
     opts.xattrs = s_.opt.xattrs;
+    opts.cancel = s_.opt.cancel;
     std::error_code ec;
     const copy_result copied = fs_.copy_file(n.src, name, d, made, p.src, opts, ec);
     if (ec) {  // reported first, then cleaned up: see journal::fail
-      ec == errc::changed_during_copy ? j_.vanish(operation::copy, ec) : j_.source_failure(n.src, name, operation::copy, ec);
+      if (ec == std::errc::operation_canceled && s_.halted()) {
+        // cancel_on: the run reports it; the partial copy goes
+      } else if (ec == errc::changed_during_copy) {
+        j_.vanish(operation::copy, ec);
+      } else if (copied.destination_failed) {
+        j_.fail(side::destination, operation::copy, ec);
+      } else {
+        j_.source_failure(n.src, name, operation::copy, ec);
+      }
       if (discardable) discard(d, made);
       return !discardable;
     }
@@ -460,13 +508,19 @@ class applier {
     std::error_code ec;
     fs_.make_special(d, made, st, ec);
     if (ec) return j_.fail(side::destination, operation::mknod, ec), false;
-    if (s_.opt.owner || s_.opt.group)
-      fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(st.uid) : -1, s_.opt.group ? std::int64_t(st.gid) : -1, ec);
-    if (!ec) fs_.set_mode(d, made, st.mode, ec);
-    if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
+    if constexpr (has_op<op_settle_special, typename S::fs_type>::value) {
+      // on the node just made, through a descriptor: a name swapped in is never chowned or
+      // given set-ID bits (issue 23, B)
+      fs_.settle_special(d, made, st, s_.opt.owner, s_.opt.group, ec);
+    } else {
+      if (s_.opt.owner || s_.opt.group)
+        fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(st.uid) : -1, s_.opt.group ? std::int64_t(st.gid) : -1, ec);
+      if (!ec) fs_.set_mode(d, made, st.mode, ec);
+      if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
+    }
     if (ec) {
       j_.fail(side::destination, operation::mknod, ec);
-      discard(d, made);
+      if (ec != std::errc::file_exists) discard(d, made);  // not what was made: left alone
       return true;
     }
     if (!install(d, made, name, p.old)) return true;

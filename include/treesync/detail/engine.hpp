@@ -207,6 +207,7 @@ class worker {
   }
 
   bool clean(node& n, const std::string& name, file_type t) {
+    if (apply_ && !pruner_.leftover_ours(n.dst, name, t)) return false;  // another user's: not ours to purge
     if (apply_) apply_->prepare_write(n);
     if (t == file_type::directory || t == file_type::unknown) {  // a staged directory
       if (apply_) {

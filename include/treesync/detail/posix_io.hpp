@@ -214,14 +214,30 @@ class posix_io {
         ;
   }
 
+  // What an in-kernel copy call's error says of the side that failed: out of space or quota, a
+  // read-only filesystem, a file too large for it (everything else is taken as the source's).
+  static bool destination_errno(int e) noexcept { return e == ENOSPC || e == EDQUOT || e == EROFS || e == EFBIG; }
+
+  // The cancel flag of a copy (copy_options::cancel), between chunks: true, with ec set to
+  // operation_canceled, when it is set.
+  static bool cancelled(const std::atomic<bool>* flag, std::error_code& ec) noexcept {
+    if (!flag || !flag->load(std::memory_order_relaxed)) return false;
+    ec = std::make_error_code(std::errc::operation_canceled);
+    return true;
+  }
+
   // The copy ladder: reflink (shared extents), then a sparse-aware copy for files with holes,
   // then copy_file_range (in kernel), then sendfile, then read/write with one buffer.  Each rung
   // is left only on "not supported here"; a real I/O error ends the copy.
   // Copies at most `st.size` bytes (what the stat said: a file that grows, or a /proc file whose
-  // stat says 0, is not read on and on; the size check after the copy reports the change).
-  void copy_data(int in, int out, const stat_info& st, copy_result& res, std::error_code& ec) const {
+  // stat says 0, is not read on and on; the size check after the copy reports the change).  A file
+  // whose content ends before that size (sysfs: 4096 said, 23 there) is copied as far as it goes:
+  // res.bytes < st.size, nothing padded.  `cancel` is checked between chunks; an error on the
+  // destination's side sets res.destination_failed.
+  void copy_data(int in, int out, const stat_info& st, copy_result& res, std::error_code& ec,
+                 const std::atomic<bool>* cancel = nullptr) const {
     const std::uint64_t size = st.size;
-    if (size == 0) return;
+    if (size == 0 || cancelled(cancel, ec)) return;
 #if defined(__linux__) && defined(FICLONE)
     if (reflink_.load(std::memory_order_relaxed)) {
       if (::ioctl(out, FICLONE, in) == 0) {
@@ -229,7 +245,7 @@ class posix_io {
         res.method = copy_method::reflink;
         return;
       }
-      if (!unsupported(errno)) return set_errno(ec);
+      if (!unsupported(errno)) return res.destination_failed = destination_errno(errno), set_errno(ec);
       if (errno == EOPNOTSUPP || errno == ENOTTY || errno == EINVAL) reflink_.store(false);  // this filesystem: never
     }
 #endif
@@ -237,12 +253,12 @@ class posix_io {
     // fewer 512-byte blocks than the size needs: the file has holes worth keeping
     if (st.blocks < (size + 511) / 512) {
       if (!regular(in, ec)) return;
-      if (copy_sparse(in, out, size, res, ec)) return;
+      if (copy_sparse(in, out, size, res, ec, cancel)) return;
       if (ec) return;
     }
 #endif
     // dense: no more than the size the stat gave, and a byte past it is a change (see copy_stream)
-    copy_stream(in, out, size, res, ec);
+    copy_stream(in, out, size, res, ec, cancel);
   }
 
   // The user-space paths read before the kernel could refuse a device or a FIFO: check first.
@@ -276,10 +292,13 @@ class posix_io {
   }
 
   // Copies only the data extents (SEEK_DATA / SEEK_HOLE) and sizes the file, so holes stay holes.
-  // False, with ec clear, when the filesystem cannot tell extents: the caller copies densely.
-  bool copy_sparse(int in, int out, std::uint64_t size, copy_result& res, std::error_code& ec) const {
+  // False, with ec clear, when the filesystem cannot tell extents: the caller copies densely.  A
+  // read that ends inside a data extent is the end of the content (a sysfs file says 4096 bytes
+  // of data and has 23): the copy ends there, never padded to the size stat gave.
+  bool copy_sparse(int in, int out, std::uint64_t size, copy_result& res, std::error_code& ec,
+                   const std::atomic<bool>* cancel) const {
     off_t pos = 0;
-    const auto end = static_cast<off_t>(size);
+    off_t end = static_cast<off_t>(size);
     std::vector<char> buf;
     while (pos < end) {
       const off_t data = ::lseek(in, pos, SEEK_DATA);
@@ -294,28 +313,32 @@ class posix_io {
       for (off_t at = data; at < hole;) {
         const std::size_t want = static_cast<std::size_t>(std::min<off_t>(hole - at, off_t(1) << 20));
         if (buf.size() < want) buf.resize(want);
+        if (cancelled(cancel, ec)) return true;
         const ::ssize_t n = ::pread(in, buf.data(), want, at);
         if (n < 0) {
           if (errno == EINTR) continue;
           return set_errno(ec), true;
         }
-        if (n == 0) break;  // shrank under us: the size check after the copy reports it
+        if (n == 0) {  // the content ends here (or shrank under us: the stat after the copy tells)
+          end = at;
+          break;
+        }
         for (::ssize_t done = 0; done < n;) {
           const ::ssize_t w = ::pwrite(out, buf.data() + done, static_cast<std::size_t>(n - done), at + done);
           if (w < 0) {
             if (errno == EINTR) continue;
-            return set_errno(ec), true;
+            return res.destination_failed = true, set_errno(ec), true;
           }
           done += w;
         }
         at += n;
         res.bytes += static_cast<std::uint64_t>(n);
       }
-      pos = hole;
+      pos = end < hole ? end : hole;
     }
-    if (::ftruncate(out, end) != 0) return set_errno(ec), true;
-    // the holes count as copied bytes: the destination has the source's size
-    res.bytes = size;
+    if (::ftruncate(out, end) != 0) return res.destination_failed = true, set_errno(ec), true;
+    // the holes count as copied bytes: the destination has the source's size (or its content's)
+    res.bytes = static_cast<std::uint64_t>(end);
     res.method = copy_method::read_write;
     res.sparse = true;
     return true;
@@ -325,11 +348,13 @@ class posix_io {
   // said: a /proc file says 0 and may never end).  Every call asks for one byte more than is still
   // due, so the call that reaches the end also shows there is nothing past it, at no extra system
   // call; a byte past `size` means the file grew, or never had the size it claimed:
-  // errc::changed_during_copy, and the copy is not installed.
-  void copy_stream(int in, int out, std::uint64_t size, copy_result& res, std::error_code& ec) const {
-    const auto want = [&] {
-      return static_cast<std::size_t>(std::min<std::uint64_t>(size - res.bytes + 1, std::uint64_t(1) << 30));
-    };
+  // errc::changed_during_copy, and the copy is not installed.  With a cancel flag, calls move at
+  // most 16 MiB each and the flag is checked before each one (a signal stops a large copy within
+  // a chunk's time); without one, up to 1 GiB.
+  void copy_stream(int in, int out, std::uint64_t size, copy_result& res, std::error_code& ec,
+                   const std::atomic<bool>* cancel) const {
+    const std::uint64_t chunk = cancel ? std::uint64_t(1) << 24 : std::uint64_t(1) << 30;
+    const auto want = [&] { return static_cast<std::size_t>(std::min<std::uint64_t>(size - res.bytes + 1, chunk)); };
     // One step: n bytes (or n <= 0) from a call that asked for `len`.  True when the copy is over.
     const auto step = [&](long long n, std::size_t len) {
       res.bytes += static_cast<std::uint64_t>(n);
@@ -341,6 +366,7 @@ class posix_io {
     const auto pump = [&](copy_method method, auto&& call) {
       res.method = method;
       for (;;) {
+        if (cancelled(cancel, ec)) return true;
         const std::size_t len = want();
         const long long n = call(len);
         if (n > 0) {
@@ -349,7 +375,7 @@ class posix_io {
         }
         if (n == 0) return true;  // the end; shorter than the stat said: the check after the copy reports it
         if (errno == EINTR) continue;
-        if (res.bytes != 0 || !unsupported(errno)) return set_errno(ec), true;
+        if (res.bytes != 0 || !unsupported(errno)) return res.destination_failed = destination_errno(errno), set_errno(ec), true;
         return false;
       }
     };
@@ -369,6 +395,7 @@ class posix_io {
     res.method = copy_method::read_write;
     std::vector<char> buf(1 << 17);
     for (;;) {
+      if (cancelled(cancel, ec)) return;
       const std::size_t len = std::min(buf.size(), want());
       const ::ssize_t n = ::read(in, buf.data(), len);
       if (n < 0) {
@@ -377,7 +404,7 @@ class posix_io {
       }
       if (n == 0) return;
       if (res.bytes + static_cast<std::uint64_t>(n) > size) return void(ec = errc::changed_during_copy);
-      if (!write_all(out, buf.data(), static_cast<std::size_t>(n), ec)) return;
+      if (!write_all(out, buf.data(), static_cast<std::size_t>(n), ec)) return void(res.destination_failed = true);
       if (step(n, len)) return;
     }
   }

@@ -16,8 +16,26 @@ namespace detail {
 
 inline constexpr std::string_view temp_prefix = ".treesync-tmp-";
 
+/// A name this tool makes for a temporary: the prefix, then `<pid>-<run>-<n>` (temp_name; earlier
+/// versions: `<pid>-<n>`) or `state-<pid>` (the state file's); nothing else with the prefix is
+/// taken for a leftover (issue 23: a renamed `.treesync-tmp-x` is an ordinary entry).
 inline bool is_temp_name(std::string_view name) noexcept {
-  return name.size() > temp_prefix.size() && name.substr(0, temp_prefix.size()) == temp_prefix;
+  if (name.size() <= temp_prefix.size() || name.substr(0, temp_prefix.size()) != temp_prefix) return false;
+  std::string_view rest = name.substr(temp_prefix.size());
+  if (rest.substr(0, 6) == "state-") rest.remove_prefix(6);
+  const bool state = rest.size() != name.size() - temp_prefix.size();
+  int groups = 0;
+  for (;;) {
+    std::size_t digits = 0;
+    while (digits < rest.size() && rest[digits] >= '0' && rest[digits] <= '9') ++digits;
+    if (digits == 0 || digits > 20) return false;
+    ++groups;
+    rest.remove_prefix(digits);
+    if (rest.empty()) break;
+    if (rest[0] != '-') return false;
+    rest.remove_prefix(1);
+  }
+  return state ? groups == 1 : groups == 2 || groups == 3;
 }
 
 inline bool is_enoent(const std::error_code& ec) noexcept { return ec == std::errc::no_such_file_or_directory; }

@@ -227,7 +227,8 @@ class walker {
   /// removed; anything else as the deletion policy says.
   verdict extraneous(node& n, const dir_entry& de, file_type& t) {
     t = de.type;
-    if (is_temp_name(de.name)) return verdict::clean;
+    if (is_temp_name(de.name))  // never where nothing is deleted (deletion::keep)
+      return s_.del.removes(std::string_view(j_.rel), t, false) ? verdict::clean : verdict::none;
     return consider_removal(n, de, t);
   }
 

@@ -1,0 +1,417 @@
+// tests/test_create_then_set.cpp - issue 23 items 4 and 6, issue 24 item 2.
+//
+// Create-then-set: what the run makes (a special file, a directory) gets its owner and mode only
+// on the object it made.  The attacker acts from a filesystem wrapper at a chosen point (right
+// after the mknod or the mkdir, before anything else), as the owner of the destination can; a
+// canary tree outside the destination is compared before and after.  Then: a file whose content
+// is shorter than its stat size, the leftover purge, a cancel during a copy, and the side each
+// failure is reported on (mock_fs fault injection; real tmpfs and read-only mounts as root).
+#include <doctest/doctest.h>
+
+#include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
+
+#include "support/canary.hpp"
+#include "support/report_checks.hpp"
+#include "support/temp_dir.hpp"
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace treesync_test;
+using op = treesync::mock_fs::op;
+
+constexpr uid_t attacker_uid = 4242;
+
+bool is_root() { return ::geteuid() == 0; }
+
+// posix_fs with the attacker's move right after a make_special / make_dir / at a copy's start.
+struct hooked_fs : treesync::posix_fs {
+  std::function<void(dir_handle&, const std::string&)> after_mknod, after_mkdir, before_copy;
+  void make_special(dir_handle& d, const std::string& name, const treesync::stat_info& st, std::error_code& ec) const {
+    posix_fs::make_special(d, name, st, ec);
+    if (!ec && after_mknod) after_mknod(d, name);
+  }
+  void make_dir(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {
+    posix_fs::make_dir(d, name, mode, ec);
+    if (!ec && after_mkdir) after_mkdir(d, name);
+  }
+  treesync::copy_result copy_file(dir_handle& sd, const std::string& name, dir_handle& dd, const std::string& dst_name,
+                                  const treesync::stat_info& expected, const treesync::copy_options& opt,
+                                  std::error_code& ec) const {
+    if (before_copy) before_copy(dd, dst_name);
+    return posix_fs::copy_file(sd, name, dd, dst_name, expected, opt, ec);
+  }
+};
+
+struct arena {
+  temp_dir t;
+  fs::path src = t / "src", dst = t / "dst", outside = t / "outside";
+  canary_snapshot before;
+  arena() {
+    make_dir(src);
+    make_dir(dst);
+    make_dir(outside);
+    plant_canary(outside);
+  }
+  void seal() { before = snapshot(outside); }
+  std::string canary_changes() const { return changes(before, snapshot(outside)); }
+};
+
+// The entry of `dir` (not below) with inode `ino`, if any.
+std::optional<struct ::stat> find_inode(const fs::path& dir, ino_t ino) {
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const struct ::stat st = lstat_of(e.path());
+    if (st.st_ino == ino) return st;
+  }
+  return std::nullopt;
+}
+
+bool has_temp(const fs::path& dir) {
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename().string().rfind(".treesync-tmp-", 0) == 0) return true;
+  return false;
+}
+
+const treesync::entry_error* error_at(const treesync::report& r, const std::string& path) {
+  for (const auto& e : r.errors)
+    if (e.path == path) return &e;
+  return nullptr;
+}
+
+// A private mount for the test's directory (tmpfs of `size`, or a read-only bind of `from`);
+// unmounted on destruction.  ok() is false where mounting is not allowed.
+struct scoped_mount {
+  fs::path at;
+  bool ok = false;
+  scoped_mount(const fs::path& where, const char* size) : at(where) {
+    const std::string opts = std::string("size=") + size;
+    ok = ::mount("none", at.c_str(), "tmpfs", 0, opts.c_str()) == 0;
+  }
+  scoped_mount(const fs::path& from, const fs::path& where) : at(where) {
+    ok = ::mount(from.c_str(), at.c_str(), nullptr, MS_BIND, nullptr) == 0;
+    if (ok && ::mount(nullptr, at.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0) {
+      ::umount2(at.c_str(), MNT_DETACH);
+      ok = false;
+    }
+  }
+  ~scoped_mount() {
+    if (ok) ::umount2(at.c_str(), MNT_DETACH);
+  }
+  scoped_mount(const scoped_mount&) = delete;
+  scoped_mount& operator=(const scoped_mount&) = delete;
+};
+
+}  // namespace
+
+// ---- issue 23 item 4: create-then-set on the object made -------------------------------------
+
+TEST_CASE("create-then-set: a name swapped in between mknod and the owner/mode calls never gets root's owner or set-ID bits") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (a root-owned set-uid FIFO in the source, an attacker of another uid)");
+    return;
+  }
+  arena a;
+  make_fifo(a.src / "pipe", 0600);
+  REQUIRE(::chmod((a.src / "pipe").c_str(), 04755) == 0);
+  // the attacker's own program: one link, owned by the attacker
+  const fs::path prog = a.t / "prog";
+  write_file(prog, "#!/bin/sh\nid\n", 0755);
+  REQUIRE(::chown(prog.c_str(), attacker_uid, attacker_uid) == 0);
+  const ino_t prog_ino = lstat_of(prog).st_ino;
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_mknod = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::rename(prog.c_str(), (a.dst / name).c_str()) == 0);
+  };
+  const treesync::report r =
+      treesync::sync(hfs, a.src, a.dst, treesync::specials, treesync::preserve_owner, treesync::preserve_group);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, prog_ino);
+  REQUIRE(st);
+  CHECK(st->st_uid == attacker_uid);
+  CHECK((st->st_mode & (S_ISUID | S_ISGID)) == 0);
+  CHECK((st->st_mode & 07777) == 0755);
+  CHECK(has_error(r, "pipe"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: a FIFO made as root gets its owner and set-ID mode on the node itself") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (chown to another uid)");
+    return;
+  }
+  arena a;
+  make_fifo(a.src / "pipe", 0600);
+  REQUIRE(::chown((a.src / "pipe").c_str(), attacker_uid, attacker_uid) == 0);
+  REQUIRE(::chmod((a.src / "pipe").c_str(), 02750) == 0);
+  const treesync::report r =
+      treesync::sync(a.src, a.dst, treesync::specials, treesync::preserve_owner, treesync::preserve_group);
+  CHECK(r.ok());
+  const struct ::stat st = lstat_of(a.dst / "pipe");
+  CHECK(S_ISFIFO(st.st_mode));
+  CHECK(st.st_uid == attacker_uid);
+  CHECK(st.st_gid == attacker_uid);
+  CHECK((st.st_mode & 07777) == 02750);
+  CHECK(mtime_ns_of(st) == mtime_ns_of(lstat_of(a.src / "pipe")));
+}
+
+TEST_CASE("create-then-set: a directory swapped in between mkdir and open is never filled, chowned or chmodded") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (an attacker's directory of another uid)");
+    return;
+  }
+  arena a;
+  make_dir(a.src / "sub", 0755);
+  write_file(a.src / "sub" / "f", "data\n", 04755);
+  REQUIRE(::chmod((a.src / "sub").c_str(), 02755) == 0);
+  const fs::path theirs = a.t / "theirs";
+  make_dir(theirs, 0777);
+  REQUIRE(::chmod(theirs.c_str(), 0777) == 0);
+  REQUIRE(::chown(theirs.c_str(), attacker_uid, attacker_uid) == 0);
+  const ino_t their_ino = lstat_of(theirs).st_ino;
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_mkdir = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::rename(theirs.c_str(), (a.dst / name).c_str()) == 0);  // over the empty directory just made
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::preserve_owner, treesync::preserve_group);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, their_ino);
+  REQUIRE(st);
+  CHECK(st->st_uid == attacker_uid);
+  CHECK((st->st_mode & 07777) == 0777);
+  CHECK(st->st_nlink == 2);  // nothing made inside it
+  CHECK(!r.ok());
+  CHECK(a.canary_changes() == "");
+}
+
+// ---- issue 23 item 6 ----------------------------------------------------------------------------
+
+TEST_CASE("short content: a file whose content is shorter than its stat size is copied as read, never padded") {
+  const fs::path sys = "/sys/kernel/mm/transparent_hugepage/enabled";
+  struct ::stat st;
+  if (::stat(sys.c_str(), &st) != 0) {
+    MESSAGE("skipped: " << sys << " is not here");
+    return;
+  }
+  const std::string content = read_file(sys);
+  if (content.empty() || static_cast<std::uint64_t>(st.st_size) <= content.size()) {
+    MESSAGE("skipped: " << sys << " is not shorter than its stat size here");
+    return;
+  }
+  temp_dir t;
+  make_dir(t / "src");
+  make_symlink(sys.string(), t / "src" / "enabled");  // followed (links::dereference, the default)
+  const treesync::report r = treesync::sync(t / "src", t / "dst");
+  CHECK(r.ok());
+  CHECK(read_file(t / "dst" / "enabled") == content);
+  CHECK(r.bytes_copied == content.size());
+}
+
+TEST_CASE("leftovers: nothing is purged under deletion::keep") {
+  treesync::mock_fs fs;
+  fs.mkdir("/src");
+  fs.write("/src/a", "a");
+  fs.mkdir("/dst");
+  fs.write("/dst/.treesync-tmp-4242-1-7", "partial");
+  fs.write("/dst/.treesync-tmp-4242-9/g", "partial");
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::deletion::keep);
+  CHECK(r.ok());
+  CHECK(fs.exists("/dst/.treesync-tmp-4242-1-7"));
+  CHECK(fs.exists("/dst/.treesync-tmp-4242-9/g"));
+  CHECK(r.cleaned == 0);
+}
+
+TEST_CASE("leftovers: a name with the prefix but not the tool's pattern is an ordinary entry") {
+  treesync::mock_fs fs;
+  fs.mkdir("/src");
+  fs.write("/src/a", "a");
+  fs.mkdir("/dst");
+  fs.write("/dst/.treesync-tmp-x/keep", "precious");
+  fs.write("/dst/.treesync-tmp-12-abc", "precious");
+  const treesync::report r =
+      treesync::sync(fs, "/src", "/dst", treesync::exclude{".treesync-tmp-x", ".treesync-tmp-12-abc"});
+  CHECK(r.ok());
+  CHECK(fs.read("/dst/.treesync-tmp-x/keep") == "precious");
+  CHECK(fs.read("/dst/.treesync-tmp-12-abc") == "precious");
+}
+
+TEST_CASE("leftovers: a leftover-named entry owned by another user is not purged") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (an entry of another uid)");
+    return;
+  }
+  arena a;
+  write_file(a.src / "a", "a\n");
+  const fs::path left = a.dst / ".treesync-tmp-1-2-3";
+  make_dir(left);
+  write_file(left / "theirs", "not yours\n");
+  REQUIRE(::chown(left.c_str(), attacker_uid, attacker_uid) == 0);
+  const treesync::report r = treesync::sync(a.src, a.dst, treesync::exclude{".treesync-tmp-*"});
+  CHECK(r.ok());
+  CHECK(read_file(left / "theirs") == "not yours\n");
+}
+
+TEST_CASE("cancel: a copy in progress stops at the next chunk and leaves no temporary") {
+  arena a;
+  write_file(a.src / "big", std::string(8u << 20, 'x'), 0644, past_ns(100));
+  std::atomic<bool> stop{false};
+  hooked_fs hfs;
+  hfs.before_copy = [&](hooked_fs::dir_handle&, const std::string&) { stop = true; };  // the signal arrives now
+  std::error_code ec;
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::cancel_on(stop), ec);
+  CHECK(ec == std::errc::operation_canceled);
+  CHECK(r.cancelled);
+  CHECK_FALSE(exists_nofollow(a.dst / "big"));
+  CHECK_FALSE(has_temp(a.dst));
+  CHECK(r.bytes_copied == 0);
+}
+
+TEST_CASE("cancel: a mock copy cancelled after the destination file is opened leaves no temporary and no error") {
+  treesync::mock_fs fs;
+  fs.mkdir("/src");
+  fs.write("/src/f", "data");
+  std::atomic<bool> stop{false};
+  fs.on_operation([&](op k, const std::string&) {
+    if (k == op::open_write) stop = true;
+  });
+  std::error_code ec;
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::cancel_on(stop), ec);
+  CHECK(r.cancelled);
+  CHECK(r.errors.empty());
+  CHECK_FALSE(fs.exists("/dst/f"));
+  for (const auto& kv : fs.tree("/dst")) CHECK(kv.first.find(".treesync-tmp-") == std::string::npos);
+}
+
+// ---- issue 24 item 2: the side of a failure ----------------------------------------------------
+
+namespace {
+// A mock pair /src (one file f) and /dst (synced once, so that later runs update), with a fault.
+treesync::report run_with_fault(treesync::mock_fs& fs, op kind, std::errc e, bool warm = true) {
+  fs.mkdir("/src");
+  fs.write("/src/f", "one");
+  if (warm) {
+    REQUIRE(treesync::sync(fs, "/src", "/dst").ok());
+    fs.write("/src/f", "two, longer");
+  }
+  fs.fail(kind, 1, e);
+  std::error_code ec;
+  return treesync::sync(fs, "/src", "/dst", ec);
+}
+}  // namespace
+
+TEST_CASE("error side: a failed write of the copy (ENOSPC) is the destination's") {
+  treesync::mock_fs fs;
+  const treesync::report r = run_with_fault(fs, op::open_write, std::errc::no_space_on_device);
+  const auto* e = error_at(r, "f");
+  REQUIRE(e);
+  CHECK(e->side == treesync::side::destination);
+}
+
+TEST_CASE("error side: a failed chmod of the copy is the destination's") {
+  treesync::mock_fs fs;
+  const treesync::report r = run_with_fault(fs, op::chmod, std::errc::read_only_file_system);
+  const auto* e = error_at(r, "f");
+  REQUIRE(e);
+  CHECK(e->side == treesync::side::destination);
+}
+
+TEST_CASE("error side: a failed utimens of the copy is the destination's") {
+  treesync::mock_fs fs;
+  const treesync::report r = run_with_fault(fs, op::utime, std::errc::read_only_file_system);
+  const auto* e = error_at(r, "f");
+  REQUIRE(e);
+  CHECK(e->side == treesync::side::destination);
+}
+
+TEST_CASE("error side: a failed rename into place is the destination's") {
+  treesync::mock_fs fs;
+  const treesync::report r = run_with_fault(fs, op::rename, std::errc::read_only_file_system);
+  const auto* e = error_at(r, "f");
+  REQUIRE(e);
+  CHECK(e->side == treesync::side::destination);
+}
+
+TEST_CASE("error side: a failed unlink of an extraneous entry is the destination's") {
+  treesync::mock_fs fs;
+  fs.mkdir("/src");
+  fs.write("/src/f", "one");
+  fs.mkdir("/dst");
+  fs.write("/dst/gone", "x");
+  fs.fail(op::unlink, 1, std::errc::read_only_file_system);
+  std::error_code ec;
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", ec);
+  const auto* e = error_at(r, "gone");
+  REQUIRE(e);
+  CHECK(e->side == treesync::side::destination);
+}
+
+TEST_CASE("error side: a failed read of the source is the source's") {
+  treesync::mock_fs fs;
+  const treesync::report r = run_with_fault(fs, op::open_read, std::errc::io_error);
+  const auto* e = error_at(r, "f");
+  REQUIRE(e);
+  CHECK(e->side == treesync::side::source);
+}
+
+TEST_CASE("error side: a full tmpfs destination is the destination's, and leaves no temporary") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (mount -t tmpfs)");
+    return;
+  }
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "mnt");
+  write_file(t / "src" / "big", std::string(512u << 10, 'b'));
+  scoped_mount m(t / "mnt", "64k");
+  if (!m.ok) {
+    MESSAGE("skipped: mounting a tmpfs is not allowed here");
+    return;
+  }
+  std::error_code ec;
+  const treesync::report r = treesync::sync(t / "src", t / "mnt" / "dst", ec);
+  const auto* e = error_at(r, "big");
+  REQUIRE(e);
+  CHECK(e->side == treesync::side::destination);
+  CHECK(e->code == std::errc::no_space_on_device);
+  CHECK_FALSE(has_temp(t / "mnt"));
+}
+
+TEST_CASE("error side: a read-only destination (bind mount) is the destination's") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (mount --bind, remount ro)");
+    return;
+  }
+  temp_dir t;
+  make_dir(t / "src");
+  make_dir(t / "dst");
+  make_dir(t / "ro");
+  write_file(t / "src" / "f", "data\n");
+  scoped_mount m(t / "dst", t / "ro");
+  if (!m.ok) {
+    MESSAGE("skipped: a read-only bind mount is not allowed here");
+    return;
+  }
+  std::error_code ec;
+  const treesync::report r = treesync::sync(t / "src", t / "ro", ec);
+  const auto* e = error_at(r, "f");
+  REQUIRE(e);
+  CHECK(e->side == treesync::side::destination);
+  CHECK(e->code == std::errc::read_only_file_system);
+}
