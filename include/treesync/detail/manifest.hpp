@@ -318,7 +318,7 @@ class manifest_reader {
       const std::size_t nl = bytes.find('\n');
       const std::string_view piece = bytes.substr(0, nl);
       if (pending_.size() + piece.size() > max_state_line)
-        return fail("longer than " + std::to_string(max_state_line) + " bytes");
+        return ++line_, fail("longer than " + std::to_string(max_state_line) + " bytes");
       if (nl == std::string_view::npos) {
         pending_.append(piece.data(), piece.size());
         return true;
@@ -375,7 +375,7 @@ class manifest_reader {
     for (const char c : s) {
       if (c < '0' || c > '9') return false;
       const auto d = std::uint64_t(c - '0');
-      if (v > (max - d) / 10) return false;
+      if (d > max || v > (max - d) / 10) return false;
       v = v * 10 + d;
     }
     return true;
