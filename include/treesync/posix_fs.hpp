@@ -51,7 +51,7 @@ class posix_fs : private detail::posix_files {
   /// `racy_window`: how close to a source file's mtime a copy must be to be verified by content on
   /// the next run (timestamp granularity plus clock slack; 1 s covers NFS servers with 1 s stamps).
   explicit posix_fs(std::chrono::nanoseconds racy_window = std::chrono::seconds(1)) noexcept
-      : racy_(racy_window.count()) {}
+      : racy_(racy_window.count()), euid_(::geteuid()) {}
 
   stat_info stat_path(const std::filesystem::path& p, bool follow, std::error_code& ec) const {
     struct ::stat st;
@@ -327,7 +327,7 @@ class posix_fs : private detail::posix_files {
     struct ::stat cur;
     if (::fstat(f.fd, &cur) != 0) return set_errno(ec);
     const bool device = st.type == file_type::block || st.type == file_type::character;
-    if (from_mode(cur.st_mode) != st.type || cur.st_uid != ::geteuid() || cur.st_nlink != 1 ||
+    if (from_mode(cur.st_mode) != st.type || cur.st_uid != euid_ || cur.st_nlink != 1 ||
         (device && static_cast<std::uint64_t>(cur.st_rdev) != st.rdev))
       return ec = std::make_error_code(std::errc::file_exists), void();
     if (owner || group) {
@@ -352,12 +352,12 @@ class posix_fs : private detail::posix_files {
   void check_made_dir(dir_handle& h, std::error_code& ec) const {
     struct ::stat cur;
     if (::fstat(h.fd(), &cur) != 0) return set_errno(ec);
-    if (!S_ISDIR(cur.st_mode) || cur.st_uid != ::geteuid() || (cur.st_mode & 0077) != 0)
+    if (!S_ISDIR(cur.st_mode) || cur.st_uid != euid_ || (cur.st_mode & 0077) != 0)
       return ec = std::make_error_code(std::errc::file_exists), void();
     ec.clear();
   }
   /// The user this process acts as (leftovers of an earlier run are removed only when theirs).
-  std::int64_t user_id() const noexcept { return static_cast<std::int64_t>(::geteuid()); }
+  std::int64_t user_id() const noexcept { return static_cast<std::int64_t>(euid_); }
   /// Flushes a directory (its entries) to stable storage.
   void sync_dir(dir_handle& d, std::error_code& ec) const { check(::fsync(d.fd()), ec); }
   /// A hard link `name` in `d` to `target` in `td`.
@@ -459,6 +459,7 @@ class posix_fs : private detail::posix_files {
   }
 
   std::int64_t racy_;
+  uid_t euid_;  // the user this process acts as, taken once (settle_special, check_made_dir, user_id)
 };
 #endif  // TREESYNC_HAS_POSIX
 
