@@ -1915,7 +1915,7 @@ def test_state():
     check(rc == 0 and os.path.isfile(state), "a run with --state writes the state file (%r)" % err)
     with open(state, "rb") as f:
         first = f.read()
-    check(first.startswith(b"treesync-state 1\n"), "it is a treesync state file")
+    check(first.startswith(b"treesync-state 2\n"), "it is a treesync state file")
     before = os.stat(state).st_mtime_ns
     for level in ("full", "dirs", "none"):
         rc, out, err = run("-iq", "--state=" + state, "--verify=" + level, src, dst)
@@ -1954,16 +1954,40 @@ def test_state():
         f.write(first[: len(first) // 2])
     os.unlink(os.path.join(dst, "d0", "g.h"))
     rc, out, err = run("--state=" + state, "--verify=none", src, dst)
-    check(rc == 0 and "notice: state file" in err and "ignored" in err, "a damaged state file is ignored with a notice (%r)" % err)
+    check(rc == 0 and "notice: state file" in err and "ignored" in err and "damaged" in err and "line " in err,
+          "a damaged state file is ignored with a notice saying where (%r)" % err)
     same_tree(src, dst, "and the run reads DST in full")
     with open(state, "rb") as f:
-        check(f.read().startswith(b"treesync-state 1\n") and f.read() is not None, "and writes a good one")
+        check(f.read().startswith(b"treesync-state 2\n") and f.read() is not None, "and writes a good one")
 
-    # a FIFO planted at the state file's path: never opened for reading in a way that blocks
+    # a tampered record naming a path outside DST (issue 23 A): the file is ignored, nothing outside goes
+    canary = os.path.join(w, "canary")
+    write(os.path.join(canary, "secret"), "keep")
+    with open(state, "rb") as f:
+        text = f.read().decode("utf-8", "surrogateescape").split("\n")
+    at = next(i for i, l in enumerate(text) if l.startswith("D 1 d0 "))
+    fields = text[at].split(" ")
+    fields[4] = str(int(fields[4]) + 1)
+    text[at] = " ".join(fields)
+    text.insert(at + 1, "E ..%2F..%2Fcanary%2Fsecret 1 -")
+    with open(state, "wb") as f:
+        f.write("\n".join(text).encode("utf-8", "surrogateescape"))
+    rc, out, err = run("--state=" + state, "--verify=none", src, dst)
+    check(rc == 0 and os.path.isfile(os.path.join(canary, "secret")) and "single path component" in err,
+          "a state file naming ../../canary/secret is ignored, with the reason, and deletes nothing outside (%r)" % err)
+    same_tree(src, dst, "and the mirror is exact")
+
+    # a FIFO or device at the state file's path: never opened, read, removed or replaced; the run is refused
     os.unlink(state)
     os.mkfifo(state)
+    snap = snapshot(dst)
     rc, out, err = run("--state=" + state, "--verify=none", src, dst, timeout=60)
-    check(rc == 0 and "notice: state file" in err, "a FIFO at the state path does not hang the run (%r)" % err)
+    check(rc == 2 and "not a regular file" in err and stat.S_ISFIFO(os.lstat(state).st_mode) and snapshot(dst) == snap,
+          "a FIFO at the state path refuses the run, is left in place and nothing is written (%r)" % err)
+    rc, out, err = run("--state=/dev/null", src, dst, timeout=60)
+    check(rc == 2 and "not a regular file" in err and stat.S_ISCHR(os.lstat("/dev/null").st_mode),
+          "--state=/dev/null refuses the run and /dev/null stays a device (%r)" % err)
+    os.unlink(state)
 
     # inside DST: neither deleted nor mirrored; a no-op run does not change DST
     d2 = os.path.join(w, "dst2")
@@ -1971,7 +1995,7 @@ def test_state():
     write(os.path.join(src, ".treesync.state"), "a source file of that name is not mirrored")
     age(src)
     rc, out, err = run("--state=" + inner, src, d2)
-    check(rc == 0 and open(inner, "rb").read().startswith(b"treesync-state 1"), "a state file inside DST is written")
+    check(rc == 0 and open(inner, "rb").read().startswith(b"treesync-state 2"), "a state file inside DST is written")
     rc, out, err = run("-iq", "--state=" + inner, src, d2)
     check(rc == 0 and os.path.isfile(inner) and data_changes(out) == [], "it is neither deleted nor replaced (%r)" % out)
     snap = snapshot(d2)

@@ -51,6 +51,8 @@ inline refusal_text describe_refusal(const options& opt, const std::error_code& 
   if (ec == treesync::errc::nested_directory)
     return {"source " + display(src) + " and destination " + display(dst) + " are nested in each other", dst};
   if (ec == treesync::errc::source_missing) return {"source " + display(src) + ": No such file or directory", src};
+  if ((ec == treesync::errc::state_not_regular || ec == treesync::errc::state_dir_missing) && opt.state)
+    return {"--state=" + display(*opt.state) + ": " + ec.message() + " (nothing was touched)", *opt.state};
   if (ec == treesync::errc::destination_parent_missing)
     return {"destination " + display(dst) + ": its parent directory does not exist", dst};
   if (ec == treesync::errc::destination_dangling_symlink)
