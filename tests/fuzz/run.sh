@@ -28,7 +28,7 @@ if ! "$cxx" -fsanitize=fuzzer "$probe" -o "$build/probe" 2>/dev/null; then
 fi
 
 status=0
-for target in fuzz_glob fuzz_exclude_file; do
+for target in fuzz_glob fuzz_exclude_file fuzz_state; do
   echo "==== $target: build"
   extra=()
   [ "${TREESYNC_FUZZ_ALL:-0}" = 1 ] && extra+=(-DTREESYNC_FUZZ_ALL_PATTERNS)
