@@ -1,0 +1,474 @@
+// python/src/_treesync.cpp - the `treesync._treesync` extension: one treesync::sync() call with
+// run-time policies, the GIL released while it runs.  The Python layer (treesync/__init__.py)
+// turns keywords into the option dict read here and the returned tuples into Report objects.
+//
+// Threads: the run goes to a std::thread; the calling thread waits for it with the GIL released
+// and wakes every `tick` to take the GIL, call PyErr_CheckSignals() (Ctrl-C: the run's cancel flag
+// is set, the run stops, KeyboardInterrupt is raised after it) and the progress callback.  Every
+// Python callback is called with callback_mu held, then the GIL: one at a time, in one lock order.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <treesync/treesync.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+// ---- sync_tree's excludes: Python's fnmatch on the last name --------------------------------------
+// Names are compared as Python compares the str os.fsdecode() gives: one character per UTF-8 code
+// point, one per byte that is not well-formed UTF-8 (surrogateescape); `*` any run, `?` one
+// character, `[seq]` / `[!seq]` classes with ranges (an empty range matches nothing), a `[`
+// without its `]` a literal; no backslash escapes (fnmatch.translate has none).
+std::u32string decode(std::string_view s) {
+  std::u32string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    char32_t cp = n == 1 ? c : n == 2 ? (c & 0x1f) : n == 3 ? (c & 0x0f) : (c & 0x07);
+    bool ok = n != 0 && i + n <= s.size();
+    for (std::size_t k = 1; ok && k < n; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d & 0xc0) != 0x80) ok = false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    // overlong forms, surrogates and values past U+10FFFF are not well-formed either
+    if (ok && ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+               (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff))
+      ok = false;
+    if (!ok) {
+      out.push_back(0xdc00 + c);
+      ++i;
+    } else {
+      out.push_back(cp);
+      i += n;
+    }
+  }
+  return out;
+}
+
+struct name_pattern {
+  std::u32string pat;
+
+  // [lo, hi] ranges and the negation of the class starting at pat[at] ('['); `end` the index
+  // after its ']', or npos when there is none (then '[' is a literal).
+  bool class_matches(std::size_t at, char32_t c, std::size_t& end) const {
+    std::size_t j = at + 1;
+    bool negate = false;
+    if (j < pat.size() && pat[j] == U'!') {
+      negate = true;
+      ++j;
+    }
+    if (j < pat.size() && pat[j] == U']') ++j;  // a ']' first is a member
+    while (j < pat.size() && pat[j] != U']') ++j;
+    if (j >= pat.size()) {
+      end = std::u32string::npos;
+      return false;
+    }
+    end = j + 1;
+    std::size_t k = at + 1 + (negate ? 1 : 0);
+    bool hit = false;
+    while (k < j) {
+      if (k + 2 < j && pat[k + 1] == U'-') {
+        if (pat[k] <= c && c <= pat[k + 2]) hit = true;
+        k += 3;
+      } else {
+        if (pat[k] == c) hit = true;
+        ++k;
+      }
+    }
+    return hit != negate;
+  }
+
+  bool matches(const std::u32string& s) const { return match(0, s, 0); }
+
+  bool match(std::size_t p, const std::u32string& s, std::size_t i) const {
+    while (p < pat.size()) {
+      const char32_t c = pat[p];
+      if (c == U'*') {
+        while (p < pat.size() && pat[p] == U'*') ++p;
+        if (p == pat.size()) return true;
+        for (std::size_t k = i; k <= s.size(); ++k)
+          if (match(p, s, k)) return true;
+        return false;
+      }
+      if (i == s.size()) return false;
+      if (c == U'?') {
+        ++p;
+        ++i;
+        continue;
+      }
+      if (c == U'[') {
+        std::size_t end = 0;
+        const bool hit = class_matches(p, s[i], end);
+        if (end != std::u32string::npos) {
+          if (!hit) return false;
+          p = end;
+          ++i;
+          continue;
+        }
+      }
+      if (c != s[i]) return false;
+      ++p;
+      ++i;
+    }
+    return i == s.size();
+  }
+};
+
+// ---- run-time policies (one sync() instantiation) ------------------------------------------------
+enum class compare_mode { size_mtime, checksum, size_only, update };
+enum class links_mode { follow, preserve, unsafe, skip };
+enum class deletion_mode { extraneous, keep, excluded };
+
+struct py_compare {
+  compare_mode mode;
+  std::chrono::nanoseconds window;
+  bool restamp() const { return mode == compare_mode::checksum || mode == compare_mode::size_only; }
+  bool keep_newer() const { return mode == compare_mode::update; }
+  bool up_to_date(const treesync::file_pair& f) const {
+    switch (mode) {
+      case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
+      case compare_mode::size_only: return treesync::compare::size_only.up_to_date(f);
+      case compare_mode::update:
+        if (f.dst.mtime_ns > f.src.mtime_ns + window.count()) return true;
+        return treesync::compare::size_mtime{window}.up_to_date(f);
+      case compare_mode::size_mtime: break;
+    }
+    return treesync::compare::size_mtime{window}.up_to_date(f);
+  }
+};
+
+struct py_deletion {
+  deletion_mode mode;
+  std::size_t max;
+  bool removes(std::string_view rel, treesync::file_type t, bool excluded) const {
+    switch (mode) {
+      case deletion_mode::keep: return treesync::deletion::keep.removes(rel, t, excluded);
+      case deletion_mode::excluded: return treesync::deletion::delete_excluded.removes(rel, t, excluded);
+      case deletion_mode::extraneous: break;
+    }
+    return treesync::deletion::extraneous.removes(rel, t, excluded);
+  }
+  std::size_t limit() const { return max; }
+};
+
+struct py_links {
+  links_mode mode;
+  treesync::link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const {
+    switch (mode) {
+      case links_mode::preserve: return treesync::links::preserve.on_symlink(rel, target, inside);
+      case links_mode::unsafe: return treesync::links::dereference_unsafe.on_symlink(rel, target, inside);
+      case links_mode::skip: return treesync::links::skip.on_symlink(rel, target, inside);
+      case links_mode::follow: break;
+    }
+    return treesync::links::dereference.on_symlink(rel, target, inside);
+  }
+};
+
+/// rsync filter rules (exclude=, include=, filter=) and sync_tree's bare-name patterns.
+struct py_exclude {
+  const treesync::filter* rules = nullptr;  // null: none
+  const std::vector<name_pattern>* names = nullptr;
+  bool excluded(std::string_view rel, treesync::file_type t) const {
+    if (names && !names->empty()) {
+      const std::size_t slash = rel.rfind('/');
+      const std::u32string name = decode(slash == std::string_view::npos ? rel : rel.substr(slash + 1));
+      for (const auto& p : *names)
+        if (p.matches(name)) return true;
+    }
+    return rules && rules->excluded(rel, t);
+  }
+};
+
+// ---- the run and its watcher ---------------------------------------------------------------------
+struct run_shared {
+  std::mutex callback_mu;                  // held around every Python callback (then the GIL)
+  std::atomic<bool> cancel{false};         // the library's cancel_on flag
+  std::exception_ptr callback_error;       // the first exception a callback raised (then: cancel)
+  py::object on_action;                    // None or callable(tuple)
+  std::atomic<std::uint64_t> actions{0};   // for progress
+  std::atomic<std::uint64_t> bytes{0};
+};
+
+std::string error_message(const std::error_code& ec) { return ec.message(); }
+
+py::tuple entry_tuple(const treesync::entry_error& e) {
+  const auto cond = e.code.default_error_condition();
+  py::object err = py::none();
+  if (cond.category() == std::generic_category() && cond.value() != 0) err = py::int_(cond.value());
+  return py::make_tuple(py::bytes(e.path), treesync::to_string(e.operation), treesync::to_string(e.side),
+                        err, e.code.value(), e.code.category().name(), error_message(e.code), e.detail);
+}
+
+py::list entry_list(const std::vector<treesync::entry_error>& v) {
+  py::list out;
+  for (const auto& e : v) out.append(entry_tuple(e));
+  return out;
+}
+
+struct py_observer {
+  run_shared* shared;
+  void operator()(const treesync::action& a) const {
+    shared->actions.fetch_add(1, std::memory_order_relaxed);
+    if ((a.kind == treesync::action_kind::create || a.kind == treesync::action_kind::update) &&
+        a.type == treesync::file_type::regular)
+      shared->bytes.fetch_add(a.src_size, std::memory_order_relaxed);
+    if (!shared->on_action) return;
+    std::lock_guard<std::mutex> lock(shared->callback_mu);
+    if (shared->callback_error) return;
+    py::gil_scoped_acquire gil;
+    try {
+      py::list changes;
+      if (treesync::has(a.changes, treesync::changed::size)) changes.append("size");
+      if (treesync::has(a.changes, treesync::changed::mtime)) changes.append("mtime");
+      if (treesync::has(a.changes, treesync::changed::mode)) changes.append("mode");
+      const auto cond = a.code.default_error_condition();
+      py::object err = py::none();
+      if (cond.category() == std::generic_category() && cond.value() != 0) err = py::int_(cond.value());
+      py::object message = a.code ? py::object(py::str(error_message(a.code))) : py::object(py::none());
+      shared->on_action(py::make_tuple(treesync::to_string(a.kind), treesync::to_string(a.type),
+                                       py::bytes(a.path.data(), a.path.size()), a.src_size, a.dst_size, err,
+                                       message, changes, treesync::to_string(a.method), a.sparse));
+    } catch (py::error_already_set&) {
+      shared->callback_error = std::current_exception();
+      shared->cancel.store(true);
+    }
+  }
+};
+
+std::string bytes_arg(const py::dict& o, const char* key) {
+  if (!o.contains(key) || o[key].is_none()) return {};
+  return o[key].cast<std::string>();  // bytes (the Python layer encodes with os.fsencode)
+}
+
+template <class T>
+T get(const py::dict& o, const char* key, T fallback) {
+  return o.contains(key) && !o[key].is_none() ? o[key].cast<T>() : fallback;
+}
+
+/// The whole run: returns (report tuple, ec value, ec category, ec message, planned deletions or None).
+py::tuple run(const py::dict& o) {
+  const std::string src = bytes_arg(o, "src"), dst = bytes_arg(o, "dst");
+  treesync::options lib;
+  lib.dry_run = get<bool>(o, "dry_run", false);
+  lib.allow_empty_source = get<bool>(o, "allow_empty_source", false);
+  lib.durable = get<bool>(o, "durable", false);
+  lib.one_file_system = get<bool>(o, "one_file_system", false);
+  lib.specials = get<bool>(o, "specials", false);
+  lib.owner = get<bool>(o, "owner", false);
+  lib.group = get<bool>(o, "group", false);
+  lib.hard_links = get<bool>(o, "hard_links", false);
+  lib.xattrs = get<bool>(o, "xattrs", false);
+  lib.write = get<bool>(o, "inplace", false) ? treesync::write_mode::in_place : treesync::write_mode::atomic;
+  lib.errors = get<bool>(o, "stop_on_error", false) ? treesync::error_mode::stop : treesync::error_mode::collect;
+  lib.jobs = get<unsigned>(o, "jobs", 0);
+  lib.backup_dir = bytes_arg(o, "backup_dir");
+  lib.state = bytes_arg(o, "state");
+  lib.verify = static_cast<treesync::verify_level>(get<int>(o, "verify", 0));
+
+  const py_compare compare{static_cast<compare_mode>(get<int>(o, "compare", 0)),
+                           std::chrono::nanoseconds(get<std::int64_t>(o, "modify_window_ns", 0))};
+  const std::int64_t max_delete = get<std::int64_t>(o, "max_delete", -1);
+  const py_deletion deletion{static_cast<deletion_mode>(get<int>(o, "deletion", 0)),
+                             max_delete < 0 ? treesync::unlimited : static_cast<std::size_t>(max_delete)};
+  const py_links links{static_cast<links_mode>(get<int>(o, "links", 0))};
+
+  // filter rules, in order: (kind, text) with kind 0 exclude, 1 include, 2 rule, 3 exclude-from
+  // text, 4 include-from text
+  treesync::filter rules = treesync::filter::reading(src);
+  bool have_rules = false;
+  for (const auto& item : get<py::list>(o, "rules", py::list())) {
+    const auto t = item.cast<py::tuple>();
+    const int kind = t[0].cast<int>();
+    const std::string text = t[1].cast<std::string>();
+    have_rules = true;
+    if (kind == 0) rules.add_plain(text, false);
+    else if (kind == 1) rules.add_plain(text, true);
+    else if (kind == 2) {
+      if (!rules.add_rule(text)) throw py::value_error("filter: not a rule treesync knows: " + text +
+                                                        " (use '+ PATTERN', '- PATTERN', 'dir-merge NAME' or '!')");
+    } else rules.add_rules(text, kind == 4);
+  }
+  std::vector<name_pattern> names;
+  for (const auto& item : get<py::list>(o, "name_excludes", py::list()))
+    names.push_back(name_pattern{decode(item.cast<std::string>())});
+
+  run_shared shared;
+  py::object on_action = o.contains("on_action") ? py::object(o["on_action"]) : py::object(py::none());
+  if (!on_action.is_none()) shared.on_action = on_action;
+  py::object progress = o.contains("progress") ? py::object(o["progress"]) : py::object(py::none());
+  py::object cancel_event = o.contains("cancel") ? py::object(o["cancel"]) : py::object(py::none());
+  const double tick_s = get<double>(o, "tick", 0.02);
+  const double progress_s = get<double>(o, "progress_interval", 0.1);
+  const bool check_signals = get<bool>(o, "check_signals", true);
+  lib.cancel = &shared.cancel;
+
+  // the run (on its own thread) and its outcome
+  treesync::report rep;
+  std::error_code ec;
+  std::size_t planned = 0;
+  bool have_planned = false;
+  std::exception_ptr run_error;
+  bool done = false;
+  std::mutex done_mu;
+  std::condition_variable done_cv;
+  std::exception_ptr interrupt;  // KeyboardInterrupt (or another signal handler's exception)
+
+  const py_exclude exclude{have_rules ? &rules : nullptr, &names};
+  const auto body = [&] {
+    try {
+      py_observer obs{&shared};
+      rep = treesync::sync(std::filesystem::path(src), std::filesystem::path(dst), lib, compare, deletion, links,
+                           exclude, obs, ec);
+      if (ec == treesync::errc::max_delete_exceeded && !shared.cancel.load()) {
+        // the library refuses before its first deletion; the count comes from a dry run without the cap
+        treesync::options plan = lib;
+        plan.dry_run = true;
+        std::error_code plan_ec;
+        const py_deletion uncapped{deletion.mode, treesync::unlimited};
+        const treesync::report r = treesync::sync(std::filesystem::path(src), std::filesystem::path(dst), plan,
+                                                  compare, uncapped, links, exclude, plan_ec);
+        if (!plan_ec) {
+          planned = r.deleted;
+          have_planned = true;
+        }
+      }
+    } catch (...) {
+      run_error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(done_mu);
+    done = true;
+    done_cv.notify_all();
+  };
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto last_progress = t0;
+  const auto call_progress = [&](bool final_call) {  // with callback_mu and the GIL held
+    if (progress.is_none() || shared.callback_error) return;
+    try {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      progress(py::make_tuple(shared.actions.load(), shared.bytes.load(), elapsed, final_call));
+    } catch (py::error_already_set&) {
+      shared.callback_error = std::current_exception();
+      shared.cancel.store(true);
+    }
+  };
+  {
+    py::gil_scoped_release release;
+    std::thread worker(body);
+    const auto tick = std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(tick_s));
+    std::unique_lock<std::mutex> lock(done_mu);
+    while (!done) {
+      if (done_cv.wait_for(lock, tick, [&] { return done; })) break;
+      lock.unlock();
+      {
+        std::lock_guard<std::mutex> cb(shared.callback_mu);
+        py::gil_scoped_acquire gil;
+        if (check_signals && !interrupt && PyErr_CheckSignals() != 0) {
+          interrupt = std::make_exception_ptr(py::error_already_set());
+          shared.cancel.store(true);
+        }
+        if (!cancel_event.is_none() && !shared.cancel.load()) {
+          try {
+            if (cancel_event.attr("is_set")().cast<bool>()) shared.cancel.store(true);
+          } catch (py::error_already_set&) {
+            if (!shared.callback_error) shared.callback_error = std::current_exception();
+            shared.cancel.store(true);
+          }
+        }
+        const auto now = std::chrono::steady_clock::now();
+        if (std::chrono::duration<double>(now - last_progress).count() >= progress_s) {
+          last_progress = now;
+          call_progress(false);
+        }
+      }
+      lock.lock();
+    }
+    lock.unlock();
+    worker.join();
+  }
+  if (interrupt) std::rethrow_exception(interrupt);
+  if (shared.callback_error) std::rethrow_exception(shared.callback_error);
+  if (run_error) std::rethrow_exception(run_error);
+  {
+    std::lock_guard<std::mutex> cb(shared.callback_mu);
+    call_progress(true);
+  }
+  if (shared.callback_error) std::rethrow_exception(shared.callback_error);
+
+  py::dict counts;
+  counts["scanned"] = rep.scanned;
+  counts["created"] = rep.created;
+  counts["updated"] = rep.updated;
+  counts["meta_updated"] = rep.meta_updated;
+  counts["deleted"] = rep.deleted;
+  counts["excluded"] = rep.excluded;
+  counts["skipped"] = rep.skipped;
+  counts["cleaned"] = rep.cleaned;
+  counts["settled"] = rep.settled;
+  counts["bytes_copied"] = rep.bytes_copied;
+  py::dict report;
+  report["counts"] = counts;
+  report["errors"] = entry_list(rep.errors);
+  report["vanished"] = entry_list(rep.vanished);
+  report["skipped_entries"] = entry_list(rep.skipped_entries);
+  report["notices"] = entry_list(rep.notices);
+  report["elapsed"] = std::chrono::duration<double>(rep.elapsed).count();
+  report["cancelled"] = rep.cancelled;
+
+  py::object ec_errno = py::none();
+  const auto cond = ec.default_error_condition();
+  if (ec && cond.category() == std::generic_category()) ec_errno = py::int_(cond.value());
+  py::object planned_obj = have_planned ? py::object(py::int_(planned)) : py::object(py::none());
+  return py::make_tuple(report, ec.value(), ec ? ec.category().name() : "", ec ? error_message(ec) : std::string(),
+                        ec_errno, planned_obj);
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_treesync, m) {
+  m.doc() = "treesync's C++ core (use the `treesync` package)";
+  m.attr("version") = TREESYNC_VERSION_STRING;
+  m.def("run", &run, py::arg("options"),
+        "Runs one sync from the option dict built by treesync.sync() (the GIL is released while it runs).");
+  m.def(
+      "fnmatch",
+      [](const std::string& name, const std::string& pattern) {
+        return name_pattern{decode(pattern)}.matches(decode(name));
+      },
+      py::arg("name"), py::arg("pattern"), "sync_tree's name matching (bytes, bytes): fnmatch.fnmatchcase's rules.");
+  // treesync::errc values, by name, for the Python layer's messages
+  py::dict errc;
+  errc["same_directory"] = static_cast<int>(treesync::errc::same_directory);
+  errc["nested_directory"] = static_cast<int>(treesync::errc::nested_directory);
+  errc["empty_source"] = static_cast<int>(treesync::errc::empty_source);
+  errc["max_delete_exceeded"] = static_cast<int>(treesync::errc::max_delete_exceeded);
+  errc["source_missing"] = static_cast<int>(treesync::errc::source_missing);
+  errc["destination_parent_missing"] = static_cast<int>(treesync::errc::destination_parent_missing);
+  errc["destination_dangling_symlink"] = static_cast<int>(treesync::errc::destination_dangling_symlink);
+  errc["state_not_regular"] = static_cast<int>(treesync::errc::state_not_regular);
+  errc["state_dir_missing"] = static_cast<int>(treesync::errc::state_dir_missing);
+  errc["state_not_kept"] = static_cast<int>(treesync::errc::state_not_kept);
+  m.attr("errc") = errc;
+  m.attr("category") = treesync::error_category().name();
+  // a rule file that cannot be read or parsed (dir-merge): the Python layer makes it a treesync.Error
+  py::register_exception<treesync::filter_error>(m, "FilterError", PyExc_ValueError);
+}

@@ -1,0 +1,318 @@
+"""treesync: incremental directory mirroring, from the header-only C++ library of the same name.
+
+    import treesync
+    report = treesync.sync("build/include", "pkg/include", exclude=["*.pyc", "__pycache__/"])
+    treesync.sync_tree(src, dst, exclude=("*.pyc",))   # drop-in for a rmtree + copytree helper
+
+``sync(src, dst)`` mirrors the *contents* of ``src`` into ``dst`` (``rsync -a --delete src/ dst/``),
+``dst`` made when missing (not its parents).  The GIL is released while it runs; Ctrl-C stops it
+within a tick (20 ms) and raises ``KeyboardInterrupt`` after the run has removed its temporaries.
+"""
+
+import errno as _errno
+import os as _os
+import threading as _threading
+from typing import NamedTuple as _NamedTuple
+
+from . import _treesync
+
+__all__ = ["sync", "sync_tree", "Report", "EntryError", "Action", "Progress", "Error", "Refused", "__version__"]
+
+__version__ = _treesync.version
+
+_COMPARE = {"size_mtime": 0, "checksum": 1, "size_only": 2, "update": 3}
+_LINKS = {"follow": 0, "copy_links": 0, "preserve": 1, "links": 1, "copy_unsafe_links": 2, "unsafe": 2,
+          "skip": 3, "no_links": 3}
+_VERIFY = {"full": 0, "dirs": 1, "none": 2}
+
+
+class EntryError(_NamedTuple):
+    """One per-entry outcome that is not a plain success (report.errors, .vanished, .skipped_entries,
+    .notices).  ``path`` is relative to the roots ("" for a root), str or bytes like the ``src``
+    given; ``side`` is "source" or "destination"; ``errno`` is None for treesync's own codes (then
+    ``category`` is "treesync" and ``code`` its value)."""
+    path: object
+    operation: str
+    side: str
+    errno: object
+    code: int
+    category: str
+    message: str
+    detail: str
+
+
+class Action(_NamedTuple):
+    """What on_action receives, once per change: kind is create, update, update_meta, remove, skip,
+    error or vanished; type file, directory, symlink, fifo, socket, ...; path as EntryError.path."""
+    kind: str
+    type: str
+    path: object
+    src_size: int
+    dst_size: int
+    errno: object
+    message: object
+    changes: list
+    method: str
+    sparse: bool
+
+
+class Progress(_NamedTuple):
+    """What progress receives, every progress_interval seconds and once at the end (final=True):
+    the actions so far, the bytes of the files created or updated so far, the seconds elapsed."""
+    actions: int
+    bytes: int
+    elapsed: float
+    final: bool
+
+
+class Report:
+    """The outcome of a run: the counts (scanned, created, updated, meta_updated, deleted, excluded,
+    skipped, cleaned, settled, bytes_copied), the lists of EntryError (errors, vanished,
+    skipped_entries, notices), elapsed seconds, and whether the run was cancelled."""
+
+    __slots__ = ("scanned", "created", "updated", "meta_updated", "deleted", "excluded", "skipped", "cleaned",
+                 "settled", "bytes_copied", "errors", "vanished", "skipped_entries", "notices", "elapsed",
+                 "cancelled", "dry_run")
+
+    def __init__(self, raw, decode, dry_run=False):
+        for key, value in raw["counts"].items():
+            setattr(self, key, value)
+        for key in ("errors", "vanished", "skipped_entries", "notices"):
+            setattr(self, key, [_entry(e, decode) for e in raw[key]])
+        self.elapsed = raw["elapsed"]
+        self.cancelled = raw["cancelled"]
+        self.dry_run = dry_run
+
+    @property
+    def ok(self):
+        """True when no entry failed."""
+        return not self.errors
+
+    @property
+    def unchanged(self):
+        """True when the destination was not modified at all."""
+        return self.created + self.updated + self.meta_updated + self.deleted + self.cleaned + self.settled == 0
+
+    @property
+    def writes(self):
+        """The number of entries written or removed (0 for a warm no-op)."""
+        return self.created + self.updated + self.meta_updated + self.deleted + self.cleaned + self.settled
+
+    def __repr__(self):
+        return ("Report(created=%d, updated=%d, meta_updated=%d, deleted=%d, excluded=%d, skipped=%d, "
+                "errors=%d, bytes_copied=%d, elapsed=%.3f%s)" % (
+                    self.created, self.updated, self.meta_updated, self.deleted, self.excluded, self.skipped,
+                    len(self.errors), self.bytes_copied, self.elapsed, ", cancelled=True" if self.cancelled else ""))
+
+
+class Error(OSError):
+    """A run that failed as a whole (refused before it began, or sync_tree's first failed entry).
+    ``errno`` (None for treesync's own refusals), ``strerror`` the message as the CLI prints it,
+    ``filename`` the path at fault; ``code``/``category`` the C++ std::error_code; ``report`` the
+    Report of what was done before (None for a refusal)."""
+
+    def __init__(self, errno, message, path=None, *, code=0, category="generic", report=None, entry=None):
+        if path is None:
+            super().__init__(errno, message)
+        else:
+            super().__init__(errno, message, path)
+        self.message = message
+        self.path = path
+        self.code = code
+        self.category = category
+        self.report = report
+        self.entry = entry
+
+    def __str__(self):
+        return self.message
+
+
+class Refused(Error):
+    """The run was refused before anything was touched: same or nested directories, an empty source
+    over a non-empty destination, a missing source, more deletions than max_delete (``count``: how
+    many the run would delete)."""
+
+    def __init__(self, errno, message, path=None, *, count=None, **kw):
+        super().__init__(errno, message, path, **kw)
+        self.count = count
+
+
+def _fspath_bytes(p, what):
+    if p is None:
+        return None
+    try:
+        return _os.fsencode(p)
+    except TypeError:
+        raise TypeError("%s: expected str, bytes or os.PathLike, not %s" % (what, type(p).__name__)) from None
+
+
+def _decoder(src):
+    return (lambda b: b) if isinstance(_os.fspath(src), bytes) else _os.fsdecode
+
+
+def _entry(t, decode):
+    return EntryError(decode(t[0]), t[1], t[2], t[3], t[4], t[5], t[6], t[7])
+
+
+def _patterns(value, what):
+    if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+        value = (value,)
+    return [_fspath_bytes(v, what) for v in value]
+
+
+def _choice(table, value, what):
+    try:
+        return table[value]
+    except (KeyError, TypeError):
+        raise ValueError("%s=%r: expected one of %s" % (what, value, ", ".join(sorted(table)))) from None
+
+
+def _refusal(ec, ec_category, ec_message, ec_errno, planned, src, dst, max_delete, report):
+    e = _treesync.errc
+    s, d = _os.fsdecode(src), _os.fsdecode(dst)
+    path, count = d, None
+    if ec_category == _treesync.category and ec == e["max_delete_exceeded"]:
+        count = planned
+        message = "would delete %s entries, max_delete=%d (nothing was touched)" % (
+            "?" if planned is None else planned, max_delete)
+    elif ec_category == _treesync.category and ec == e["empty_source"]:
+        message, path = "source %s is empty and destination %s is not (allow_empty_source=True to proceed)" % (s, d), s
+    elif ec_category == _treesync.category and ec == e["same_directory"]:
+        message = "source %s and destination %s are the same directory" % (s, d)
+    elif ec_category == _treesync.category and ec == e["nested_directory"]:
+        message = "source %s and destination %s are nested in each other" % (s, d)
+    elif ec_category == _treesync.category and ec == e["source_missing"]:
+        message, path = "source %s: No such file or directory" % s, s
+    elif ec_category == _treesync.category and ec == e["destination_parent_missing"]:
+        message = "destination %s: its parent directory does not exist" % d
+    elif ec_category == _treesync.category and ec == e["destination_dangling_symlink"]:
+        message = "destination %s is a dangling symbolic link (not followed, not replaced)" % d
+    else:
+        if ec_errno is not None and not _os.path.isdir(src):
+            path = s
+            message = "source %s: %s" % (s, ec_message)
+        else:
+            message = "destination %s: %s" % (d, ec_message)
+        return Error(ec_errno, message, path, code=ec, category=ec_category)
+    return Refused(ec_errno, message, path, count=count, code=ec, category=ec_category)
+
+
+def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclude=(), include=(), filter=(),
+         exclude_from=None, include_from=None, allow_empty_source=False, compare="size_mtime", modify_window=0,
+         links="follow", inplace=False, jobs=0, hard_links=False, owner=False, group=False, one_file_system=False,
+         specials=False, xattrs=False, backup_dir=None, state=None, verify="full", durable=False, dry_run=False,
+         stop_on_error=False, on_action=None, progress=None, progress_interval=0.1, cancel=None):
+    """Mirrors the contents of ``src`` into ``dst`` and returns a Report.
+
+    Keywords (the CLI's option in brackets): delete [--delete / --no-delete], delete_excluded
+    [--delete-excluded], max_delete [--max-delete: Refused with .count past it], exclude / include
+    [--exclude / --include: rsync patterns], filter [--filter rules: '+ PAT', '- PAT', 'dir-merge
+    NAME', '!'], exclude_from / include_from [files of patterns], allow_empty_source, compare
+    ("size_mtime", "checksum" [-c], "size_only", "update" [-u]), modify_window [seconds], links
+    ("follow" [-L, the default], "preserve" [-l], "copy_unsafe_links", "skip" [--no-links]),
+    inplace, jobs [-j: 0 one worker per CPU], hard_links [-H], owner [-o], group [-g],
+    one_file_system [-x], specials [-D], xattrs [-X], backup_dir, state [--state=FILE], verify
+    ("full", "dirs", "none"), durable [--fsync], dry_run [-n].  Rules apply in the order filter,
+    include, include_from, exclude, exclude_from: the first that matches an entry decides.
+
+    stop_on_error stops at the first failed entry (the report then holds it); on_action(Action) is
+    called once per change, progress(Progress) every progress_interval seconds and at the end, both
+    with the GIL held and one at a time; an exception they raise stops the run and is re-raised.
+    ``cancel``: an object with is_set() (threading.Event) that stops the run when set (the report
+    says cancelled=True).  Refusals raise Refused, other run-level failures Error.
+    """
+    decode = _decoder(src)
+    bsrc, bdst = _fspath_bytes(src, "src"), _fspath_bytes(dst, "dst")
+    rules = [(2, r) for r in _patterns(filter, "filter")]
+    rules += [(1, p) for p in _patterns(include, "include")]
+    if include_from is not None:
+        with open(include_from, "rb") as f:
+            rules.append((4, f.read()))
+    rules += [(0, p) for p in _patterns(exclude, "exclude")]
+    if exclude_from is not None:
+        with open(exclude_from, "rb") as f:
+            rules.append((3, f.read()))
+    if max_delete is not None and (not isinstance(max_delete, int) or max_delete < 0):
+        raise ValueError("max_delete=%r: expected a count (an int >= 0) or None" % (max_delete,))
+    if not isinstance(jobs, int) or not 0 <= jobs <= 1024:
+        raise ValueError("jobs=%r: expected a worker count (0-1024)" % (jobs,))
+    if inplace and backup_dir is not None:
+        raise ValueError("inplace and backup_dir exclude each other (a backup needs the old file kept whole)")
+    if verify != "full" and state is None:
+        raise ValueError("verify=%r needs state=FILE (the state file is what it trusts)" % (verify,))
+    for name, cb in (("on_action", on_action), ("progress", progress)):
+        if cb is not None and not callable(cb):
+            raise TypeError("%s: expected a callable or None" % name)
+    user_action = on_action
+
+    def action(t):
+        user_action(Action(t[0], t[1], decode(t[2]), t[3], t[4], t[5], t[6], t[7], t[8], t[9]))
+
+    user_progress = progress
+
+    def progress_cb(t):
+        user_progress(Progress(*t))
+
+    options = {
+        "src": bsrc, "dst": bdst,
+        "deletion": 0 if delete_excluded is False and delete else (2 if delete_excluded else 1),
+        "max_delete": -1 if max_delete is None else max_delete,
+        "rules": rules, "compare": _choice(_COMPARE, compare, "compare"),
+        "modify_window_ns": int(round(float(modify_window) * 1e9)),
+        "links": _choice(_LINKS, links, "links"), "verify": _choice(_VERIFY, verify, "verify"),
+        "inplace": bool(inplace), "jobs": jobs, "hard_links": bool(hard_links), "owner": bool(owner),
+        "group": bool(group), "one_file_system": bool(one_file_system), "specials": bool(specials),
+        "xattrs": bool(xattrs), "backup_dir": _fspath_bytes(backup_dir, "backup_dir"),
+        "state": _fspath_bytes(state, "state"), "durable": bool(durable), "dry_run": bool(dry_run),
+        "allow_empty_source": bool(allow_empty_source), "stop_on_error": bool(stop_on_error),
+        "on_action": action if on_action is not None else None,
+        "progress": progress_cb if progress is not None else None,
+        "progress_interval": float(progress_interval), "cancel": cancel,
+        "check_signals": _threading.current_thread() is _threading.main_thread(),
+    }
+    try:
+        raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
+    except _treesync.FilterError as e:
+        raise Error(_errno.EINVAL, str(e), _os.fsdecode(bsrc)) from None
+    report = Report(raw, decode, dry_run=bool(dry_run))
+    if ec and not (stop_on_error and report.errors):
+        err = _refusal(ec, ec_category, ec_message, ec_errno, planned, bsrc, bdst, max_delete, report)
+        err.report = report
+        raise err
+    return report
+
+
+def sync_tree(src, dst, exclude=()):
+    """Makes ``dst`` a mirror of ``src`` and returns None: the drop-in for a ``sync_tree`` helper
+    built on ``shutil.rmtree`` + ``shutil.copytree(ignore=shutil.ignore_patterns(*exclude))``.
+
+    New and changed files are copied (size + mtime compared, so an unchanged tree writes nothing),
+    entries ``src`` lacks are deleted from ``dst``, symlinks are followed (copytree's default),
+    ``dst`` is made when missing.  ``exclude`` patterns match a bare name at any depth with
+    ``fnmatch`` rules (``*``, ``?``, ``[seq]``, ``[!seq]``; case-sensitive): a matching file or
+    directory is neither copied nor, if present in ``dst``, deleted.  Raises treesync.Error on the
+    first failure (an OSError: ``errno``, ``filename`` the full path), as the original does.
+    """
+    names = _patterns(exclude, "exclude")
+    decode = _os.fsdecode
+    bsrc, bdst = _fspath_bytes(src, "src"), _fspath_bytes(dst, "dst")
+    options = {"src": bsrc, "dst": bdst, "deletion": 0, "name_excludes": names, "jobs": 0,
+               "allow_empty_source": True, "stop_on_error": True,
+               "check_signals": _threading.current_thread() is _threading.main_thread()}
+    try:
+        raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
+    except _treesync.FilterError as e:  # pragma: no cover - no rule files here
+        raise Error(_errno.EINVAL, str(e), _os.fsdecode(bsrc)) from None
+    report = Report(raw, decode)
+    if report.errors:
+        e = report.errors[0]
+        root = bsrc if e.side == "source" else bdst
+        full = _os.path.join(_os.fsdecode(root), e.path) if e.path else _os.fsdecode(root)
+        message = "%s %s: %s" % (e.operation, full, e.message)
+        raise Error(e.errno, message, full, code=e.code, category=e.category, report=report, entry=e)
+    if ec:
+        err = _refusal(ec, ec_category, ec_message, ec_errno, planned, bsrc, bdst, None, report)
+        err.report = report
+        raise err
+    if report.cancelled:  # pragma: no cover - only a cancel would do this, and KeyboardInterrupt is raised
+        raise KeyboardInterrupt
