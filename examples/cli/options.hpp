@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace treesync_cli {
@@ -57,6 +58,11 @@ struct options {
   bool specials = false;         // --specials, --devices, -D
   bool fsync = false;            // --fsync
   bool xattrs = false;           // -X
+  bool perms = true;             // -p (on unless --no-perms / --no-p)
+  bool existing = false;         // --existing, --ignore-non-existing
+  bool ignore_existing = false;  // --ignore-existing
+  treesync::chmod_rules chmod;   // --chmod=CHMOD, each one added
+  std::uint32_t umask = 022;     // the process's, read by parse() (--no-perms, --chmod without ugoa)
   std::optional<std::string> backup_dir;
   std::optional<std::string> state;  // --state=FILE
   treesync::verify_level verify = treesync::verify_level::full;
@@ -124,7 +130,8 @@ inline const char* help_text() {
       "\n"
       "What is synced:\n"
       "  -a, --archive             rsync's -rlptgoD; here: -l (keep symlinks), -g (group), -D (specials and\n"
-      "                            devices), and -o (owner) when run as root (as rsync does); -r -p -t are always on\n"
+      "                            devices), and -o (owner) when run as root (as rsync does); -r -t are always on,\n"
+      "                            -p unless --no-perms\n"
       "  -n, --dry-run             show what would be done (with -i or -v), change nothing\n"
       "      --delete              delete DST entries that SRC lacks (off by default, as in rsync); rsync's\n"
       "                            --del, --delete-before, --delete-during, --delete-after, --delete-delay\n"
@@ -146,7 +153,7 @@ inline const char* help_text() {
       "  -L, --copy-links          copy what a symlink in SRC points to (the default)\n"
       "  -l, --links               recreate symlinks as symlinks (-L wins over -l, as in rsync)\n"
       "      --copy-unsafe-links   keep symlinks that stay inside SRC, copy what the others point to\n"
-      "      --no-links            skip symlinks\n"
+      "      --no-links            skip symlinks (each named on stderr: skipping non-regular file \"NAME\")\n"
       "  -c, --checksum            a DST file is current when size and content match (reads both)\n"
       "      --size-only           a DST file is current when its size matches\n"
       "  -u, --update              leave DST files newer than SRC's alone (data, mode, owner, times);\n"
@@ -176,7 +183,14 @@ inline const char* help_text() {
       "  -X, --xattrs              copy extended attributes of what is written (an xattr-only change is not seen)\n"
       "  -r, --recursive           always on (accepted for rsync habits)\n"
       "  -t, --times               always on: modification times are kept (accepted for rsync habits)\n"
-      "  -p, --perms               always on: permission bits are kept (accepted for rsync habits)\n"
+      "  -p, --perms               permission bits are kept (on by default, unlike rsync; -a sets it too)\n"
+      "      --no-perms, --no-p    existing DST entries keep their permission bits (also when rewritten); new\n"
+      "                            ones get SRC's under the umask, without set-ID/sticky bits (as rsync)\n"
+      "      --chmod=CHMOD         change SRC's permission bits as the run sees them, as rsync: comma-separated\n"
+      "                            [ugoa][+-=][rwxXst] or [ugoa][+-=][ugo] items, octal modes, D (directories\n"
+      "                            only) or F (the others) in front; no class named: the umask's bits stay\n"
+      "      --existing            create nothing in DST, only update what exists (a new directory is not entered)\n"
+      "      --ignore-existing     change nothing that exists in DST, only create (directories are still entered)\n"
       "      --no-OPTION           turn OPTION off (--no-l, --no-D, --no-inplace, ...): the last one given wins\n"
       "\n"
       "What is printed (errors always go to stderr as `treesync: OPERATION PATH (SIDE FULL-PATH): reason`):\n"
@@ -207,9 +221,10 @@ inline const char* help_text() {
       "--exclude='*'.  Per-directory files (-F: .rsync-filter in any SRC directory) hold rules for what is\n"
       "below their directory, ahead of the rules after the dir-merge; a leading '/' there means that directory.\n"
       "\n"
-      "-i codes: YXcstp..... with Y: '>' file copied, 'c' created (directory, link), '.' metadata only,\n"
-      "'*deleting' removed; X: f file, d directory, L symlink, D device, S special; then c content\n"
-      "differs, s size, t time, p permissions ('+' on all when new).  Example: >f.st...... sub/data.csv\n"
+      "-i codes: YXcstpog... with Y: '>' file copied, 'c' created (directory, link), '.' metadata only,\n"
+      "'h' hard link (-H: hf+++++++++ NAME => FIRST), '*deleting' removed; X: f file, d directory, L symlink,\n"
+      "D device, S special; then c content differs (a link: its target), s size, t time, p permissions,\n"
+      "o owner, g group ('+' on all when new or replacing another type).  Example: >f.st...... sub/data.csv\n"
       "A symlink written shows its target: cL+++++++++ lib/libz.so -> libz.so.1 (read from DST after the\n"
       "run; from SRC under -n).  A file whose data and mtime already matched, only re-stamped so later\n"
       "runs trust it (it was copied within 1 s of its source's mtime), is no change: not listed, counted\n"
@@ -355,9 +370,11 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
         o.compare = compare_mode::size_mtime;
         compare_given = 0;
       }
-    } else if (name == "recursive" || name == "r" || name == "times" || name == "t" || name == "perms" ||
-               name == "p")
-      return usage_error("--no-" + name + ": treesync always recurses and keeps times and permissions"), false;
+    } else if (name == "perms" || name == "p") o.perms = false;
+    else if (name == "existing" || name == "ignore-non-existing") o.existing = false;
+    else if (name == "ignore-existing") o.ignore_existing = false;
+    else if (name == "recursive" || name == "r" || name == "times" || name == "t")
+      return usage_error("--no-" + name + ": treesync always recurses and keeps times"), false;
     else return usage_error("unknown option --no-" + display(name)), false;
     return true;
   };
@@ -372,7 +389,13 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     if (name.size() > 3 && name.compare(0, 3, "no-") == 0 && name != "no-delete" && name != "no-links")
       return negate(name.substr(3));
     if (name == "dry-run" || name == "n") o.dry_run = true;
-    else if (name == "r" || name == "recursive" || name == "t" || name == "times" || name == "p" || name == "perms") {
+    else if (name == "p" || name == "perms") o.perms = true;
+    else if (name == "existing" || name == "ignore-non-existing") o.existing = true;
+    else if (name == "ignore-existing") o.ignore_existing = true;
+    else if (name == "chmod") {
+      std::string why;
+      if (!o.chmod.parse(*value, &why)) return usage_error("--chmod=" + display(*value) + ": " + why), false;
+    } else if (name == "r" || name == "recursive" || name == "t" || name == "times") {
       // always on
     } else if (name == "delete" || name == "del" || name == "delete-before" || name == "delete-during" ||
                name == "delete-after" || name == "delete-delay") {
@@ -457,6 +480,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "xattrs" || name == "X") o.xattrs = true;
     else if (name == "a" || name == "archive") {  // rsync's -rlptgoD; -o only as root, as rsync does
       links = 1;
+      o.perms = true;
       o.group = true;
       o.specials = true;
       if (::geteuid() == 0) o.owner = true;
@@ -469,7 +493,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
 
   static const char* const long_with_value[] = {"max-delete", "exclude",  "exclude-from", "include", "include-from",
                                                 "filter",     "modify-window", "jobs",   "backup-dir", "info",
-                                                "state",      "verify"};
+                                                "state",      "verify",   "chmod"};
   const auto takes_value = [](std::string_view name) {
     if (name == "j" || name == "f") return true;
     for (const char* n : long_with_value)
@@ -482,7 +506,8 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
       "delete-excluded", "human-readable", "allow-empty-source", "copy-links", "links", "no-links",
       "copy-unsafe-links", "checksum", "size-only", "update", "inplace", "itemize-changes", "verbose", "quiet",
       "stats", "progress", "json", "help", "version", "hard-links", "owner", "group", "one-file-system",
-      "specials", "devices", "fsync", "acls", "xattrs", "archive", "recursive", "times", "perms"};
+      "specials", "devices", "fsync", "acls", "xattrs", "archive", "recursive", "times", "perms", "existing",
+      "ignore-non-existing", "ignore-existing"};
   const auto known_flag = [](const std::string& name) {
     const std::string base = name.compare(0, 3, "no-") == 0 ? name.substr(3) : name;
     for (const char* n : long_flags)
@@ -586,6 +611,9 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     return r;
   }
   resolve_operands(o);
+  const mode_t mask = ::umask(0);  // read and put back while the tool has no other thread
+  ::umask(mask);
+  o.umask = static_cast<std::uint32_t>(mask);
   return r;
 }
 

@@ -47,6 +47,17 @@ inline std::string itemize_code(const treesync::action& a, bool checksum) {
   using treesync::changed;
   std::string code(11, '.');
   code[1] = type_letter(a.type);
+  if (treesync::any(a.changes & changed::linked)) {  // -H: hf+++++++++ NAME => FIRST
+    code[0] = 'h';
+    for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
+    return code;
+  }
+  if (a.kind == action_kind::update && treesync::any(a.changes & changed::replaced)) {
+    // an entry of another type replaced: rsync itemizes it as new (>f+++++++++, cL+++++++++)
+    code[0] = a.type == file_type::regular ? '>' : 'c';
+    for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
+    return code;
+  }
   switch (a.kind) {
     case action_kind::remove: return "*deleting  ";
     case action_kind::create:
@@ -59,9 +70,10 @@ inline std::string itemize_code(const treesync::action& a, bool checksum) {
         for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
         return code;
       }
-      if (a.type == file_type::symlink) {  // 'c': the link's target changed
+      if (a.type == file_type::symlink) {  // 'c': the link's target changed; 't': its mtime
         code[0] = 'c';
         code[2] = 'c';
+        if (treesync::any(a.changes & changed::mtime)) code[4] = 't';
         return code;
       }
       code[0] = '>';
@@ -75,6 +87,8 @@ inline std::string itemize_code(const treesync::action& a, bool checksum) {
   if (treesync::any(a.changes & changed::size)) code[3] = 's';
   if (treesync::any(a.changes & changed::mtime)) code[4] = 't';
   if (treesync::any(a.changes & changed::mode)) code[5] = 'p';
+  if (treesync::any(a.changes & changed::owner)) code[6] = 'o';
+  if (treesync::any(a.changes & changed::group)) code[7] = 'g';
   return code;
 }
 
@@ -236,7 +250,7 @@ class printer {
     if (meter_) meter_->on_action(a);
     if (opt_.itemize || opt_.verbose)
       kept_.push_back(record{std::string(a.path), a.kind, a.type, a.changes, a.src_size, a.dst_size, a.code,
-                             a.method, a.sparse, {}});
+                             a.method, a.sparse, {}, std::string(a.link_to)});
   }
 
   /// The meter the comparison tells of the files it finds current, or null.
@@ -257,14 +271,17 @@ class printer {
       const treesync::action a = k.as_action();
       std::string target;
       const bool link = a.type == treesync::file_type::symlink &&
-                        (a.kind == treesync::action_kind::create || a.kind == treesync::action_kind::update) &&
+                        (a.kind == treesync::action_kind::create || a.kind == treesync::action_kind::update ||
+                         a.kind == treesync::action_kind::update_meta) &&
                         ((!opt_.dry_run && link_target(opt_.dst_root, a.path, target)) ||
                          link_target(opt_.src_root, a.path, target));
       if (opt_.json) {
         actions_.push_back(json_action(a, checksum, link ? &target : nullptr));
         continue;
       }
-      const std::string arrow = link ? " -> " + display(target) : std::string();
+      std::string arrow = link ? " -> " + display(target) : std::string();
+      if (treesync::any(a.changes & treesync::changed::linked))  // rsync: hf+++++++++ NAME => FIRST
+        arrow = " => " + display(opt_.name.empty() ? k.link_to : opt_.name + '/' + k.link_to);
       if (opt_.itemize) {
         const std::string code = itemize_code(a, checksum);
         if (!code.empty()) line(code + ' ' + shown_path(a, opt_.name) + arrow);
@@ -293,6 +310,7 @@ class printer {
     treesync::copy_method method;
     bool sparse;
     std::string key;  // sort_key(), filled by order()
+    std::string link_to;  // changed::linked: the first name
 
     treesync::action as_action() const {
       treesync::action a{kind, type, path};
@@ -302,6 +320,7 @@ class printer {
       a.changes = changes;
       a.method = method;
       a.sparse = sparse;
+      a.link_to = link_to;
       return a;
     }
   };
@@ -340,6 +359,7 @@ class printer {
     s += ",\"type\":" + json_string(treesync::to_string(a.type));
     s += ',' + json_path("path", a.path);
     if (target) s += ',' + json_path("target", *target);
+    if (treesync::any(a.changes & treesync::changed::linked)) s += ',' + json_path("link_to", a.link_to);
     s += ",\"itemize\":";
     const std::string code = itemize_code(a, checksum);
     s += code.empty() ? std::string("null") : json_string(code);
@@ -347,7 +367,9 @@ class printer {
     const char* sep = "";
     for (const auto& [bit, name] : {std::pair<treesync::changed, const char*>{treesync::changed::size, "size"},
                                     {treesync::changed::mtime, "mtime"},
-                                    {treesync::changed::mode, "mode"}}) {
+                                    {treesync::changed::mode, "mode"},
+                                    {treesync::changed::owner, "owner"},
+                                    {treesync::changed::group, "group"}}) {
       if (treesync::any(a.changes & bit)) {
         s += sep;
         s += json_string(name);
@@ -465,11 +487,12 @@ inline void print_errors(const treesync::report& r, const roots& at) {
                  e.code.message().c_str());
 }
 
-/// rsync's notice for each special file (FIFO, socket, device) left out without --specials, on
+/// rsync's notice for each special file (FIFO, socket, device) left out without --specials, and
+/// each symlink left out by --no-links, on
 /// stderr; they are counted as skipped and do not change the exit status (rsync: 0).
 inline void print_skipped(const treesync::report& r) {
   for (const auto& e : r.skipped_entries)
-    if (e.code == treesync::errc::special_file)
+    if (e.code == treesync::errc::special_file || e.code == treesync::errc::skipped_symlink)
       std::fprintf(stderr, "skipping non-regular file \"%s\"\n", display(e.path).c_str());
 }
 

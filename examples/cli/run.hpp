@@ -118,6 +118,11 @@ inline treesync::options library_options(const options& o, unsigned jobs, const 
   t.backup_dir = backup_dir;
   if (o.state) t.state = *o.state;
   t.verify = o.verify;
+  t.perms = o.perms;
+  t.chmod = o.chmod;
+  t.existing = o.existing;
+  t.ignore_existing = o.ignore_existing;
+  t.umask = o.umask;
   return t;
 }
 

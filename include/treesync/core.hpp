@@ -136,6 +136,7 @@ enum class errc {
   state_not_kept,         ///< no state file is kept for this run (hard_links or backup_dir change what it would record)
   state_not_regular,      ///< the state file's name holds a link, directory, device, FIFO or socket: the run is refused
   state_dir_missing,      ///< the state file's directory does not exist (or, inside the destination, is not a plain directory)
+  skipped_symlink,        ///< a symlink the links policy skips (links::skip, rsync --no-links)
 };
 
 namespace detail {
@@ -165,6 +166,7 @@ class error_category_impl final : public std::error_category {
       case errc::state_not_kept: return "no state file kept: hard links and backups change entries it would record";
       case errc::state_not_regular:
         return "state file: not a regular file (a link, directory, device, FIFO or socket is never read, replaced or removed)";
+      case errc::skipped_symlink: return "symbolic link skipped";
       case errc::state_dir_missing:
         return "state file: its directory does not exist (inside the destination: or is a symbolic link)";
     }
@@ -229,6 +231,11 @@ enum class changed : unsigned char {
   mtime = 2,
   mode = 4,
   all = size | mtime | mode,
+  // outside `all` (so `~` and `all` keep their meaning over size, mtime, mode):
+  owner = 8,      ///< the owner changes (preserve_owner; rsync's 'o')
+  group = 16,     ///< the group changes (preserve_group; rsync's 'g')
+  replaced = 32,  ///< an entry of another type was replaced (rsync prints it as new: '+' in every column)
+  linked = 64,    ///< a hard link to another name of the run (hard_links; action::link_to names it)
 };
 
 inline constexpr changed operator|(changed a, changed b) noexcept {
@@ -271,6 +278,7 @@ struct action {
   changed changes = changed::none;  ///< which attributes differed (all of them on create)
   copy_method method = copy_method::none;  ///< for files whose data was copied
   bool sparse = false;                     ///< the copy kept the source's holes
+  std::string_view link_to{};  ///< changed::linked: the name it was linked to (relative to the roots)
 };
 
 /// What a per-entry failure was doing (entry_error::operation); to_string gives the word the

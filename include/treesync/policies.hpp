@@ -408,6 +408,127 @@ struct no_observer_t {
 // Given together, an `options` and tags combine: a flag tag turns its switch on, a write or
 // errors policy sets the mode, jobs / cancel_on / backup_dir / subtree / frontier set their value.
 
+/// rsync's --chmod: comma-separated items, each applied in order to a source entry's permission
+/// bits before anything is compared or written ("as though it were the permissions that the
+/// sending side supplied").  An item is octal (`644`, `2775`), or `[ugoa]*` then one of `+ - =`
+/// then either letters of `rwxXst` (`X`: x when a directory or when any x bit is set) or one class
+/// to copy from (`g=u`, `o-g`); a leading `D` makes it apply to directories only, `F` to other
+/// entries only (`Dg+s,ug+w,Fo-w,+X`).  Without u, g, o or a, the umask's bits are left alone, as
+/// chmod(1) does.  Symlinks are never changed.
+class chmod_rules {
+ public:
+  /// Adds the items of `spec` (another --chmod adds to the list); false, with `error` saying which
+  /// item is bad, when one is (the list is then unchanged).
+  bool parse(std::string_view spec, std::string* error = nullptr) {
+    std::vector<item> add;
+    std::size_t start = 0;
+    for (;;) {
+      const std::size_t comma = spec.find(',', start);
+      const std::string_view text = spec.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+      item it;
+      if (!read_item(text, it)) {
+        if (error) *error = "invalid --chmod item: '" + std::string(text) + "'";
+        return false;
+      }
+      add.push_back(it);
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    items_.insert(items_.end(), add.begin(), add.end());
+    if (!text_.empty()) text_ += ',';
+    text_ += spec;
+    return true;
+  }
+
+  bool empty() const noexcept { return items_.empty(); }
+  /// Every spec parsed, joined by ',' (part of a state file's identity).
+  const std::string& text() const noexcept { return text_; }
+
+  /// The permission bits (07777) `mode` becomes for an entry that is (`directory`) or is not a
+  /// directory; `umask` is kept by items that name no class.
+  std::uint32_t apply(std::uint32_t mode, bool directory, std::uint32_t umask) const noexcept {
+    mode &= 07777;
+    for (const item& it : items_) {
+      if ((it.scope == 'D' && !directory) || (it.scope == 'F' && directory)) continue;
+      if (it.octal) {
+        mode = it.value;
+        continue;
+      }
+      const std::uint32_t who = it.who != 0 ? it.who : 07777u;
+      std::uint32_t bits = 0;
+      if (it.from != 0) {  // a copy of one class's rwx into the classes named
+        const unsigned shift = it.from == 'u' ? 6 : it.from == 'g' ? 3 : 0;
+        const std::uint32_t rwx = (mode >> shift) & 7u;
+        bits = (rwx << 6) | (rwx << 3) | rwx;
+      } else {
+        bits = it.value;
+        if (it.big_x && (directory || (mode & 0111u) != 0)) bits |= 0111u;
+      }
+      std::uint32_t affected = bits & who;
+      if (it.who == 0) affected &= ~(umask & 0777u);
+      switch (it.op) {
+        case '+': mode |= affected; break;
+        case '-': mode &= ~affected; break;
+        default: mode = (mode & ~(it.who != 0 ? who : (07777u & ~(umask & 0777u)))) | affected; break;
+      }
+    }
+    return mode & 07777u;
+  }
+
+ private:
+  struct item {
+    char scope = 0;        // 0: every entry; 'D': directories; 'F': the others
+    bool octal = false;    // value is the whole mode
+    std::uint32_t value = 0;  // the bits of the letters rwxst, or the octal mode
+    bool big_x = false;    // 'X'
+    std::uint32_t who = 0;  // the bits of the classes named; 0: none named (the umask is kept)
+    char op = '+';
+    char from = 0;  // 'u', 'g' or 'o': the class copied
+  };
+
+  static bool read_item(std::string_view t, item& it) {
+    if (!t.empty() && (t[0] == 'D' || t[0] == 'F')) {
+      it.scope = t[0];
+      t.remove_prefix(1);
+    }
+    if (t.empty()) return false;
+    if (t[0] >= '0' && t[0] <= '7') {
+      if (t.size() > 4) return false;
+      for (char c : t) {
+        if (c < '0' || c > '7') return false;
+        it.value = it.value * 8 + static_cast<std::uint32_t>(c - '0');
+      }
+      it.octal = true;
+      return true;
+    }
+    std::size_t k = 0;
+    for (; k < t.size() && (t[k] == 'u' || t[k] == 'g' || t[k] == 'o' || t[k] == 'a'); ++k)
+      it.who |= t[k] == 'u' ? 04700u : t[k] == 'g' ? 02070u : t[k] == 'o' ? 01007u : 07777u;
+    if (k == t.size() || (t[k] != '+' && t[k] != '-' && t[k] != '=')) return false;
+    it.op = t[k++];
+    const std::string_view rest = t.substr(k);
+    if (rest.size() == 1 && (rest[0] == 'u' || rest[0] == 'g' || rest[0] == 'o')) {
+      it.from = rest[0];
+      return true;
+    }
+    for (char c : rest) {
+      switch (c) {
+        case 'r': it.value |= 0444u; break;
+        case 'w': it.value |= 0222u; break;
+        case 'x': it.value |= 0111u; break;
+        case 'X': it.big_x = true; break;
+        case 's': it.value |= 06000u; break;
+        case 't': it.value |= 01000u; break;
+        default: return false;
+      }
+    }
+    return true;
+  }
+
+  std::vector<item> items_;
+  std::string text_;
+};
+
 /// How a changed file reaches its final name (see write::atomic and write::in_place).
 enum class write_mode : unsigned char { atomic, in_place };
 /// What a per-entry failure does to the run (see errors::collect and errors::stop).
@@ -434,6 +555,14 @@ struct options {
   std::function<void(std::string_view rel)> on_subtree;  ///< see frontier
   std::filesystem::path state;                 ///< see state_file; empty: no state file
   verify_level verify = verify_level::full;    ///< see verify::full, verify::dirs, verify::none
+  /// false: rsync --no-perms.  An existing entry of the source's type keeps its permission bits
+  /// (also when its data is rewritten); a new one gets the source's bits masked with `umask` and
+  /// no set-ID or sticky bit.
+  bool perms = true;
+  std::uint32_t umask = 022;  ///< see perms and chmod_rules; a CLI passes the process's
+  chmod_rules chmod;          ///< rsync --chmod: the source's permission bits as the run sees them
+  bool existing = false;         ///< rsync --existing: no entry is created (a new directory is not entered)
+  bool ignore_existing = false;  ///< rsync --ignore-existing: no entry that exists is changed (directories are entered)
 };
 
 }  // namespace v0

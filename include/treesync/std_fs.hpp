@@ -21,6 +21,7 @@ inline namespace v0 {
 //    so a bind mount is not recognised;
 //  - no ctime: racily clean files are not detected (size+mtime is trusted);
 //  - mtimes have the resolution of file_time_type; no owners, device nodes, FIFOs or xattrs;
+//    a symlink's own mtime is neither read nor set;
 //  - data is copied by std::filesystem::copy_file.
 
 class std_fs {
@@ -135,7 +136,12 @@ class std_fs {
     set_mode_path(at(d, name), mode, ec);
   }
   void set_mtime(dir_handle& d, const std::string& name, std::int64_t ns, std::error_code& ec) const {
-    set_mtime_path(at(d, name), ns, ec);
+    // a link's own mtime is beyond std::filesystem (last_write_time follows it): left alone, and
+    // stat reports 0 for links on both sides, so none is ever seen to differ
+    const auto p = at(d, name);
+    if (std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec)) && !ec) return;
+    if (ec) return;
+    set_mtime_path(p, ns, ec);
   }
   void rename(dir_handle& d, const std::string& from, const std::string& to, std::error_code& ec) const {
     std::filesystem::rename(at(d, from), at(d, to), ec);

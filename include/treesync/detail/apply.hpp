@@ -496,6 +496,12 @@ class applier {
     std::error_code ec;
     fs_.make_symlink(d, made, p.target, ec);
     if (ec) return j_.fail(side::destination, operation::symlink, ec), false;
+    fs_.set_mtime(d, made, p.src.mtime_ns, ec);  // the link's own (rsync -t): never followed
+    if (ec) {
+      j_.fail(side::destination, operation::utime, ec);
+      discard(d, made);
+      return false;
+    }
     if (!install(d, made, name, p.old)) return true;
     j_.wrote(p, {});
     return true;

@@ -96,7 +96,8 @@ class worker {
     if (p.meta) {
       ++journal_.rep.meta_updated;
       journal_.note(action_kind::update_meta, file_type::directory, 0, 0, {},
-                    differences(n.src_st, &n.dst_st) & ~changed::size);
+                    (differences(n.src_st, &n.dst_st) & ~changed::size) | (p.owner ? changed::owner : changed::none) |
+                        (p.group ? changed::group : changed::none));
     }
   }
 
@@ -265,7 +266,8 @@ class worker {
     }
     const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
     journal_.count(kind);
-    journal_.note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {}, changed::all);
+    journal_.note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {},
+                  changed::all | changed::linked, copy_method::none, false, first);
   }
 
   // The link changed the directory: it gets back the source directory's mtime.
@@ -732,6 +734,8 @@ class engine {
     root->name = s_.opt.subtree;
     root->src_st = ss;
     root->dst_st = ds;
+    if (!s_.opt.chmod.empty()) root->src_st.mode = s_.opt.chmod.apply(ss.mode, true, s_.opt.umask);
+    if (!s_.opt.perms) root->src_st.mode = dst_exists ? ds.mode : (root->src_st.mode & 0777u & ~s_.opt.umask);
     root->dst_type = dst_exists ? file_type::directory : file_type::none;
     s_.live_add(ss);
     root->src = s_.fs.open_root(src, ec);

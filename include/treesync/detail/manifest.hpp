@@ -768,6 +768,10 @@ std::string state_identity(const std::string& version, const std::filesystem::pa
   add(o.subtree);
   add(std::to_string(o.frontier_depth));
   add(std::to_string(t.resolution_ns) + (t.ctime ? " ctime" : " no-ctime"));
+  // the copy-back switches (a line only when one is set: the default identity is unchanged)
+  if (!o.perms || !o.chmod.empty() || o.existing || o.ignore_existing)
+    add(std::string(o.perms ? "perms" : "no-perms") + " umask=" + std::to_string(o.umask & 0777) +
+        (o.existing ? " existing" : "") + (o.ignore_existing ? " ignore-existing" : "") + " chmod=" + o.chmod.text());
   return id;
 }
 

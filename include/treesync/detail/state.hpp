@@ -161,6 +161,7 @@ struct plan {
   bool set_mtime = false;            ///< meta
   bool set_mode = false;             ///< meta
   bool settle = false;               ///< meta: re-stamps an mtime that may already match
+  bool current = false;              ///< write: the data was current, written afresh for metadata (owner, set-ID, links)
   operation op = operation::utime;   ///< meta: the operation named if it fails
   changed changes = changed::none;   ///< meta: what differs
   stat_info src;
@@ -485,8 +486,8 @@ class journal {
 
   void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
             std::error_code code = {}, changed changes = changed::none, copy_method method = copy_method::none,
-            bool sparse = false) {
-    s_.observe(action{kind, type, std::string_view(rel), src_size, dst_size, code, changes, method, sparse});
+            bool sparse = false, std::string_view link_to = {}) {
+    s_.observe(action{kind, type, std::string_view(rel), src_size, dst_size, code, changes, method, sparse, link_to});
   }
   // Under errors::stop the stop is set first: before the observer is told (it may block) and
   // before the caller cleans up (a filesystem call, which may wait behind the other workers'
@@ -530,16 +531,27 @@ class journal {
 
   /// A written entry (created or replaced).
   void wrote(const plan& p, const copy_result& r) {
-    const action_kind kind = p.kind();
-    count(kind);
+    // data current, written afresh for its metadata only: reported (and counted) as update_meta
+    const action_kind kind = p.current ? action_kind::update_meta : p.kind();
+    if (p.current) ++rep.meta_updated;
+    else count(kind);
+    const bool same_type = p.old == p.type;
+    // what differs: an entry of another type replaced counts as new (rsync: '+' in every column)
+    changed what = p.old == file_type::none ? changed::all
+                   : !same_type             ? changed::all | changed::replaced
+                                            : differences(p.src, &p.dst);
+    if (same_type && s_.opt.owner && p.src.uid != p.dst.uid) what |= changed::owner;
+    if (same_type && s_.opt.group && p.src.gid != p.dst.gid) what |= changed::group;
     if (p.type == file_type::regular) {
       rep.bytes_copied += r.bytes;
-      note(kind, p.type, p.src.size, p.dst.size, {},
-           differences(p.src, p.old == file_type::regular ? &p.dst : nullptr), r.method, r.sparse);
+      if (p.current) what &= ~changed::size | changed::owner | changed::group;
+      note(kind, p.type, p.src.size, same_type ? p.dst.size : 0, {}, what, r.method, r.sparse);
     } else if (p.type == file_type::symlink) {
-      note(kind, p.type, p.src.size, 0, {}, kind == action_kind::create ? changed::all : changed::size);
+      // the same type: the target changed (size), and the mtime when it differs
+      if (same_type) what = changed::size | (what & changed::mtime);
+      note(kind, p.type, p.src.size, 0, {}, what);
     } else {
-      note(kind, p.type, 0, 0, {}, changed::all);
+      note(kind, p.type, 0, 0, {}, changed::all | (what & changed::replaced));
     }
   }
   /// Metadata set by name.  A settled mtime that already matched is no change: counted apart.

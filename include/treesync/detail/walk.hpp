@@ -58,6 +58,12 @@ class source_reader {
       case link_action::skip: return skip_link(p), true;
       case link_action::preserve:
         if (!links_needs_target<typename S::links_type>::value && !read_target(s, e.name, p)) return false;
+        if (p.src.type != file_type::symlink) {  // typed by the listing: the link's own stat, for its mtime
+          std::error_code ec;
+          p.src = fs_.stat(s, e.name, false, ec);
+          if (ec) return j_.source_failure(s, e.name, operation::stat, ec), false;
+          if (p.src.type != file_type::symlink) return j_.vanish(operation::stat, errc::vanished), false;
+        }
         p.src.type = file_type::symlink;
         p.src.size = p.target.size();
         return true;
@@ -81,8 +87,7 @@ class source_reader {
   void skip_link(plan& p) {
     if (excluded(file_type::symlink)) return;
     p.type = file_type::none;
-    ++j_.rep.skipped;
-    j_.note(action_kind::skip, file_type::symlink);
+    j_.skip(file_type::symlink, operation::readlink, errc::skipped_symlink);  // named, as rsync does
   }
 
   bool follow_link(handle& s, const std::string& name, plan& p) {
@@ -209,6 +214,12 @@ class walker {
       ++j_.rep.excluded;
       return de && n.dst_exists() ? verdict::remove : verdict::none;
     }
+    // rsync --existing: nothing new (a new directory is not entered); --ignore-existing: nothing
+    // that exists is changed (an existing directory is still entered)
+    if (s_.opt.existing && !de) return verdict::none;
+    if (s_.opt.ignore_existing && de &&
+        !(p.type == file_type::directory && (de->type == file_type::directory || de->type == file_type::unknown)))
+      return verdict::none;
     if (s_.opt.hard_links && p.type == file_type::regular && p.src.nlink > 1 && !source_.first_name(p.src))
       return verdict::none;  // another name of a file already being synced: linked at the end
     switch (p.type) {
@@ -309,6 +320,15 @@ class walker {
     return d && d->listed ? &d->self : nullptr;
   }
 
+  // The permission bits the entry gets (after probe_dst): the source's through --chmod; without
+  // perms, an existing entry of the same type keeps its own, a new one gets the source's under
+  // the umask, without set-ID or sticky bits (rsync --no-perms).
+  void source_mode(plan& p) const {
+    if (!s_.opt.chmod.empty())
+      p.src.mode = s_.opt.chmod.apply(p.src.mode, p.type == file_type::directory, s_.opt.umask);
+    if (!s_.opt.perms) p.src.mode = p.old == p.type ? p.dst.mode : (p.src.mode & 0777u & ~s_.opt.umask);
+  }
+
   // Whether owner or group of the destination file `d` must change to match the source's `s`.
   bool owner_changes(const stat_info& s, const stat_info& d) const {
     return (s_.opt.owner && d.uid != s.uid) || (s_.opt.group && d.gid != s.gid);
@@ -355,6 +375,7 @@ class walker {
 
   verdict decide_file(node& n, const std::string& name, const dir_entry* de, plan& p) {
     if (!probe_dst(n, name, de, p)) return verdict::none;
+    source_mode(p);
     if (p.old == file_type::regular) {
       const bool racy = s_.racily_clean(p.src, p.dst);
       content_ctx ctx{this, &n, &n.src, &n.dst, &name, p.follow, false, {}};
@@ -369,6 +390,7 @@ class walker {
       // file is written afresh, and the new inode gets owner, group and mode.
       if (current && !fresh_inode_needed(p.src, p.dst, ctx.checked && racy))
         return decide_meta(p, ctx.checked && racy);
+      p.current = current;  // written afresh for its metadata only (reported as update_meta)
     }
     // In place only into an inode that is this name's alone, whose owner and group stay, and
     // that gets no set-ID bit: anything else is written afresh (temporary name + rename).
@@ -413,13 +435,32 @@ class walker {
       ec.clear();
     }
     const entry_record* r = recorded(n, de);
+    if (p.old == file_type::symlink) {  // the link's own stat: its mtime is kept too (rsync -t)
+      if (r && r->has_stat) {
+        p.dst = r->st;
+      } else {
+        if (!need_dst(n)) return verdict::none;
+        p.dst = fs_.stat(n.dst, name, false, ec);
+        if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::stat, ec), verdict::none;
+        if (ec || p.dst.type != file_type::symlink) p.old = ec ? file_type::none : p.dst.type;
+        ec.clear();
+      }
+    }
+    bool same_target = false;
     if (p.old == file_type::symlink && r && r->has_target) {
-      if (r->target == p.target) return verdict::none;
+      same_target = r->target == p.target;
     } else if (p.old == file_type::symlink) {
       if (!need_dst(n)) return verdict::none;
       const std::string current = fs_.read_link(n.dst, name, ec);
-      if (!ec && current == p.target) return verdict::none;
+      same_target = !ec && current == p.target;
       if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::readlink, ec), verdict::none;
+    }
+    if (same_target) {
+      if (s_.same_mtime(p.dst, p.src)) return verdict::none;
+      p.what = plan::step::meta;  // .L..t......: the link's mtime, set without following it
+      p.set_mtime = true;
+      p.changes = changed::mtime;
+      return verdict::apply;
     }
     p.what = plan::step::write;
     p.unseen = n.unseen && p.old == file_type::none;
@@ -430,6 +471,7 @@ class walker {
   // from outside would have its mode changed): then it is made afresh like a node of another kind.
   verdict decide_special(node& n, const std::string& name, const dir_entry* de, plan& p) {
     if (!probe_dst(n, name, de, p)) return verdict::none;
+    source_mode(p);
     if (p.old == p.type && p.dst.rdev == p.src.rdev && p.dst.nlink <= 1) {
       if (p.dst.mode == p.src.mode && s_.same_mtime(p.dst, p.src)) return verdict::none;
       p.what = plan::step::meta;
@@ -458,6 +500,7 @@ class walker {
         if (same_identity(a->src_st, st)) return j_.fail(side::source, operation::opendir, errc::symlink_cycle);
     }
     if (!probe_dst(n, name, de, p)) return;
+    source_mode(p);  // st is p.src
     auto child = std::make_unique<node>();
     child->dst_type = p.old;
     child->dst_st = p.dst;
