@@ -275,6 +275,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     except _treesync.FilterError as e:
         raise Error(_errno.EINVAL, str(e), _os.fsdecode(bsrc)) from None
     report = Report(raw, decode, dry_run=bool(dry_run))
+    if ec and report.cancelled and ec_errno == _errno.ECANCELED:
+        return report  # cancel=Event: the partial report, cancelled=True
     if ec and not (stop_on_error and report.errors):
         err = _refusal(ec, ec_category, ec_message, ec_errno, planned, bsrc, bdst, max_delete, report)
         err.report = report

@@ -1,0 +1,114 @@
+# Type stubs for the treesync package (so an editor completes sync()'s keywords).
+import os
+import threading
+from typing import Callable, Iterable, List, Literal, NamedTuple, Optional, Protocol, Union
+
+_Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
+_Patterns = Union[str, bytes, Iterable[Union[str, bytes]]]
+
+__version__: str
+
+class EntryError(NamedTuple):
+    path: Union[str, bytes]
+    operation: str
+    side: Literal["source", "destination"]
+    errno: Optional[int]
+    code: int
+    category: str
+    message: str
+    detail: str
+
+class Action(NamedTuple):
+    kind: Literal["create", "update", "update_meta", "remove", "skip", "error", "vanished"]
+    type: str
+    path: Union[str, bytes]
+    src_size: int
+    dst_size: int
+    errno: Optional[int]
+    message: Optional[str]
+    changes: List[str]
+    method: str
+    sparse: bool
+
+class Progress(NamedTuple):
+    actions: int
+    bytes: int
+    elapsed: float
+    final: bool
+
+class Report:
+    scanned: int
+    created: int
+    updated: int
+    meta_updated: int
+    deleted: int
+    excluded: int
+    skipped: int
+    cleaned: int
+    settled: int
+    bytes_copied: int
+    errors: List[EntryError]
+    vanished: List[EntryError]
+    skipped_entries: List[EntryError]
+    notices: List[EntryError]
+    elapsed: float
+    cancelled: bool
+    dry_run: bool
+    @property
+    def ok(self) -> bool: ...
+    @property
+    def unchanged(self) -> bool: ...
+    @property
+    def writes(self) -> int: ...
+
+class Error(OSError):
+    message: str
+    path: Optional[str]
+    code: int
+    category: str
+    report: Optional[Report]
+    entry: Optional[EntryError]
+
+class Refused(Error):
+    count: Optional[int]
+
+class _Event(Protocol):
+    def is_set(self) -> bool: ...
+
+def sync(
+    src: _Path,
+    dst: _Path,
+    *,
+    delete: bool = True,
+    delete_excluded: bool = False,
+    max_delete: Optional[int] = None,
+    exclude: _Patterns = (),
+    include: _Patterns = (),
+    filter: _Patterns = (),
+    exclude_from: Optional[_Path] = None,
+    include_from: Optional[_Path] = None,
+    allow_empty_source: bool = False,
+    compare: Literal["size_mtime", "checksum", "size_only", "update"] = "size_mtime",
+    modify_window: float = 0,
+    links: Literal["follow", "copy_links", "preserve", "links", "copy_unsafe_links", "unsafe", "skip", "no_links"] = "follow",
+    inplace: bool = False,
+    jobs: int = 0,
+    hard_links: bool = False,
+    owner: bool = False,
+    group: bool = False,
+    one_file_system: bool = False,
+    specials: bool = False,
+    xattrs: bool = False,
+    backup_dir: Optional[_Path] = None,
+    state: Optional[_Path] = None,
+    verify: Literal["full", "dirs", "none"] = "full",
+    durable: bool = False,
+    dry_run: bool = False,
+    stop_on_error: bool = False,
+    on_action: Optional[Callable[[Action], object]] = None,
+    progress: Optional[Callable[[Progress], object]] = None,
+    progress_interval: float = 0.1,
+    cancel: Optional[Union[threading.Event, _Event]] = None,
+) -> Report: ...
+
+def sync_tree(src: _Path, dst: _Path, exclude: _Patterns = ()) -> None: ...
