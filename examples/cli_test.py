@@ -2063,6 +2063,195 @@ def rsync_tool():
     return shutil.which("rsync")
 
 
+def lstate(root):
+    """{relative path: (type, mode, mtime_ns, uid, gid, bytes or link target)} below root, root included
+    as "."; a symlink's mode is left out, a directory's mtime too (rsync sets it too, but late)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        names = [(dirpath, None)] if dirpath == root else []
+        names += [(os.path.join(dirpath, n), n) for n in dirnames + filenames]
+        for path, _ in names:
+            st = os.lstat(path)
+            rel = os.path.relpath(path, root)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("L", None, st.st_mtime_ns, st.st_uid, st.st_gid, os.readlink(path))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("d", stat.S_IMODE(st.st_mode), None, st.st_uid, st.st_gid, None)
+            else:
+                with open(path, "rb") as f:
+                    out[rel] = ("f", stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_uid, st.st_gid, f.read())
+    return out
+
+
+def link_groups(root):
+    """The sets of names that share an inode (more than one)."""
+    by = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in filenames:
+            st = os.lstat(os.path.join(dirpath, n))
+            if stat.S_ISREG(st.st_mode):
+                by.setdefault(st.st_ino, set()).add(os.path.relpath(os.path.join(dirpath, n), root))
+    return sorted(sorted(g) for g in by.values() if len(g) > 1)
+
+
+def test_copy_back_rsync():
+    """Issue 24 items 5 and 6: the options a copy-back needs (--no-perms, --existing,
+    --ignore-existing, --chmod, --no-links) and -i for type replacements, owner/group-only changes,
+    hard links and symlink mtimes, each run by treesync and by rsync on the same trees: the final
+    trees (type, mode, mtime, owner, bytes, link target) and the -i lines must be the same."""
+    if rsync_tool() is None:
+        print("  SKIPPED: no rsync on PATH")
+        return
+    w = fresh("copy-back-rsync")
+    old_umask = os.umask(0o022)
+    root = os.geteuid() == 0
+    old = 1_500_000_000_000_000_000
+
+    def case(name, args, src_setup, dst_setup=None, lines_too=True, stderr_has=None, link_times=True):
+        base = os.path.join(w, name)
+        src, dst0 = os.path.join(base, "s"), os.path.join(base, "d0")
+        os.makedirs(src)
+        os.makedirs(dst0)
+        src_setup(src)
+        if dst_setup:
+            dst_setup(dst0)
+        # rsync compares whole seconds (--modify-window=0), treesync nanoseconds (a documented
+        # difference): the fixture's times are whole seconds, and its directories' all the same
+        for top in (src, dst0):
+            for dirpath, dirnames, filenames in os.walk(top, topdown=False):
+                for n in filenames:
+                    st = os.lstat(os.path.join(dirpath, n))
+                    t = st.st_mtime_ns - st.st_mtime_ns % 1_000_000_000
+                    os.utime(os.path.join(dirpath, n), ns=(t, t), follow_symlinks=False)
+                os.utime(dirpath, ns=(old, old))
+        a, b = os.path.join(base, "rsync"), os.path.join(base, "treesync")
+        for d in (a, b):
+            subprocess.run(["cp", "-a", dst0, d], check=True)
+        rrc, rout, rerr = run_rsync("-i", *args, src + "/", a + "/")
+        trc, tout, terr = run("-i", *args, src + "/", b + "/")
+        want, got = lstate(a), lstate(b)
+        if not link_times:  # rsync leaves a link that replaced another type at the time of the run
+            for t in (want, got):
+                for k, v in t.items():
+                    if v[0] == "L":
+                        t[k] = v[:2] + (None,) + v[3:]
+        diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+        check(rrc == trc and not diff, "%s (%s): the tree is rsync's (exit %d/%d; differing: %s)" % (
+            name, " ".join(args), rrc, trc, [(k, want.get(k), got.get(k)) for k in diff[:3]]))
+        if lines_too:
+            check(itemized(rout) == itemized(tout), "%s (%s): -i as rsync's\n    rsync:    %s\n    treesync: %s" % (
+                name, " ".join(args), itemized(rout), itemized(tout)))
+        if stderr_has:
+            check(stderr_has in rout + rerr and stderr_has in terr, "%s: both say %r (%r / %r)" % (
+                name, stderr_has, (rout + rerr).strip()[:120], terr.strip()[:120]))
+        return a, b, rout, tout
+
+    def files(*names, mode=0o644, t=None):
+        def setup(root_dir):
+            for n in names:
+                write(os.path.join(root_dir, n), n + "\n", mode=mode, mtime=t)
+        return setup
+
+    # a directory or a symlink replaced by a file: >f+++++++++
+    def dir_and_link(d):
+        os.makedirs(os.path.join(d, "f"))
+        os.symlink("nowhere", os.path.join(d, "g"))
+    case("replace-by-file", ["-a"], files("f", "g"), dir_and_link)
+
+    # a file or an empty directory replaced by a symlink: cL+++++++++
+    def links(s):
+        os.symlink("t1", os.path.join(s, "f"))
+        os.symlink("t2", os.path.join(s, "e"))
+    def file_and_dir(d):
+        write(os.path.join(d, "f"), "data\n")
+        os.makedirs(os.path.join(d, "e"))
+    case("replace-by-link", ["-a"], links, file_and_dir, link_times=False)
+
+    # symlink mtimes: kept on new links, set on a link whose target is the same (.L..t......), and
+    # with a changed target (cLc.t......)
+    def dated_links(s):
+        for n, t in (("same", "a"), ("moved", "b"), ("new", "c")):
+            os.symlink(t, os.path.join(s, n))
+            os.utime(os.path.join(s, n), ns=(old, old), follow_symlinks=False)
+    def old_links(d):
+        os.symlink("a", os.path.join(d, "same"))
+        os.symlink("x", os.path.join(d, "moved"))
+    case("link-mtime", ["-a"], dated_links, old_links)
+
+    # owner-only and group-only changes: .f....o.... / .f.....g... (as root: -a includes -o)
+    if root:
+        def owned(d):
+            files("f", "g", t=old)(d)
+            os.chown(os.path.join(d, "f"), 1234, -1)
+            os.chown(os.path.join(d, "g"), -1, 99)
+        case("owner-group", ["-a"], files("f", "g", t=old), owned)
+    else:
+        print("  (not root: the owner case is left out)")
+
+    # hard links: the same groups of names as rsync's, and rsync's line shape hf+++++++++ NAME => FIRST
+    def linked(s):
+        write(os.path.join(s, "a"), "x\n")
+        os.link(os.path.join(s, "a"), os.path.join(s, "b"))
+        write(os.path.join(s, "sub", "c"), "y\n")
+        os.link(os.path.join(s, "sub", "c"), os.path.join(s, "sub", "d"))
+    a, b, rout, tout = case("hard-links", ["-aH"], linked, lines_too=False)
+    check(link_groups(a) == link_groups(b) == [["a", "b"], ["sub/c", "sub/d"]],
+          "-H: the same hard-link groups as rsync's (%s / %s)" % (link_groups(a), link_groups(b)))
+    shape = lambda out: sorted(l.split(" ")[0] for l in itemized(out) if l.startswith("hf"))
+    arrows = [l for l in itemized(tout) if l.startswith("hf")]
+    check(shape(rout) == shape(tout) == ["hf+++++++++"] * 2 and all(re.match(r"^hf\+{9} \S+ => \S+$", l) for l in arrows),
+          "-H: two 'hf+++++++++ NAME => FIRST' lines as rsync's (rsync %s, treesync %s)" % (
+              [l for l in itemized(rout) if l.startswith("hf")], arrows))
+
+    # --no-perms / --no-p: existing files keep their modes, also when rewritten; new ones get the
+    # source's under the umask, without set-ID bits
+    def perms_src(s):
+        write(os.path.join(s, "kept"), "new data\n", mode=0o755)
+        write(os.path.join(s, "same"), "same\n", mode=0o700, mtime=old)
+        write(os.path.join(s, "new"), "n\n", mode=0o4775)
+        write(os.path.join(s, "dir", "x"), "x\n", mode=0o666)
+        os.chmod(os.path.join(s, "dir"), 0o777)
+    def perms_dst(d):
+        write(os.path.join(d, "kept"), "old\n", mode=0o600)
+        write(os.path.join(d, "same"), "same\n", mode=0o640, mtime=old)
+    for spelling in ("--no-perms", "--no-p"):
+        case("no-perms" + spelling, ["-a", spelling], perms_src, perms_dst)
+
+    # --existing: only what exists is updated; a new directory is not entered
+    def ex_src(s):
+        write(os.path.join(s, "there"), "changed\n", mtime=old)
+        write(os.path.join(s, "fresh"), "new\n")
+        write(os.path.join(s, "newdir", "x"), "x\n")
+        write(os.path.join(s, "olddir", "y"), "y\n")
+        write(os.path.join(s, "olddir", "z"), "z\n")
+    def ex_dst(d):
+        write(os.path.join(d, "there"), "old\n")
+        write(os.path.join(d, "olddir", "y"), "old y\n")
+    case("existing", ["-a", "--existing"], ex_src, ex_dst)
+    case("ignore-existing", ["-a", "--ignore-existing"], ex_src, ex_dst)
+
+    # --chmod, rsync's syntax, on new and existing entries
+    def chmod_src(s):
+        write(os.path.join(s, "f"), "f\n", mode=0o644)
+        write(os.path.join(s, "x"), "x\n", mode=0o750)
+        write(os.path.join(s, "d", "g"), "g\n", mode=0o600)
+        write(os.path.join(s, "old"), "o\n", mode=0o644, mtime=old)
+    def chmod_dst(d):
+        write(os.path.join(d, "old"), "o\n", mode=0o600, mtime=old)
+    for spec in ("Dg+s,ug+w,Fo-w,+X", "D2775,F664", "g=u", "go-rwx", "+x", "a+rX,u-w", "o=g,Fu+s"):
+        case("chmod-" + re.sub(r"[^a-zA-Z0-9]", "_", spec), ["-a", "--chmod=" + spec], chmod_src, chmod_dst)
+    case("chmod-no-perms", ["-a", "--no-perms", "--chmod=ug+w,o-r"], chmod_src, chmod_dst)
+
+    # --no-links / --no-l: each skipped link named on stderr as rsync does
+    def with_link(s):
+        write(os.path.join(s, "f"), "f\n")
+        os.symlink("f", os.path.join(s, "l"))
+    for spelling in ("--no-links", "--no-l"):
+        case("no-links" + spelling, ["-a", spelling], with_link, stderr_has='skipping non-regular file "l"')
+    os.umask(old_umask)
+
+
+
 def run_rsync(*args, cwd=None):
     p = subprocess.run(["rsync"] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=cwd)
     return p.returncode, p.stdout.decode("utf-8", "surrogateescape"), p.stderr.decode("utf-8", "surrogateescape")
@@ -2319,6 +2508,7 @@ GROUPS = {
     "json_usage": test_json_usage,
     "json_utf8": test_json_utf8,
     "rsync_semantics": test_rsync_semantics,
+    "copy_back_rsync": test_copy_back_rsync,
 }
 
 
