@@ -74,6 +74,8 @@ inline std::string itemize_code(const treesync::action& a, bool checksum) {
         code[0] = 'c';
         code[2] = 'c';
         if (treesync::any(a.changes & changed::mtime)) code[4] = 't';
+        if (treesync::any(a.changes & changed::owner)) code[6] = 'o';
+        if (treesync::any(a.changes & changed::group)) code[7] = 'g';
         return code;
       }
       code[0] = '>';

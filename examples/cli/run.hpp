@@ -104,7 +104,9 @@ inline treesync::options library_options(const options& o, unsigned jobs, const 
                                          const std::string& backup_dir) {
   treesync::options t;
   t.dry_run = o.dry_run;
-  t.allow_empty_source = o.allow_empty_source;
+  // the empty-source guard protects DST from deletions: without them an empty SRC copies nothing
+  // and deletes nothing, as in rsync
+  t.allow_empty_source = o.allow_empty_source || o.deletion == deletion_mode::keep;
   t.durable = o.fsync;
   t.one_file_system = o.one_file_system;
   t.specials = o.specials;

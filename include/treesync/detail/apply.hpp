@@ -419,6 +419,7 @@ class applier {
     std::lock_guard<std::mutex> lock(n.mu);
     if (n.made_writable) return;
     std::error_code ec;
+    n.mode_before_writable = n.dst_st.mode;
     fs_.set_mode(n.dst, ".", n.dst_st.mode | 0700, ec);
     n.made_writable = !ec;
   }
@@ -496,7 +497,17 @@ class applier {
     std::error_code ec;
     fs_.make_symlink(d, made, p.target, ec);
     if (ec) return j_.fail(side::destination, operation::symlink, ec), false;
-    fs_.set_mtime(d, made, p.src.mtime_ns, ec);  // the link's own (rsync -t): never followed
+    // owner and group of the link itself (rsync -o/-g; set_owner never follows a link), then its
+    // own mtime (rsync -t): never followed
+    if (s_.opt.owner || s_.opt.group) {
+      fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(p.src.uid) : -1, s_.opt.group ? std::int64_t(p.src.gid) : -1, ec);
+      if (ec) {
+        j_.fail(side::destination, operation::chown, ec);
+        discard(d, made);
+        return false;
+      }
+    }
+    fs_.set_mtime(d, made, p.src.mtime_ns, ec);
     if (ec) {
       j_.fail(side::destination, operation::utime, ec);
       discard(d, made);

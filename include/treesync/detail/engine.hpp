@@ -95,8 +95,10 @@ class worker {
     if (s_.recording) record_dir(n, writes || n.modified.load() || n.made_writable);
     if (p.meta) {
       ++journal_.rep.meta_updated;
+      stat_info was = n.dst_st;  // a read-only directory opened up for a write: its mode before
+      if (n.made_writable) was.mode = n.mode_before_writable;
       journal_.note(action_kind::update_meta, file_type::directory, 0, 0, {},
-                    (differences(n.src_st, &n.dst_st) & ~changed::size) | (p.owner ? changed::owner : changed::none) |
+                    (differences(n.src_st, &was) & ~changed::size) | (p.owner ? changed::owner : changed::none) |
                         (p.group ? changed::group : changed::none));
     }
   }

@@ -113,6 +113,7 @@ struct dir_node {
   std::atomic<bool> modified{false};  // entries of the destination directory were added/removed/renamed
   std::mutex mu;                      // made_writable, closed, made, opening a deferred dst
   bool made_writable = false;         // a read-only destination directory was opened up for a change
+  std::uint32_t mode_before_writable = 0;  // its mode before that (what a report compares with SRC's)
   // Deep trees: a node below the fd window closes its handles once its own entries are done and
   // its subdirectories have started, and reopens its destination (checked by dev+ino) to finish.
   std::atomic<std::size_t> batches{0};    // batches of entries not yet processed
@@ -547,8 +548,10 @@ class journal {
       if (p.current) what &= ~changed::size | changed::owner | changed::group;
       note(kind, p.type, p.src.size, same_type ? p.dst.size : 0, {}, what, r.method, r.sparse);
     } else if (p.type == file_type::symlink) {
-      // the same type: the target changed (size), and the mtime when it differs
-      if (same_type) what = changed::size | (what & changed::mtime);
+      // the same type: the target changed (size; not for a link made afresh for its owner or
+      // group only), and the mtime, owner and group when they differ
+      if (same_type)
+        what = (p.current ? changed::none : changed::size) | (what & (changed::mtime | changed::owner | changed::group));
       note(kind, p.type, p.src.size, 0, {}, what);
     } else {
       note(kind, p.type, 0, 0, {}, changed::all | (what & changed::replaced));

@@ -273,7 +273,9 @@ class walker {
     const bool content_changed = n.modified.load();
     p.mtime = !old || content_changed || !s_.same_mtime(*old, st);
     p.fsync = s_.opt.durable && (!old || content_changed);
-    p.meta = old && (old->mode != st.mode || !s_.same_mtime(*old, st) || p.owner || p.group);
+    // reported by the mode it had before a write opened it up (restored above: not a change)
+    const std::uint32_t was = n.made_writable ? n.mode_before_writable : old ? old->mode : 0;
+    p.meta = old && (was != st.mode || !s_.same_mtime(*old, st) || p.owner || p.group);
     return p;
   }
 
@@ -454,6 +456,13 @@ class walker {
       const std::string current = fs_.read_link(n.dst, name, ec);
       same_target = !ec && current == p.target;
       if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::readlink, ec), verdict::none;
+    }
+    // a link whose owner or group must change (-o/-g) is made afresh with them, as a file whose
+    // data is current is (never a chown of a node treesync did not make): .L....og...
+    if (same_target && owner_changes(p.src, p.dst)) {
+      p.what = plan::step::write;
+      p.current = true;
+      return verdict::apply;
     }
     if (same_target) {
       if (s_.same_mtime(p.dst, p.src)) return verdict::none;
