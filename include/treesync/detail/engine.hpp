@@ -433,6 +433,7 @@ class scheduler {
       std::vector<dir_entry>().swap(n->sl);
       std::vector<dir_entry>().swap(n->dl);
       std::vector<std::pair<std::size_t, std::size_t>>().swap(n->merged);
+      s_.state.release(n->rec);  // and neither is its record's listing (its children hold their own)
     }
     maybe_close(*n, 1);  // this batch's own pending unit is still counted
   }

@@ -86,6 +86,9 @@ struct dir_record {
   bool settled = false;  ///< its stamps were older than the racy window when recorded (verify::dirs)
   stat_info self;
   std::vector<entry_record> entries;
+  /// The record as text (what follows the name on its D line, then its E lines), instead of
+  /// `self` and `entries`: how the records a run makes are kept until they are written.
+  std::string body;
 
   const entry_record* find(std::string_view n) const {
     const auto it = std::lower_bound(entries.begin(), entries.end(), n,
@@ -170,7 +173,7 @@ class manifest {
         needed[i] = needed[i] || dirs[i].listed;
         const std::size_t p = dirs[i].parent;
         if (i == 0 || p >= i) continue;  // a parent always comes first; anything else is not reachable
-        if (dirs[p].listed) {
+        if (dirs[p].listed && dirs[p].body.empty()) {
           const entry_record* e = dirs[p].find(dirs[i].name);
           if (!e || e->type != file_type::directory || !is_component(dirs[i].name)) continue;
         }
@@ -266,7 +269,19 @@ class manifest {
       out += '/';
     else
       escape(d.name, out);
-    if (d.listed) {
+    if (!d.listed) {
+      out += '\n';
+    } else if (!d.body.empty()) {
+      out += d.body;
+    } else {
+      put_body(d, out);
+    }
+  }
+
+ public:
+  /// A listed record's text after its name: its D line's fields, then its E lines.
+  static void put_body(const dir_record& d, std::string& out) {
+    {
       number(d.settled ? 1 : 0, out);
       number(d.entries.size(), out);
       const stat_info& s = d.self;
@@ -276,9 +291,10 @@ class manifest {
       number(s.ctime_ns, out);
     }
     out += '\n';
-    if (d.listed)
-      for (const entry_record& e : d.entries) put_entry(e, out);
+    for (const entry_record& e : d.entries) put_entry(e, out);
   }
+
+ private:
 
   static void put_entry(const entry_record& e, std::string& out) {
     out += "E ";
@@ -648,12 +664,19 @@ class state_keeper {
 
   /// A completed directory's record, for the file written at the end.
   void put(std::size_t slot, dir_record&& d) {
+    std::string body;  // kept as text: a third of the memory of the records themselves
+    manifest::put_body(d, body);
     std::lock_guard<std::mutex> lock(mu_);
     dir_record& r = next_.dirs[slot];
     r.listed = true;
-    r.settled = d.settled;
-    r.self = d.self;
-    r.entries = std::move(d.entries);
+    r.body = std::move(body);
+  }
+
+  /// A directory's record will not be read again (its entries are all processed): its entries'
+  /// memory goes (on a deep chain, every directory above the one at hand is such a one).
+  void release(const dir_record* r) {
+    if (!r) return;
+    std::vector<entry_record>().swap(const_cast<dir_record*>(r)->entries);
   }
 
   /// The records of the directories on the way to `rel` (relative to the roots, the subtree
