@@ -290,7 +290,7 @@ def sync_tree(src, dst, exclude=()):
 
     New and changed files are copied (size + mtime compared, so an unchanged tree writes nothing),
     entries ``src`` lacks are deleted from ``dst``, symlinks are followed (copytree's default),
-    ``dst`` is made when missing.  ``exclude`` patterns match a bare name at any depth with
+    ``dst`` and its missing parents are made (as copytree does).  ``exclude`` patterns match a bare name at any depth with
     ``fnmatch`` rules (``*``, ``?``, ``[seq]``, ``[!seq]``; case-sensitive): a matching file or
     directory is neither copied nor, if present in ``dst``, deleted.  Raises treesync.Error on the
     first failure (an OSError: ``errno``, ``filename`` the full path), as the original does.
@@ -298,6 +298,8 @@ def sync_tree(src, dst, exclude=()):
     names = _patterns(exclude, "exclude")
     decode = _os.fsdecode
     bsrc, bdst = _fspath_bytes(src, "src"), _fspath_bytes(dst, "dst")
+    if _os.path.isdir(bsrc):  # copytree makes dst's missing parents too (the library makes dst only)
+        _os.makedirs(_os.path.dirname(_os.path.abspath(bdst)), exist_ok=True)
     options = {"src": bsrc, "dst": bdst, "deletion": 0, "name_excludes": names, "jobs": 0,
                "allow_empty_source": True, "stop_on_error": True,
                "check_signals": _threading.current_thread() is _threading.main_thread()}
