@@ -110,9 +110,10 @@ TEST_CASE("preserve_owner and preserve_group copy uid and gid, and fix them on a
   fs.advance(10s);
   fs.reset_counters();
   const auto r = treesync::sync(fs, "/src", "/dst", treesync::preserve_owner, treesync::preserve_group);
-  // never a chown of data treesync did not just write (issue 12): the file is copied afresh
-  CHECK(r.meta_updated == 0);
-  CHECK(r.updated == 1);
+  // never a chown of data treesync did not just write (issue 12): the file is copied afresh, and
+  // reported as what changed, its metadata (rsync: .f....og...)
+  CHECK(r.meta_updated == 1);
+  CHECK(r.updated == 0);
   CHECK(fs.lstat("/dst/a.txt").uid == 1000);
   CHECK(fs.lstat("/dst/a.txt").gid == 100);
   CHECK(fs.ops()[op::open_write] == 1);
@@ -431,4 +432,159 @@ TEST_CASE("a compare policy's restamp() decides at run time whether a current fi
     const bool stamped = fs.tree("/dst").at("a").mtime_ns == fs.tree("/src").at("a").mtime_ns;
     CHECK(stamped == (restamping == 1));
   }
+}
+
+// ---- the copy-back switches (issue 24 item 5) ----------------------------------------------------
+
+namespace {
+struct seen {
+  std::vector<std::pair<std::string, treesync::action>> v;
+  void operator()(const treesync::action& a) {
+    treesync::action c = a;
+    v.emplace_back(std::string(a.path), c);
+  }
+  const treesync::action* at(const std::string& p) const {
+    for (const auto& e : v)
+      if (e.first == p) return &e.second;
+    return nullptr;
+  }
+};
+}  // namespace
+
+TEST_CASE("chmod_rules reads rsync's --chmod syntax") {
+  treesync::chmod_rules c;
+  REQUIRE(c.parse("Dg+s,ug+w,Fo-w,+X"));
+  CHECK(c.apply(0644, false, 022) == 0664);
+  CHECK(c.apply(0755, true, 022) == 02775);
+  CHECK(c.apply(0600, true, 022) == 02731);  // +X: x for a directory, in every class the umask leaves
+  treesync::chmod_rules o;
+  REQUIRE(o.parse("D2775,F664"));
+  CHECK(o.apply(0700, true, 022) == 02775);
+  CHECK(o.apply(0700, false, 022) == 0664);
+  treesync::chmod_rules g;
+  REQUIRE(g.parse("g=u"));
+  CHECK(g.apply(0640, false, 022) == 0660);
+  treesync::chmod_rules n;
+  REQUIRE(n.parse("+w"));
+  CHECK(n.apply(0444, false, 022) == 0644);  // no class named: the umask's w bits stay off
+  std::string why;
+  for (const char* bad : {"u+w-r", "q+w", "u+z", "", "D", "78", "u*w", "12345"}) {
+    treesync::chmod_rules b;
+    CHECK_FALSE(b.parse(bad, &why));
+    CHECK(b.empty());
+  }
+  CHECK(why.find("12345") != std::string::npos);
+}
+
+TEST_CASE("perms off: existing files keep their modes, also when rewritten; new ones get the source's under the umask") {
+  mock_fs fs;
+  fs.write("/src/kept", "new data", 0755);
+  fs.write("/src/same", "same", 0700);
+  fs.write("/src/new", "n", 04775);
+  fs.mkdir("/src/dir", 0777);
+  fs.write("/dst/kept", "old", 0600);
+  fs.write("/dst/same", "same", 0640);
+  fs.advance(10s);
+  fs.set_mtime("/dst/same", fs.lstat("/src/same").mtime_ns);
+  treesync::options o;
+  o.perms = false;
+  o.umask = 027;
+  const auto r = treesync::sync(fs, "/src", "/dst", o);
+  CHECK(r.ok());
+  CHECK(fs.read("/dst/kept") == "new data");
+  CHECK(fs.lstat("/dst/kept").mode == 0600);
+  CHECK(fs.lstat("/dst/same").mode == 0640);
+  CHECK(fs.lstat("/dst/new").mode == 0750);
+  CHECK(fs.lstat("/dst/dir").mode == 0750);
+  fs.advance(10s);
+  CHECK(treesync::sync(fs, "/src", "/dst", o).unchanged());
+}
+
+TEST_CASE("chmod changes the source's modes as the run sees them") {
+  mock_fs fs;
+  fs.write("/src/f", "f", 0644);
+  fs.write("/src/d/g", "g", 0600);
+  fs.symlink("/src/l", "f");
+  fs.advance(10s);
+  treesync::options o;
+  REQUIRE(o.chmod.parse("Dg+s,ug+w,Fo-w,+X"));
+  (void)treesync::sync(fs, "/src", "/dst", o, treesync::links::preserve);
+  CHECK(fs.lstat("/dst/f").mode == 0664);
+  CHECK(fs.lstat("/dst/d/g").mode == 0620);
+  CHECK((fs.lstat("/dst/d").mode & 02000) != 0);
+  fs.advance(10s);
+  CHECK(treesync::sync(fs, "/src", "/dst", o, treesync::links::preserve).unchanged());
+}
+
+TEST_CASE("existing creates nothing; ignore_existing changes nothing that exists") {
+  const auto setup = [](mock_fs& fs) {
+    fs.write("/src/there", "changed");
+    fs.write("/src/fresh", "new");
+    fs.write("/src/newdir/x", "x");
+    fs.write("/src/olddir/y", "y");
+    fs.write("/src/olddir/z", "z");
+    fs.write("/dst/there", "old");
+    fs.write("/dst/olddir/y", "old y");
+    fs.advance(10s);
+  };
+  mock_fs a;
+  setup(a);
+  treesync::options o;
+  o.existing = true;
+  CHECK(treesync::sync(a, "/src", "/dst", o).ok());
+  CHECK(a.read("/dst/there") == "changed");
+  CHECK(a.read("/dst/olddir/y") == "y");
+  CHECK_FALSE(a.exists("/dst/fresh"));
+  CHECK_FALSE(a.exists("/dst/newdir"));
+  CHECK_FALSE(a.exists("/dst/olddir/z"));
+  mock_fs b;
+  setup(b);
+  treesync::options i;
+  i.ignore_existing = true;
+  CHECK(treesync::sync(b, "/src", "/dst", i).ok());
+  CHECK(b.read("/dst/there") == "old");
+  CHECK(b.read("/dst/olddir/y") == "old y");
+  CHECK(b.read("/dst/fresh") == "new");
+  CHECK(b.read("/dst/newdir/x") == "x");
+  CHECK(b.read("/dst/olddir/z") == "z");
+}
+
+TEST_CASE("a symlink's own mtime is kept: set on a new link, and on a link whose target is the same") {
+  mock_fs fs;
+  fs.symlink("/src/same", "a");
+  fs.symlink("/src/new", "c");
+  fs.symlink("/dst/same", "a");
+  fs.advance(10s);
+  fs.set_mtime("/src/same", 1'500'000'000'000'000'000);
+  fs.set_mtime("/src/new", 1'500'000'000'000'000'000);
+  seen obs;
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::links::preserve, std::ref(obs));
+  CHECK(r.ok());
+  CHECK(fs.lstat("/dst/same").mtime_ns == 1'500'000'000'000'000'000);
+  CHECK(fs.lstat("/dst/new").mtime_ns == 1'500'000'000'000'000'000);
+  const treesync::action* same = obs.at("same");
+  REQUIRE(same != nullptr);
+  CHECK(same->kind == treesync::action_kind::update_meta);
+  CHECK(same->type == file_type::symlink);
+  CHECK(same->changes == treesync::changed::mtime);
+  fs.advance(10s);
+  CHECK(treesync::sync(fs, "/src", "/dst", treesync::links::preserve).unchanged());
+}
+
+TEST_CASE("an entry of another type replaced is reported as replaced; a hard link names its first name") {
+  mock_fs fs;
+  fs.write("/src/f", "f");
+  fs.write("/src/a", "x");
+  fs.hard_link("/src/a", "/src/b");
+  fs.mkdir("/dst/f");
+  fs.advance(10s);
+  seen obs;
+  (void)treesync::sync(fs, "/src", "/dst", treesync::hard_links, std::ref(obs));
+  const treesync::action* f = obs.at("f");
+  REQUIRE(f != nullptr);
+  CHECK(f->kind == treesync::action_kind::update);
+  CHECK(treesync::any(f->changes & treesync::changed::replaced));
+  const treesync::action* b = obs.at("b");
+  REQUIRE(b != nullptr);
+  CHECK(treesync::any(b->changes & treesync::changed::linked));
 }
