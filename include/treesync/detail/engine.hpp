@@ -80,9 +80,12 @@ class worker {
       if (s_.recording) record_entry(n, e.name, de, v, p, t, done, children.size() > before, made);
     }
     if (modified) n.modified.store(true);
-    if (!made.empty()) {
+    if (!made.empty()) {  // kept as text: a waiting directory holds no records (deep chains)
+      std::string lines;
+      for (const entry_record& r : made) manifest::put_entry(r, lines);
       std::lock_guard<std::mutex> lock(n.mu);
-      for (auto& r : made) n.made.entries.push_back(std::move(r));
+      n.made.emplace_back(begin, std::move(lines));
+      n.made_count += made.size();
     }
   }
 
@@ -179,12 +182,17 @@ class worker {
       d.self.ctime_ns = 0;
       d.settled = false;
     }
+    std::vector<std::pair<std::size_t, std::string>> made;
+    std::size_t count = 0;
     {
       std::lock_guard<std::mutex> lock(n.mu);
-      d.entries = std::move(n.made.entries);
+      made = std::move(n.made);
+      count = n.made_count;
     }
-    std::sort(d.entries.begin(), d.entries.end(), [](const entry_record& a, const entry_record& b) { return a.name < b.name; });
-    s_.state.put(s_.state.slot(n), std::move(d));
+    std::sort(made.begin(), made.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string lines;
+    for (const auto& m : made) lines += m.second;
+    s_.state.put(s_.state.slot(n), d, count, lines);
   }
 
   bool holds_state_file(const std::string& rel) const {

@@ -281,21 +281,21 @@ class manifest {
  public:
   /// A listed record's text after its name: its D line's fields, then its E lines.
   static void put_body(const dir_record& d, std::string& out) {
-    {
-      number(d.settled ? 1 : 0, out);
-      number(d.entries.size(), out);
-      const stat_info& s = d.self;
-      for (std::uint64_t v : {s.dev, s.ino, std::uint64_t(s.mode), std::uint64_t(s.uid), std::uint64_t(s.gid)})
-        number(v, out);
-      number(s.mtime_ns, out);
-      number(s.ctime_ns, out);
-    }
-    out += '\n';
+    put_head(d, d.entries.size(), out);
     for (const entry_record& e : d.entries) put_entry(e, out);
   }
-
- private:
-
+  /// The rest of a D line after the name, for a directory of `count` entries.
+  static void put_head(const dir_record& d, std::size_t count, std::string& out) {
+    number(d.settled ? 1 : 0, out);
+    number(count, out);
+    const stat_info& s = d.self;
+    for (std::uint64_t v : {s.dev, s.ino, std::uint64_t(s.mode), std::uint64_t(s.uid), std::uint64_t(s.gid)})
+      number(v, out);
+    number(s.mtime_ns, out);
+    number(s.ctime_ns, out);
+    out += '\n';
+  }
+  /// One entry's E line.
   static void put_entry(const entry_record& e, std::string& out) {
     out += "E ";
     escape(e.name, out);
@@ -616,6 +616,7 @@ class state_keeper {
       return errc::state_ignored;
     }
     trusted_ = level_ != verify_level::full;
+    if (!trusted_) old_ = manifest{};  // verify::full reads every directory: the records are not needed
     return {};
   }
 
@@ -663,9 +664,11 @@ class state_keeper {
   }
 
   /// A completed directory's record, for the file written at the end.
-  void put(std::size_t slot, dir_record&& d) {
+  /// `d`'s own fields, and its `count` entries as their E lines, sorted by name.
+  void put(std::size_t slot, const dir_record& d, std::size_t count, const std::string& entry_lines) {
     std::string body;  // kept as text: a third of the memory of the records themselves
-    manifest::put_body(d, body);
+    manifest::put_head(d, count, body);
+    body += entry_lines;
     std::lock_guard<std::mutex> lock(mu_);
     dir_record& r = next_.dirs[slot];
     r.listed = true;

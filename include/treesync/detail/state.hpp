@@ -98,7 +98,10 @@ struct dir_node {
   const dir_record* rec = nullptr;      // the state file's record of this directory (a trusted file's)
   const dir_record* vouched = nullptr;  // the state file's record, taken for its listing
   std::size_t slot = no_record;         // its place in the state file written at the end (state_keeper::slot)
-  dir_record made;                      // what the run leaves in it (state_file), under `mu`
+  // What the run leaves in it (state_file), under `mu`: each batch's entry lines (E, as the state
+  // file has them: a batch is a range of the sorted listing) by the batch's first index.
+  std::vector<std::pair<std::size_t, std::string>> made;
+  std::size_t made_count = 0;
   std::atomic<bool> record_failed{false};  // an entry written could not be stat'ed: no record
   bool dst_exists() const noexcept { return have_dst || dst_deferred; }
   // A directory this run creates is populated under a temporary name (`staged`, in the parent)
