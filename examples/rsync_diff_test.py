@@ -87,6 +87,10 @@ RULES = {
         "README: -H picks as the group's first member (>f, the others hf ... => FIRST) another member "
         "than rsync may, and prints hf lines in walk order -> under -H, hf lines read as '>f+++++++++ NAME' "
         "and the file lines are compared as a set",
+    "rsync_single_entry_dst":
+        "README: rsync copies a one-entry file list (SRC without a slash that is an empty directory, or "
+        "whose contents are all filtered out) to DST itself when DST is missing; treesync makes DST/NAME "
+        "as for any SRC -> accepted when DST was missing, rsync's DST is empty and treesync's holds NAME alone",
     "summary_line":
         "README: without -q treesync ends with a summary line (rsync -i prints none) -> that line is dropped",
 }
@@ -102,6 +106,9 @@ PENDING = {
     "pending_type_replacement_itemize":
         "issue 24 item 6: an entry replaced by one of another type: rsync '>f+++++++++'/'cL+++++++++'/"
         "'cd+++++++++', treesync with attribute letters",
+    "pending_existing_makes_dst_name":
+        "issue 24 item 5 (--existing): with SRC without a slash treesync makes DST/NAME (cd+++++++++ NAME/) "
+        "where rsync --existing creates nothing -> --existing is only generated with SRC/",
     "pending_owner_group_itemize":
         "issue 24 item 6: an owner/group-only change: rsync '.f....o....'/'.f.....g...', treesync '>fc........' "
         "or with other letters",
@@ -572,7 +579,7 @@ def fmt(name, v):
     return repr(v)
 
 
-def pick_options(rng, have, specials_in_tree):
+def pick_options(rng, have, specials_in_tree, slash):
     """Returns the option list: always -a, or -r -p -t plus a link mode (rules rpt_always_on,
     links_default_follow), and a random subset of the shared options."""
     opts = []
@@ -605,7 +612,7 @@ def pick_options(rng, have, specials_in_tree):
         opts += rng.sample(["-u", "-c", "--size-only"], 2)  # rule compare_exclusive
     if rng.random() < 0.5:
         opts.append("--delete")
-    if "--existing" in have and rng.random() < 0.1:
+    if "--existing" in have and rng.random() < 0.1 and slash:
         opts.append("--existing")
     if "--ignore-existing" in have and rng.random() < 0.1:
         opts.append("--ignore-existing")
@@ -693,7 +700,9 @@ class Runner:
             rule_files = ["-F"] if rng.random() < 0.5 else ["-F", "-F"]
         else:
             rule_files = []
-        opts = pick_options(rng, self.have, any(e.kind == "p" for e in src.values()))
+        opts = pick_options(rng, self.have, any(e.kind == "p" for e in src.values()), slash)
+        if not slash and "--existing" in self.have:
+            fire("pending_existing_makes_dst_name")
         if rng.random() < 0.35:
             opts += pick_filters(rng, name)
             if rng.random() < 0.3:
@@ -719,7 +728,9 @@ class Runner:
                             os.lchown(full, 0, os.lstat(full).st_gid)
                             fire("rsync_untrusted_symlink")
                         if deleting and not os.path.exists(full):
+                            st = os.stat(root)
                             os.unlink(full)
+                            os.utime(root, ns=(st.st_atime_ns, st.st_mtime_ns))  # SRC as generated
                             fire("blocker_io_error_deletes")
         for who in ("t", "r"):
             if dst_tree is not None:
@@ -759,10 +770,16 @@ class Runner:
         else:
             if tp.returncode != rp.returncode:
                 diffs.append("exit status: treesync %d, rsync %d" % (tp.returncode, rp.returncode))
+            if state == "missing" and name and r_snap[0] is not None and set(r_snap[0]) == {""} \
+                    and t_snap[0] is not None and set(t_snap[0]) == {"", name}:
+                fire("rsync_single_entry_dst")
+                t_snap = r_snap
+                t_out = "\n".join(l for l in t_out.split("\n") if not l.startswith("cd+++++++++ %s/" % name))
+                r_out = "\n".join(l for l in r_out.split("\n") if not l.startswith("cd+++++++++ %s/" % name))
             diffs += compare_trees(t_snap, r_snap, ctx)
             notices = []
             diffs += compare_itemized(itemized_treesync(t_out), itemized_rsync(r_out, notices), ctx)
-            t_err = tp.stderr.decode("utf-8", "surrogateescape")
+            t_err = decode_treesync(tp.stderr.decode("utf-8", "surrogateescape"))
             for l in notices:
                 if l not in t_err:
                     diffs.append("rsync's %r is not on treesync's stderr" % l)
