@@ -7,14 +7,19 @@
 
 #include <doctest/doctest.h>
 
+#include <condition_variable>
 #include <cstdlib>
 #include <fcntl.h>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <sys/stat.h>
+#include <thread>
 #include <unistd.h>
+#include <vector>
 
 namespace {
 thread_local bool counting = false;
@@ -105,6 +110,69 @@ TEST_CASE("filter with dir-merge: a 1,000-level walk reads each directory's rule
   for (const auto& kv : files.reads) most = std::max<std::size_t>(most, static_cast<std::size_t>(kv.second));
   CHECK(files.reads.size() == 1000);
   CHECK(most == 1);
+}
+
+// Two workers, as the engine's on a chain with one file per level: they take turns by level going
+// down, then one goes back up through the files the other left behind, then both go on down.
+// Each directory's file is read once: a thread takes the contexts another thread made, and one
+// going back up and down again reads nothing anew.  Before, each thread read every directory it
+// entered (twice per level here) and one coming down again re-read every level below where it
+// had been, O(depth) reads and openat() calls per jump; at 20,000 levels that made the lagging
+// worker ever slower, the engine's deep directories stayed open while it lagged, and the run
+// ended in EMFILE (exit 23).
+TEST_CASE("filter with dir-merge: two threads taking turns down a chain and back up read each directory's file once") {
+  map_loader files;
+  files.files[".rules"] = "- core\n";
+  std::mutex load_mu;  // map_loader is not thread-safe; the turns below serialize anyway
+  filter::loader inner = files.get();
+  filter f([&](std::string_view dir, std::string_view name) {
+    std::lock_guard<std::mutex> lock(load_mu);
+    return inner(dir, name);
+  });
+  f.dir_merge(".rules");
+  constexpr int depth = 400;
+  std::vector<std::string> dirs{""};
+  for (int i = 1; i <= 2 * depth; ++i) dirs.push_back(dirs.back().empty() ? "d" : dirs.back() + "/d");
+  const auto in = [&](int level, const char* name) {
+    return dirs[static_cast<std::size_t>(level)].empty() ? std::string(name)
+                                                        : dirs[static_cast<std::size_t>(level)] + "/" + name;
+  };
+  // turn-taking: each step runs on its thread (0 or 1), in order; the other thread waits
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::pair<int, std::function<void()>>> steps;
+  bool ok = true;
+  for (int level = 0; level <= depth; ++level)  // down, taking turns by level: the directory entry only
+    steps.push_back({level % 2, [&, level] { ok = ok && !f.excluded(in(level, "d"), file_type::directory); }});
+  for (int level = depth - 1; level >= 0; level -= 2)  // thread 1 goes back up through the files
+    steps.push_back({1, [&, level] { ok = ok && f.excluded(in(level, "core"), F) && !f.excluded(in(level, "f"), F); }});
+  for (int level = depth + 1; level < 2 * depth; ++level)  // and both go on down
+    steps.push_back({level % 2, [&, level] {
+                       ok = ok && !f.excluded(in(level, "d"), file_type::directory) && f.excluded(in(level, "core"), F);
+                     }});
+  std::size_t next = 0;
+  const auto worker = [&](int me) {
+    std::unique_lock<std::mutex> lock(mu);
+    for (;;) {
+      cv.wait(lock, [&] { return next == steps.size() || steps[next].first == me; });
+      if (next == steps.size()) return;
+      steps[next].second();
+      ++next;
+      cv.notify_all();
+    }
+  };
+  std::thread a(worker, 0), b(worker, 1);
+  a.join();
+  b.join();
+  CHECK(ok);
+  CHECK(files.reads.size() == static_cast<std::size_t>(2 * depth));  // the root and every directory but the last
+  std::size_t most = 0, total = 0;
+  for (const auto& kv : files.reads) {
+    most = std::max<std::size_t>(most, static_cast<std::size_t>(kv.second));
+    total += static_cast<std::size_t>(kv.second);
+  }
+  CHECK(most == 1);
+  CHECK(total == static_cast<std::size_t>(2 * depth));
 }
 
 TEST_CASE("filter with dir-merge: the rules of a directory the walk has left are not kept") {

@@ -9,6 +9,8 @@
 
 #include "policies.hpp"
 
+#include <iterator>
+#include <map>
 #include <stdexcept>
 
 namespace treesync {
@@ -465,8 +467,15 @@ class filter {
     std::shared_ptr<const layer> current;
     std::shared_ptr<const layer> inherit;
   };
+  // The rules in force in one directory.  Shared by every thread in that directory: a thread
+  // that enters a subdirectory another thread is in (or holds in its chain) takes its context
+  // from `children` instead of reading the directory's files again; a context lives while some
+  // thread's chain holds it (the weak entries of those gone are swept as the list grows).
   struct dir_ctx {
     std::vector<slot> slots;
+    mutable std::mutex mu;  // children; held while a child's context is built (one read per directory)
+    mutable std::map<std::string, std::weak_ptr<const dir_ctx>, std::less<>> children;
+    mutable std::size_t sweep_at = 16;
     const slot* find(const rule* r) const {
       for (const slot& s : slots)
         if (s.merge == r) return &s;
@@ -483,7 +492,7 @@ class filter {
       if (!stack.empty() && pd.size() == dir.size() && pd == std::string_view(dir)) return stack.back().second.get();
       if (stack.empty()) {
         dir.clear();
-        stack.emplace_back(0, f.build(nullptr, std::string_view(), 0));
+        stack.emplace_back(0, f.root_ctx());
       }
       const std::size_t n = std::min(dir.size(), pd.size());
       std::size_t common = 0;
@@ -499,7 +508,7 @@ class filter {
         const std::size_t start = pos == 0 ? 0 : pos + 1;
         std::size_t next = pd.find('/', start);
         if (next == std::string_view::npos) next = pd.size();
-        auto ctx = f.build(stack.back().second.get(), pd.substr(0, next), next + 1);
+        auto ctx = f.child_ctx(*stack.back().second, pd.substr(start, next - start), pd.substr(0, next), next + 1);
         stack.emplace_back(next, std::move(ctx));
         dir.append(pd.data() + pos, next - pos);
         pos = next;
@@ -573,13 +582,45 @@ class filter {
     loader load;
     std::mutex mu;
     std::vector<std::pair<std::thread::id, std::shared_ptr<cursor>>> cursors;
+    std::shared_ptr<const dir_ctx> root;  // the root's context, shared by every thread's chain
   };
 
   filter& changed() {
     has_merge_ = std::any_of(rules_.begin(), rules_.end(), [](const rule& r) { return r.merge; });
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->cursors.clear();  // their contexts point into the old rules
+    shared_->root.reset();
     return *this;
+  }
+
+  // The root directory's context, built once (its files read when the first thread asks).
+  std::shared_ptr<const dir_ctx> root_ctx() const {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (!shared_->root) shared_->root = build(nullptr, std::string_view(), 0);
+    return shared_->root;
+  }
+
+  // The context of `parent`'s subdirectory `name` (`dir` its path, `base` = dir.size() + 1): the
+  // one a thread already holds, or built now, under parent's lock so that threads entering the
+  // directory together read its files once.
+  std::shared_ptr<const dir_ctx> child_ctx(const dir_ctx& parent, std::string_view name, std::string_view dir,
+                                           std::size_t base) const {
+    std::lock_guard<std::mutex> lock(parent.mu);
+    auto& kids = parent.children;
+    const auto it = kids.find(name);
+    if (it != kids.end())
+      if (auto live = it->second.lock()) return live;
+    std::shared_ptr<const dir_ctx> ctx = build(&parent, dir, base);
+    if (it != kids.end()) {
+      it->second = ctx;
+    } else {
+      if (kids.size() >= parent.sweep_at) {  // drop the entries of directories every thread has left
+        for (auto k = kids.begin(); k != kids.end();) k = k->second.expired() ? kids.erase(k) : std::next(k);
+        parent.sweep_at = std::max<std::size_t>(16, 2 * kids.size());
+      }
+      kids.emplace(std::string(name), ctx);
+    }
+    return ctx;
   }
 
   filter& push(rule r) {
