@@ -261,7 +261,7 @@ inline const char* help_text() {
       "  | -v lists names                         | -v lists create/update/meta/delete/skip and the name  |\n"
       "  | -c, --size-only, -u combine            | they exclude each other (usage error, exit 1)         |\n"
       "  | -i: 'created directory DST'            | not printed                                           |\n"
-      "  | -i escapes a newline in a name: \\#012  | as \\n, \\t, \\x1b, '\\' as '\\\\'                      |\n"
+      "  | -i escapes a newline in a name: \\#012  | as \\n, \\t, \\x1b, '\\' as '\\\\'                          |\n"
       "  | skipping non-regular file: on stdout   | on stderr (silenced by -q)                            |\n"
       "  | -i adds no summary line                | a summary line ends the output (-q drops it)          |\n"
       "  | chown/chmod keeps a DST file's inode   | an owner change (or metadata of a file with other     |\n"
