@@ -275,8 +275,9 @@ class filter_error : public std::runtime_error {
 /// and memory: each calling thread keeps the chain of rule contexts of the directory it is in
 /// (one per directory from the root down, each reusing its parent's), so an entry costs one
 /// comparison of its parent path with the thread's current directory plus the rules in force;
-/// a directory's files are read when a thread enters it and released when every thread has
-/// left it (a directory is read again if the walk comes back to it).  excluded() may be called
+/// the contexts are shared between threads: a directory's files are read when the first thread
+/// enters it and released when every thread has left it (a directory is read again if the walk
+/// comes back to it).  excluded() may be called
 /// from several worker threads at once.  Pass the run's source directory as root;
 /// destination-only directories have no rule files.
 class filter {
