@@ -59,7 +59,7 @@ class source_reader {
       case link_action::preserve:
         if (!links_needs_target<typename S::links_type>::value && !read_target(s, e.name, p)) return false;
         if (p.src.type != file_type::symlink) {  // typed by the listing: the link's own stat, for its mtime
-          std::error_code ec;
+          ec.clear();
           p.src = fs_.stat(s, e.name, false, ec);
           if (ec) return j_.source_failure(s, e.name, operation::stat, ec), false;
           if (p.src.type != file_type::symlink) return j_.vanish(operation::stat, errc::vanished), false;
