@@ -480,8 +480,9 @@ inline void print_errors(const treesync::report& r, const roots& at) {
     if (e.operation == treesync::operation::state)
     {
       const std::string more = entry_detail(e, 0);
+      const bool ignored = e.code == treesync::errc::state_ignored && !more.empty();  // the detail says why
       std::fprintf(stderr, "treesync: notice: state file %s: %s%s%s\n", display(e.path).c_str(),
-                   e.code.message().c_str(), more.empty() ? "" : ": ", display(more).c_str());
+                   ignored ? "ignored" : e.code.message().c_str(), more.empty() ? "" : ": ", display(more).c_str());
     }
   for (const auto& e : r.vanished)
     std::fprintf(stderr, "treesync: %s %s (%s): %s (the source changed during the run; the next run retries it)\n",

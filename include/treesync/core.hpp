@@ -162,7 +162,7 @@ class error_category_impl final : public std::error_category {
       case errc::destination_parent_missing: return "the destination's parent directory does not exist";
       case errc::destination_dangling_symlink: return "destination is a dangling symbolic link";
       case errc::state_ignored:
-        return "state file ignored: it belongs to another source, destination, version or policy set, or is damaged";
+        return "state file ignored (entry_error::detail says why)";
       case errc::state_not_kept: return "no state file kept: hard links and backups change entries it would record";
       case errc::state_not_regular:
         return "state file: not a regular file (a link, directory, device, FIFO or socket is never read, replaced or removed)";
