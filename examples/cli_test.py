@@ -1092,6 +1092,43 @@ def test_filter_rsync():
             "; treesync only: %s" % sorted(got - want)[:6] if got - want else ""))
     check(len(sets) >= 40, "at least 40 rule sets (%d)" % len(sets))
     print("  %d rule sets, %d agree with rsync %s" % (len(sets), agree, p.args[0]))
+    # merges inside rule files (issue 24): ':- .gitignore', ':n-', ':e', '. FILE', 'dir-merge,w'
+    cases = {
+        "gitignore": {".rsync-filter": ":- .gitignore\n- *.o\n", "a/.gitignore": "*.log\n# c\n", "a/b/.gitignore": "*.tmp\n"},
+        "noinherit": {".rsync-filter": ":n- .local\n", ".local": "*.log\n", "a/.local": "*.tmp\n"},
+        "self": {".rsync-filter": ":e- .gitignore\n", "a/.gitignore": "*.log\n"},
+        # not compared: '. FILE' inside a per-directory file (rsync opens FILE relative to its own
+        # working directory and fails; treesync reads it beside the rule file) and 'dir-merge,w'
+        # (rsync 3.5 rejects the words above as 'unexpected end of filter rule')
+        "clear": {".rsync-filter": "- *.log\n", "a/b/.rsync-filter": "!\n- *.tmp\n"},
+    }
+    files = ["x.log", "x.tmp", "x.c", "x.o", "keep.o", "a/x.log", "a/x.tmp", "a/x.c", "a/x.o", "a/keep.o",
+             "a/b/x.log", "a/b/x.tmp", "a/b/x.c", "a/b/x.o"]
+    for name, rules in sorted(cases.items()):
+        src = os.path.join(w, "merge-" + name)
+        for f in files:
+            write(os.path.join(src, f), f)
+        for f, text in rules.items():
+            write(os.path.join(src, f), text)
+        want_dir, got_dir = os.path.join(w, "rsync-m-" + name), os.path.join(w, "treesync-m-" + name)
+        p = subprocess.run([rsync, "-a", "-F", src + "/", want_dir + "/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        rc, out, err = run("-a", "-q", "-F", src + "/", got_dir)
+        want, got = tree_paths(want_dir), tree_paths(got_dir) if os.path.isdir(got_dir) else set()
+        check(p.returncode == 0 and rc == 0 and want == got, "-F with %s: treesync selects what rsync does (exit %d/%d; "
+              "rsync only %s, treesync only %s)" % (name, p.returncode, rc, sorted(want - got)[:6], sorted(got - want)[:6]))
+    # a bad line: rsync's "Unknown filter rule", exit 1; at the root nothing is written
+    for where in [".rsync-filter", "a/.rsync-filter"]:
+        src = os.path.join(w, "bad-" + where.replace("/", "-"))
+        for f in files:
+            write(os.path.join(src, f), f)
+        write(os.path.join(src, where), "garbage\n- *.c\n")
+        dst = os.path.join(w, "bad-dst-" + where.replace("/", "-"))
+        p = subprocess.run([rsync, "-a", "-F", src + "/", dst + "-rsync/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        rc, out, err = run("-a", "-q", "-F", src + "/", dst)
+        check(p.returncode == 1 and rc == 1 and "Unknown filter rule" in err and "garbage" in err
+              and (where != ".rsync-filter" or not os.path.exists(dst)),
+              "a bad line in %s stops the run with 'Unknown filter rule' and exit 1 as rsync's (%d/%d: %r)" % (
+                  where, p.returncode, rc, err.strip()[:160]))
 
 
 def test_filter_options():
