@@ -2514,7 +2514,33 @@ def test_rsync_semantics():
     os.chmod(target, 0o755)
 
 
+def test_io_error_deletions():
+    """rsync's rule: a source error (here a dangling link under -L) stops every further deletion;
+    --ignore-errors deletes anyway.  "zz" sorts after the extraneous "extra": the deletion waits."""
+    w = fresh("io_error")
+    src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
+    write(os.path.join(src, "a"), "a")
+    write(os.path.join(src, "d", "q"), "q")
+    os.symlink("nowhere", os.path.join(src, "zz"))
+    for d in (dst, os.path.join(dst, "d")):
+        os.makedirs(d, exist_ok=True)
+    write(os.path.join(dst, "extra"), "x")
+    write(os.path.join(dst, "d", "extra2"), "y")
+    rc, out, err = run_as_given("-a", "-L", "--delete", "-i", src + "/", dst)
+    check(rc == 23, "-L --delete with a dangling link: exit 23 (got %d)" % rc)
+    check(err.count("IO error encountered -- skipping file deletion") == 1,
+          "the skip is reported once on stderr (%r)" % err)
+    check(os.path.exists(os.path.join(dst, "extra")) and os.path.exists(os.path.join(dst, "d", "extra2")),
+          "a source error: nothing is deleted")
+    check("*deleting" not in out and os.path.exists(os.path.join(dst, "d", "q")), "the rest is synced")
+    rc, out, err = run_as_given("-a", "-L", "--delete", "--ignore-errors", "-i", src + "/", dst)
+    check(rc == 23 and "IO error encountered" not in err, "--ignore-errors: no skip notice (%r)" % err)
+    check(not os.path.exists(os.path.join(dst, "extra")) and not os.path.exists(os.path.join(dst, "d", "extra2")),
+          "--ignore-errors: the extraneous entries are deleted")
+
+
 GROUPS = {
+    "io_error": test_io_error_deletions,
     "help": test_help_version,
     "usage": test_usage_errors,
     "itemize": test_itemize,

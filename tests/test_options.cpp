@@ -588,3 +588,74 @@ TEST_CASE("an entry of another type replaced is reported as replaced; a hard lin
   REQUIRE(b != nullptr);
   CHECK(treesync::any(b->changes & treesync::changed::linked));
 }
+
+TEST_CASE("keep_on_source_error: after a source failure nothing more is deleted (rsync's IO error rule)") {
+  const auto setup = [](mock_fs& fs) {
+    fs.write("/src/a", "a");
+    fs.write("/src/m", "unreadable");  // between the extraneous names: its failure comes before "z"
+    fs.write("/src/sub/x", "x");
+    fs.write("/dst/b", "extraneous");
+    fs.write("/dst/z", "extraneous");
+    fs.write("/dst/sub/old", "extraneous");
+    fs.advance(10s);
+    fs.fail_path("/src/m", std::errc::io_error);
+  };
+  for (const unsigned jobs : {1u, 4u}) {
+    CAPTURE(jobs);
+    mock_fs keep;
+    setup(keep);
+    treesync::options o;
+    o.jobs = jobs;
+    o.keep_on_source_error = true;
+    auto r = treesync::sync(keep, "/src", "/dst", o, treesync::deletion::extraneous);
+    CHECK(r.errors.size() == 1);
+    CHECK(r.deleted == 0);
+    CHECK(keep.exists("/dst/b"));  // before the failing entry in name order: deleted without the rule's wait
+    CHECK(keep.exists("/dst/z"));
+    CHECK(keep.exists("/dst/sub/old"));
+    CHECK(keep.read("/dst/a") == "a");
+    CHECK(keep.read("/dst/sub/x") == "x");
+    REQUIRE(r.notices.size() == 1);
+    CHECK(r.notices[0].code == treesync::errc::deletions_skipped);
+    // the library's default: the deletions go on
+    mock_fs plain;
+    setup(plain);
+    treesync::options p;
+    p.jobs = jobs;
+    r = treesync::sync(plain, "/src", "/dst", p, treesync::deletion::extraneous);
+    CHECK(r.errors.size() == 1);
+    CHECK(r.deleted == 3);
+    CHECK(r.notices.empty());
+    CHECK_FALSE(plain.exists("/dst/b"));
+    CHECK_FALSE(plain.exists("/dst/sub/old"));
+  }
+}
+
+TEST_CASE("keep_on_source_error: without a source failure deletions happen; a dry run skips them the same way") {
+  mock_fs fs;
+  fs.write("/src/a", "a");
+  fs.write("/src/m", "m");
+  fs.write("/dst/b", "extraneous");
+  fs.write("/dst/d/e", "extraneous dir");
+  fs.advance(10s);
+  treesync::options o;
+  o.keep_on_source_error = true;
+  o.jobs = 3;
+  o.dry_run = true;
+  fs.fail_path("/src/m", std::errc::io_error);
+  auto r = treesync::sync(fs, "/src", "/dst", o, treesync::deletion::extraneous);
+  CHECK(r.deleted == 0);
+  REQUIRE(r.notices.size() == 1);
+  CHECK(r.notices[0].code == treesync::errc::deletions_skipped);
+  mock_fs ok;
+  ok.write("/src/a", "a");
+  ok.write("/dst/b", "extraneous");
+  ok.write("/dst/d/e", "extraneous dir");
+  ok.advance(10s);
+  o.dry_run = false;
+  r = treesync::sync(ok, "/src", "/dst", o, treesync::deletion::extraneous);
+  CHECK(r.ok());
+  CHECK(r.deleted == 2);
+  CHECK_FALSE(ok.exists("/dst/b"));
+  CHECK_FALSE(ok.exists("/dst/d"));
+}

@@ -44,6 +44,7 @@ struct options {
   bool dry_run = false;
   deletion_mode deletion = deletion_mode::keep;  // rsync's default: nothing is deleted without --delete
   std::optional<std::size_t> max_delete;
+  bool ignore_errors = false;  // --ignore-errors: delete even after a source error (rsync's)
   std::vector<filter_arg> filters;  // --exclude, --include, --filter, -F, --exclude-from, --include-from, in order
   bool allow_empty_source = false;
   links_mode links = links_mode::dereference;
@@ -149,6 +150,8 @@ inline const char* help_text() {
       "      --exclude-from=FILE   exclude patterns from FILE, one per line; '+ ' / '- ' prefixes are honoured;\n"
       "                            blank lines and lines starting with '#' or ';' are skipped; '-' is stdin\n"
       "      --include-from=FILE   include patterns from FILE, read the same way\n"
+      "      --ignore-errors       delete even after an error reading SRC (by default, as in rsync, a source\n"
+      "                            error stops all further deletions: IO error encountered -- skipping file deletion)\n"
       "      --allow-empty-source  let an empty SRC empty a non-empty DST (refused by default: unmounted source)\n"
       "  -L, --copy-links          copy what a symlink in SRC points to (the default)\n"
       "  -l, --links               recreate symlinks as symlinks (-L wins over -l, as in rsync)\n"
@@ -383,6 +386,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     } else if (name == "perms" || name == "p") o.perms = false;
     else if (name == "existing" || name == "ignore-non-existing") o.existing = false;
     else if (name == "ignore-existing") o.ignore_existing = false;
+    else if (name == "ignore-errors") o.ignore_errors = false;
     else if (name == "recursive" || name == "r" || name == "times" || name == "t")
       return usage_error("--no-" + name + ": treesync always recurses and keeps times"), false;
     else return usage_error("unknown option --no-" + display(name)), false;
@@ -402,6 +406,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "p" || name == "perms") o.perms = true;
     else if (name == "existing" || name == "ignore-non-existing") o.existing = true;
     else if (name == "ignore-existing") o.ignore_existing = true;
+    else if (name == "ignore-errors") o.ignore_errors = true;
     else if (name == "chmod") {
       std::string why;
       if (!o.chmod.parse(*value, &why)) return usage_error("--chmod=" + display(*value) + ": " + why), false;
@@ -517,7 +522,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
       "copy-unsafe-links", "checksum", "size-only", "update", "inplace", "itemize-changes", "verbose", "quiet",
       "stats", "progress", "json", "help", "version", "hard-links", "owner", "group", "one-file-system",
       "specials", "devices", "fsync", "acls", "xattrs", "archive", "recursive", "times", "perms", "existing",
-      "ignore-non-existing", "ignore-existing"};
+      "ignore-non-existing", "ignore-existing", "ignore-errors"};
   const auto known_flag = [](const std::string& name) {
     const std::string base = name.compare(0, 3, "no-") == 0 ? name.substr(3) : name;
     for (const char* n : long_flags)

@@ -477,7 +477,9 @@ inline void print_errors(const treesync::report& r, const roots& at) {
                  e.path.empty() ? "." : display(e.path).c_str(), where(e).c_str(), e.code.message().c_str());
   }
   for (const auto& e : r.notices)
-    if (e.operation == treesync::operation::state)
+    if (e.code == treesync::errc::deletions_skipped)
+      std::fprintf(stderr, "%s\n", e.code.message().c_str());  // rsync's words
+    else if (e.operation == treesync::operation::state)
     {
       const std::string more = entry_detail(e, 0);
       const bool ignored = e.code == treesync::errc::state_ignored && !more.empty();  // the detail says why

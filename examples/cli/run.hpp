@@ -124,6 +124,7 @@ inline treesync::options library_options(const options& o, unsigned jobs, const 
   t.chmod = o.chmod;
   t.existing = o.existing;
   t.ignore_existing = o.ignore_existing;
+  t.keep_on_source_error = !o.ignore_errors;  // rsync: an I/O error stops the deletions
   t.umask = o.umask;
   return t;
 }

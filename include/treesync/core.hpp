@@ -137,6 +137,7 @@ enum class errc {
   state_not_regular,      ///< the state file's name holds a link, directory, device, FIFO or socket: the run is refused
   state_dir_missing,      ///< the state file's directory does not exist (or, inside the destination, is not a plain directory)
   skipped_symlink,        ///< a symlink the links policy skips (links::skip, rsync --no-links)
+  deletions_skipped,      ///< keep_on_source_error: a source failure stopped the run's deletions (a notice)
 };
 
 namespace detail {
@@ -167,6 +168,7 @@ class error_category_impl final : public std::error_category {
       case errc::state_not_regular:
         return "state file: not a regular file (a link, directory, device, FIFO or socket is never read, replaced or removed)";
       case errc::skipped_symlink: return "symbolic link skipped";
+      case errc::deletions_skipped: return "IO error encountered -- skipping file deletion";
       case errc::state_dir_missing:
         return "state file: its directory does not exist (inside the destination: or is a symbolic link)";
     }

@@ -62,6 +62,7 @@ class worker {
     journal_.set_rel_of(n);
     bool modified = false;
     std::vector<entry_record> made;  // state_file: what this batch leaves in the directory
+    std::size_t key = 2 * begin;  // of the chunk of records in `made` (see dir_node::made)
     for (std::size_t k = begin; k < end && !s_.halted(); ++k) {
       const auto [i, j] = n.merged[k];
       const dir_entry& e = i == npos ? n.dl[j] : n.sl[i];
@@ -74,19 +75,55 @@ class worker {
       if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
       if (v != verdict::none && n.dst_deferred && !walker_.need_dst(n)) continue;
       bool done = false;
+      if (v == verdict::remove && s_.opt.keep_on_source_error) {
+        // after the directory's other entries (a source failure among them stops it): the
+        // directory's last batch carries it out (run_removals)
+        std::lock_guard<std::mutex> lock(n.mu);
+        n.removals.emplace_back(k, t);
+        if (!made.empty()) put_made(n, key, made);
+        key = 2 * (k + 1);
+        continue;
+      }
       if (v == verdict::apply) modified |= carry_out(n, e.name, p);
       if (v == verdict::remove) modified |= done = remove(n, n.dl[j].name, t);
       if (v == verdict::clean) modified |= done = clean(n, e.name, t);
       if (s_.recording) record_entry(n, e.name, de, v, p, t, done, children.size() > before, made);
     }
     if (modified) n.modified.store(true);
-    if (!made.empty()) {  // kept as text: a waiting directory holds no records (deep chains)
-      std::string lines;
-      for (const entry_record& r : made) manifest::put_entry(r, lines);
+    if (!made.empty()) {
       std::lock_guard<std::mutex> lock(n.mu);
-      n.made.emplace_back(begin, std::move(lines));
-      n.made_count += made.size();
+      put_made(n, key, made);
     }
+  }
+
+  /// keep_on_source_error: the deletions of a directory whose batches are all done, unless a
+  /// source failure happened in the run (then none, and the skip is reported once).
+  void run_removals(node& n) {
+    std::vector<std::pair<std::size_t, file_type>> removals;
+    {
+      std::lock_guard<std::mutex> lock(n.mu);
+      removals.swap(n.removals);
+    }
+    if (removals.empty()) return;
+    std::sort(removals.begin(), removals.end());
+    journal_.set_rel_of(n);
+    bool modified = false;
+    for (const auto& [k, t] : removals) {
+      const std::string& name = n.dl[n.merged[k].second].name;
+      rel_scope scope(journal_.rel, name);
+      bool done = false;
+      if (!s_.halted()) {
+        if (s_.deletions_allowed()) modified |= done = remove(n, name, t);
+        else note_deletions_skipped();
+      }
+      if (s_.recording && !done) {  // the entry stays: its record, in its place
+        std::vector<entry_record> made;
+        record_entry(n, name, nullptr, verdict::remove, plan{}, t, false, false, made);
+        std::lock_guard<std::mutex> lock(n.mu);
+        if (!made.empty()) put_made(n, 2 * k + 1, made);
+      }
+    }
+    if (modified) n.modified.store(true);
   }
 
   /// Directory metadata, after the content is complete; then, with a state file, the directory's
@@ -210,6 +247,25 @@ class worker {
     as_if.bytes = p.type == file_type::regular ? p.src.size : 0;
     journal_.wrote(p, as_if);
     return true;
+  }
+
+  // A chunk of a directory's records, kept as text (a waiting directory holds no records: deep
+  // chains); under n.mu.
+  static void put_made(node& n, std::size_t key, std::vector<entry_record>& made) {
+    std::string lines;
+    for (const entry_record& r : made) manifest::put_entry(r, lines);
+    n.made.emplace_back(key, std::move(lines));
+    n.made_count += made.size();
+    made.clear();
+  }
+
+  // keep_on_source_error: the deletions a source failure stopped, reported once for the run.
+  void note_deletions_skipped() {
+    if (s_.deletions_noted.exchange(true)) return;
+    const std::string at = std::move(journal_.rel);
+    journal_.rel.clear();
+    journal_.notice(side::destination, operation::unlink, errc::deletions_skipped);
+    journal_.rel = at;
   }
 
   bool remove(node& n, const std::string& name, file_type t) {
@@ -435,9 +491,25 @@ class scheduler {
     std::vector<node*> children;
     w.run_batch(*n, t.begin, t.end, children);
     n->unstarted.fetch_add(children.size());
+    if (s_.opt.keep_on_source_error) {  // entered after the directory's last batch
+      std::lock_guard<std::mutex> lock(n->mu);
+      if (!children.empty()) n->held.emplace_back(t.begin, std::move(children));
+      children.clear();
+    }
     // in reverse, so the LIFO work list enters them in name order
     for (auto it = children.rbegin(); it != children.rend(); ++it) push({*it, npos, npos});
     if (n->batches.fetch_sub(1) == 1) {  // the last batch: the listings are no longer needed
+      if (s_.opt.keep_on_source_error) {
+        w.run_removals(*n);  // after the directory's other entries
+        std::vector<std::pair<std::size_t, std::vector<node*>>> held;
+        {
+          std::lock_guard<std::mutex> lock(n->mu);
+          held.swap(n->held);
+        }
+        std::sort(held.begin(), held.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+        for (auto& [begin, kids] : held)
+          for (auto it = kids.rbegin(); it != kids.rend(); ++it) push({*it, npos, npos});
+      }
       std::vector<dir_entry>().swap(n->sl);
       std::vector<dir_entry>().swap(n->dl);
       std::vector<std::pair<std::size_t, std::size_t>>().swap(n->merged);

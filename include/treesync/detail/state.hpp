@@ -100,8 +100,16 @@ struct dir_node {
   std::size_t slot = no_record;         // its place in the state file written at the end (state_keeper::slot)
   // What the run leaves in it (state_file), under `mu`: each batch's entry lines (E, as the state
   // file has them: a batch is a range of the sorted listing) by the batch's first index.
+  // The key is twice the index in `merged` of the chunk's first entry (2k + 1: the record of a
+  // deletion keep_on_source_error held back, at k, when the entry stayed).
   std::vector<std::pair<std::size_t, std::string>> made;
   std::size_t made_count = 0;
+  // keep_on_source_error, under `mu`: the deletions of the directory (index in `merged`, type),
+  // carried out by its last batch, after every other entry of the directory
+  std::vector<std::pair<std::size_t, file_type>> removals;
+  // keep_on_source_error, under `mu`: the subdirectories found, by batch, entered once every entry
+  // of this directory is done (rsync knows a directory's source errors before it goes deeper)
+  std::vector<std::pair<std::size_t, std::vector<dir_node*>>> held;
   std::atomic<bool> record_failed{false};  // an entry written could not be stat'ed: no record
   bool dst_exists() const noexcept { return have_dst || dst_deferred; }
   // A directory this run creates is populated under a temporary name (`staged`, in the parent)
@@ -375,6 +383,16 @@ struct run_state {
   std::error_code stop_error;
   std::error_code refusal;
   std::exception_ptr exception;
+  // keep_on_source_error (rsync: "IO error encountered -- skipping file deletion"): set by the
+  // first source-side failure of the run (a vanished entry is none); from then on nothing is
+  // deleted.  deletions_noted: the skip is reported once.
+  std::atomic<bool> source_failed{false};
+  std::atomic<bool> deletions_noted{false};
+
+  /// keep_on_source_error: a deletion may go ahead (no source failure so far, or the option off).
+  bool deletions_allowed() const noexcept {
+    return !opt.keep_on_source_error || !source_failed.load(std::memory_order_acquire);
+  }
 
   /// Equal mtimes at the destination's timestamp resolution.
   bool same_mtime(const stat_info& a, const stat_info& b) const noexcept {
@@ -498,6 +516,7 @@ class journal {
   // calls).  Until it is set the other workers go on taking entries.
   /// A failure of `op` on the entry at hand, in the tree `where`.
   void fail(side where, operation op, std::error_code ec) {
+    if (where == side::source) s_.source_failed.store(true, std::memory_order_release);
     s_.stop_on(ec);
     rep.errors.push_back({rel, op, ec, where});
     note(action_kind::error, file_type::none, 0, 0, ec);
