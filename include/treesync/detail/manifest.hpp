@@ -10,6 +10,7 @@
 #include "../traits.hpp"
 
 #include <cstdlib>
+#include <deque>
 #include <typeinfo>
 
 // [treesync.detail.manifest] --------------------------------------------------------------------
@@ -116,7 +117,7 @@ inline bool is_component(std::string_view name) noexcept {
 class manifest {
  public:
   std::string identity;
-  std::vector<dir_record> dirs;
+  std::deque<dir_record> dirs;  // never moved as it grows: no copy at twice the size, stable addresses
 
   /// A directory below `parent` (the root: no_record and ""); its index.
   std::size_t add(std::size_t parent, std::string name) {
@@ -181,6 +182,10 @@ class manifest {
         kids[p].push_back(i);
         needed[p] = 1;
       }
+      std::size_t size = out.size() + 32;  // one allocation for the whole text, not a doubling
+      for (std::size_t i = 0; i < dirs.size(); ++i)
+        if (needed[i]) size += 32 + 3 * dirs[i].name.size() + (dirs[i].body.empty() ? 120 * dirs[i].entries.size() + 120 : dirs[i].body.size());
+      out.reserve(size);
       std::vector<std::pair<std::size_t, std::size_t>> stack;  // (directory, next child)
       if (needed[0]) {
         put_dir(dirs[0], 0, out);
@@ -714,6 +719,7 @@ class state_keeper {
   std::error_code save(const std::string& identity, bool& written) {
     written = false;
     if (!keeps()) return {};
+    old_ = manifest{};  // the run is over: what was read is not needed any more
     next_.identity = identity;
     const std::string text = next_.serialize();
     if (exists_ && parsed_ && !dropped_.load() && text.size() == size_ && fnv(fnv_basis, text) == hash_) return {};
