@@ -380,7 +380,12 @@ class scheduler {
     const std::size_t total = n.merged.size();
     if (total == 0) return;
     std::size_t size = total;
-    if (s_.jobs > 1) size = std::min<std::size_t>(64, std::max<std::size_t>(1, total / (2 * s_.jobs)));
+    // Below the descriptor window a directory is one batch: its handles close as soon as its
+    // entries are done, never held open by a batch still waiting in the work list (a deep chain's
+    // waiting batches would otherwise hold a pair of descriptors per level: EMFILE at 15,000
+    // levels under -F, whose rule-file reads slowed one worker down).
+    if (s_.jobs > 1 && n.depth <= open_levels)
+      size = std::min<std::size_t>(64, std::max<std::size_t>(1, total / (2 * s_.jobs)));
     const std::size_t count = (total + size - 1) / size;
     n.pending.fetch_add(count);
     n.batches.fetch_add(count);
