@@ -12,6 +12,7 @@
 
 #include <treesync/treesync.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -158,7 +159,13 @@ inline int print_report(const options& opt, const treesync::report& r, outcome o
     std::fprintf(stderr, "treesync: deletions stopped at --max-delete=%zu: %zu more not listed (dry run: nothing "
                          "was changed; without -n the whole run is refused)\n",
                  opt.max_delete ? *opt.max_delete : std::size_t{0}, out.deletions_stopped);
-  if (!opt.quiet) print_skipped(r);
+  // rsync: with --delete, any error reading SRC (not a vanished file) stops the deletions and is
+  // said once, also when nothing was left to delete (library: keep_on_source_error)
+  if (opt.deletion != deletion_mode::keep && !opt.ignore_errors &&
+      std::any_of(r.errors.begin(), r.errors.end(),
+                  [](const treesync::entry_error& e) { return e.side == treesync::side::source; }))
+    std::fprintf(stderr, "IO error encountered -- skipping file deletion\n");
+  if (!opt.quiet) print_skipped(r, opt.name);
   if (out.signal)
     std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "
                          "at a final name; the report is partial\n", out.signal);

@@ -40,7 +40,7 @@ inline char type_letter(treesync::file_type t) {
 
 /// rsync's 11-character itemize code (YXcstpoguax) of an action, or "" for the kinds rsync does not
 /// itemize (skip, error, vanished).  `checksum` says the run compares content (-c): an updated file
-/// of unchanged size then differs by content ('c').
+/// then differs by content ('c'), whatever its size.
 inline std::string itemize_code(const treesync::action& a, bool checksum) {
   using treesync::action_kind;
   using treesync::file_type;
@@ -79,7 +79,8 @@ inline std::string itemize_code(const treesync::action& a, bool checksum) {
         return code;
       }
       code[0] = '>';
-      if (!treesync::any(a.changes & changed::size) && (checksum || !treesync::any(a.changes & changed::mtime))) code[2] = 'c';
+      // -c: a file rewritten has other content whatever its size (rsync prints 'c' then too)
+      if (checksum || (!treesync::any(a.changes & changed::size) && !treesync::any(a.changes & changed::mtime))) code[2] = 'c';
       break;
     case action_kind::update_meta: break;
     case action_kind::skip:
@@ -477,9 +478,7 @@ inline void print_errors(const treesync::report& r, const roots& at) {
                  e.path.empty() ? "." : display(e.path).c_str(), where(e).c_str(), e.code.message().c_str());
   }
   for (const auto& e : r.notices)
-    if (e.code == treesync::errc::deletions_skipped)
-      std::fprintf(stderr, "%s\n", e.code.message().c_str());  // rsync's words
-    else if (e.operation == treesync::operation::state)
+    if (e.operation == treesync::operation::state)
     {
       const std::string more = entry_detail(e, 0);
       const bool ignored = e.code == treesync::errc::state_ignored && !more.empty();  // the detail says why
@@ -495,10 +494,12 @@ inline void print_errors(const treesync::report& r, const roots& at) {
 /// rsync's notice for each special file (FIFO, socket, device) left out without --specials, and
 /// each symlink left out by --no-links, on
 /// stderr; they are counted as skipped and do not change the exit status (rsync: 0).
-inline void print_skipped(const treesync::report& r) {
+/// `name`: SRC's NAME when SRC has no trailing slash (rsync names the entry NAME/PATH, as -i does).
+inline void print_skipped(const treesync::report& r, const std::string& name = {}) {
   for (const auto& e : r.skipped_entries)
     if (e.code == treesync::errc::special_file || e.code == treesync::errc::skipped_symlink)
-      std::fprintf(stderr, "skipping non-regular file \"%s\"\n", display(e.path).c_str());
+      std::fprintf(stderr, "skipping non-regular file \"%s\"\n",
+                   display(name.empty() ? e.path : name + '/' + e.path).c_str());
 }
 
 inline std::string json_error_code(const std::error_code& ec) {
