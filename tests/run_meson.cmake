@@ -2,7 +2,8 @@
 #
 # The ctest test `treesync.meson`: a fresh `meson setup` of the treesync source tree, then
 # `meson compile` and `meson test` (the doctest suite, the version check, the example), then
-# `meson install` into a scratch prefix, which must receive exactly the headers and treesync.pc.
+# `meson install` into a scratch prefix, which must receive exactly the headers, treesync.pc and the
+# tool with its man page and bash completion (the installed tool must run, its page render).
 # Without meson or ninja it prints "treesync-skip: ..." and succeeds; the test's
 # SKIP_REGULAR_EXPRESSION turns that into a ctest "Skipped" (cmake -P cannot choose its exit code
 # before CMake 3.29).
@@ -44,10 +45,24 @@ run("${MESON_EXECUTABLE}" test -C "${BUILD_DIR}" --no-rebuild --print-errorlogs
 run("${MESON_EXECUTABLE}" install -C "${BUILD_DIR}" --no-rebuild)
 file(GLOB_RECURSE _installed LIST_DIRECTORIES false RELATIVE "${_prefix}" "${_prefix}/*")
 file(GLOB_RECURSE _expected LIST_DIRECTORIES false RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/include/*.hpp")
-list(APPEND _expected share/pkgconfig/treesync.pc)
+list(APPEND _expected share/pkgconfig/treesync.pc
+     # the tool (option install_tools, on at the top level): its man page and bash completion
+     bin/treesync share/man/man1/treesync.1 share/bash-completion/completions/treesync)
 list(SORT _installed)
 list(SORT _expected)
 if(NOT _installed STREQUAL _expected)
   message(FATAL_ERROR "treesync.meson: meson install put\n  ${_installed}\ninstead of\n  ${_expected}")
 endif()
-message("meson install: exactly the headers and share/pkgconfig/treesync.pc")
+execute_process(COMMAND "${_prefix}/bin/treesync" --version RESULT_VARIABLE _rc OUTPUT_VARIABLE _out)
+if(NOT _rc EQUAL 0 OR NOT _out MATCHES "^treesync [0-9]")
+  message(FATAL_ERROR "treesync.meson: the installed bin/treesync --version failed (${_rc}): ${_out}")
+endif()
+find_program(MAN_EXECUTABLE man)
+if(MAN_EXECUTABLE)
+  execute_process(COMMAND "${MAN_EXECUTABLE}" -l "${_prefix}/share/man/man1/treesync.1"
+                  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  if(NOT _rc EQUAL 0 OR NOT _out MATCHES "--delete")
+    message(FATAL_ERROR "treesync.meson: man -l of the installed page failed (${_rc}): ${_err}")
+  endif()
+endif()
+message("meson install: exactly the headers, share/pkgconfig/treesync.pc and the tool (its man page renders)")
