@@ -137,6 +137,15 @@ PENDING = {
 # Differences that delete or overwrite what rsync keeps: never documented away.  Until fixed the
 # generator avoids them (counted and named at the end, so the exclusion stays visible).
 BLOCKERS = {
+    "blocker_excluded_in_extraneous_dir":
+        "--delete (without --delete-excluded) and an extraneous DST directory holding excluded entries: "
+        "both keep it, but treesync changes its mode (0555 -> 0755) where rsync leaves it, and says "
+        "nothing where rsync says 'cannot delete non-empty directory' (seed 1306349741 cases 80 184 604) "
+        "-> filters with --delete get --delete-excluded",
+    "blocker_parallel_deletion_after_source_error":
+        "with -j > 1 treesync may delete in a directory before a source error in an earlier directory "
+        "(name order) is seen, where rsync already stopped deleting (seed 1306349741 case 660) -> a run "
+        "with -L, a deletion and a dangling link in SRC gives treesync -j1",
     "blocker_nonempty_dir_mode":
         "without --delete, a non-empty DST directory that SRC has as another type cannot be replaced "
         "(both refuse); treesync still changes that directory's or its entries' modes where rsync leaves "
@@ -148,6 +157,9 @@ BLOCKERS = {
         "group",
 }
 GENERATOR = {
+    "excluded_special_owner":
+        "open gap: an existing FIFO whose owner or group changes (-o/-g): rsync chowns it ('.S....o....'), "
+        "treesync leaves DST's (seed 1306349741 cases 384 991) -> a FIFO in DST gets SRC's owner and group",
     "excluded_F_with_delete":
         "open gap: with -F and --delete rsync reads a directory's .rsync-filter from DST when it deletes "
         "there, treesync from SRC, so rsync deletes what SRC's rule file protects (seed 240008 cases 159 "
@@ -625,6 +637,10 @@ def pending_itemize(t_lines, r_lines, ctx):
         if re.match(r"^(>f|cL|cd)\+{9} ", l) and t[:2] == l[:2] and "+" not in t[2:11]:
             drop_t.add(i), drop_r.add(j)
             fire("pending_type_replacement_itemize")
+        elif re.match(r"^\.f\S{9} ", l) and re.match(r"^\.f\S{9} ", t) and \
+                re.sub(r"[og]", ".", t[:11]) == re.sub(r"[og]", ".", l[:11]):
+            drop_t.add(i), drop_r.add(j)  # the same change but for the owner/group letters
+            fire("pending_owner_group_itemize")
         elif re.match(r"^\.f\.{3}p\.{5} ", l) and re.match(r"^\.f\.{4}[.o][.g]\.{3} ", t):
             drop_t.add(i), drop_r.add(j)  # rsync a mode change, treesync an owner/group one
             fire("pending_owner_group_itemize")
@@ -683,6 +699,12 @@ def compare_trees(t_snap, r_snap, ctx):
                 continue  # DST itself when SRC has no slash: neither tool sets it (made 'now' by both)
             src = ctx.get("src_meta", {}).get(p)
             old = (ctx.get("dst_before") or {}).get(p)
+            if name == "content" and a[0] == "f" == b[0] and src is not None and old is not None and \
+                    a[k] == src[k] and b[k] == old[k]:
+                # rule fresh_inode_breaks_dst_links: treesync wrote the file afresh (owner, group, or
+                # other links) with SRC's data; rsync's quick check kept DST's same-size, same-mtime data
+                fire("fresh_inode_breaks_dst_links")
+                continue
             if p in ctx.get("dst_linked", ()) and a[0] == "f" == b[0] and ((name in ("mode", "mtime", "uid", "gid", "content") and
                                                                   src is not None and a[k] == src[k]) or
                                                                  (name != "content" and old is not None and a[k] == old[k])):
@@ -857,6 +879,16 @@ class Runner:
             if rng.random() < 0.3:
                 opts.append("--delete-excluded")
         opts += rule_files
+        if "--delete" in opts and "--delete-excluded" not in opts and \
+                any(o.startswith(("--exclude", "--include", "--filter")) for o in opts):
+            opts.append("--delete-excluded")
+            fire("blocker_excluded_in_extraneous_dir")
+        if dst is not None:
+            for p, e in dst.items():
+                q = p[len(name) + 1:] if name and p.startswith(name + "/") else (None if name else p)
+                if e.kind == "p" and q in src and src[q].kind == "p" and (e.uid, e.gid) != (src[q].uid, src[q].gid):
+                    e.uid, e.gid = src[q].uid, src[q].gid
+                    fire("excluded_special_owner")
         rng.shuffle(opts)
         return self.run_case(seed, k, src, dst, opts, slash, name, state)
 
@@ -873,6 +905,8 @@ class Runner:
             if any(e.kind == "d" and p in src_tree and src_tree[p].kind != "d" and
                    any(q.startswith(p + "/") for q in dst_in) for p, e in dst_in.items() if p):
                 opts = [o for o in opts if o != "-F"] + ["--delete"]  # and rule excluded_F_with_delete
+                if any(o.startswith(("--exclude", "--include", "--filter")) for o in opts):
+                    opts.append("--delete-excluded")  # blocker_excluded_in_extraneous_dir
                 fire("blocker_nonempty_dir_mode")
         if "-L" in opts and has_link_loop(os.path.join(d, "src")):
             opts = ["-l" if o == "-L" else o for o in opts]
@@ -897,7 +931,12 @@ class Runner:
             if dst_tree is not None:
                 materialize(dst_tree, os.path.join(d, who))
         src_arg = "src/" if slash else "src"
-        t_cmd = [self.cli] + opts + ["-i", src_arg, "t"]
+        t_extra = []
+        if "-L" in opts and ("--delete" in opts or "--delete-excluded" in opts) and \
+                has_dangling_link(os.path.join(d, "src")):
+            t_extra = ["-j1"]
+            fire("blocker_parallel_deletion_after_source_error")
+        t_cmd = [self.cli] + opts + t_extra + ["-i", src_arg, "t"]
         r_cmd = [self.rsync] + opts + ["-i", src_arg, "r"]
         before = snapshot(os.path.join(d, "t"))
         src_snap = snapshot(os.path.join(d, "src"))
