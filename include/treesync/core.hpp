@@ -62,6 +62,10 @@ struct stat_info {
 struct time_model {
   std::int64_t resolution_ns = 1;  ///< mtimes are stored to this unit (1 ns ... 1 s)
   bool ctime = true;               ///< the ctime changes by itself when the file is written or stamped
+  /// A symlink's own mtime and owner can be set.  Not on FUSE and network filesystems (sshfs: a
+  /// SETSTAT of a link follows it), nor on local ones not known to posix_fs: there links keep
+  /// the time and owner they are made with, and their mtimes are not compared.
+  bool link_meta = true;
 };
 
 /// How a file's data was copied.

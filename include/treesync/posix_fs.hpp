@@ -406,7 +406,10 @@ class posix_fs : private detail::posix_files {
     struct ::stat st;
     if (::fstat(d.fd(), &st) != 0) return set_errno(ec), time_model{};
     ec.clear();
-    return judge_timestamps(convert(st), local_with_ctime(d.fd()));
+    const bool local = local_with_ctime(d.fd());
+    time_model m = judge_timestamps(convert(st), local);
+    m.link_meta = local;  // setting a link's own times elsewhere may follow it (sshfs)
+    return m;
   }
 
   /// The judgement of timestamps() from a directory's stat (`known_ctime`: a local filesystem

@@ -499,7 +499,8 @@ class applier {
     if (ec) return j_.fail(side::destination, operation::symlink, ec), false;
     // owner and group of the link itself (rsync -o/-g; set_owner never follows a link), then its
     // own mtime (rsync -t): never followed
-    if (s_.opt.owner || s_.opt.group) {
+    // (only where the filesystem sets a link's own metadata: time_model::link_meta)
+    if ((s_.opt.owner || s_.opt.group) && s_.time.link_meta) {
       fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(p.src.uid) : -1, s_.opt.group ? std::int64_t(p.src.gid) : -1, ec);
       if (ec) {
         j_.fail(side::destination, operation::chown, ec);
@@ -507,7 +508,7 @@ class applier {
         return false;
       }
     }
-    fs_.set_mtime(d, made, p.src.mtime_ns, ec);
+    if (s_.time.link_meta) fs_.set_mtime(d, made, p.src.mtime_ns, ec);
     if (ec) {
       j_.fail(side::destination, operation::utime, ec);
       discard(d, made);

@@ -459,13 +459,13 @@ class walker {
     }
     // a link whose owner or group must change (-o/-g) is made afresh with them, as a file whose
     // data is current is (never a chown of a node treesync did not make): .L....og...
-    if (same_target && owner_changes(p.src, p.dst)) {
+    if (same_target && owner_changes(p.src, p.dst) && s_.time.link_meta) {
       p.what = plan::step::write;
       p.current = true;
       return verdict::apply;
     }
     if (same_target) {
-      if (s_.same_mtime(p.dst, p.src)) return verdict::none;
+      if (s_.same_mtime(p.dst, p.src) || !s_.time.link_meta) return verdict::none;
       p.what = plan::step::meta;  // .L..t......: the link's mtime, set without following it
       p.set_mtime = true;
       p.changes = changed::mtime;
