@@ -339,8 +339,10 @@ class applier {
     if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
     if constexpr (has_op<op_check_made_dir, typename S::fs_type>::value) {
       // swapped between the mkdir and the open: never filled, chowned or chmodded (nor, staged,
-      // removed as a leftover of this run)
-      fs_.check_made_dir(n.dst, ec);
+      // removed as a leftover of this run).  Not inside a directory this run made and has not
+      // finished (p.unseen): that one is ours and 0700 until its content, this one included, is
+      // complete, so nobody else can swap anything in it (a cold run checks its top level only).
+      if (!p.unseen) fs_.check_made_dir(n.dst, ec);
       if (ec) {
         n.dst = handle{};
         n.staged.clear();
