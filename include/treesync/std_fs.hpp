@@ -23,12 +23,32 @@ inline namespace v0 {
 //  - mtimes have the resolution of file_time_type; no owners, device nodes, FIFOs or xattrs;
 //    a symlink's own mtime is neither read nor set;
 //  - data is copied by std::filesystem::copy_file.
+// capabilities() declares these (filesystem.hpp); the conformance suite skips what it lacks.
 
 class std_fs {
  public:
   struct dir_handle {
     std::filesystem::path path;
   };
+
+  /// What std::filesystem cannot do, declared (see filesystem_capabilities): set_owner and
+  /// make_special report std::errc::operation_not_supported, copy_xattrs and sync_dir do nothing
+  /// and succeed, set_mtime leaves a link's own time alone (stat reports 0 for links on both
+  /// sides), files have no identity (link copies hard links as separate files under hard_links),
+  /// there is no ctime and a handle is a path.
+  static constexpr filesystem_capabilities capabilities() noexcept {
+    filesystem_capabilities c;
+    c.owners = false;
+    c.specials = false;
+    c.hard_links = false;
+    c.xattrs = false;
+    c.durable = false;
+    c.link_mtime = false;
+    c.ctime = false;
+    c.file_identity = false;
+    c.pinned_handles = false;
+    return c;
+  }
 
   explicit std_fs(std::chrono::nanoseconds racy_window = std::chrono::seconds(1))
       : racy_(racy_window.count()),
