@@ -191,6 +191,7 @@ class memory_fs {
     const std::lock_guard<std::mutex> lock(mu_);
     treesync::copy_result res;
     res.method = treesync::copy_method::memory;
+    ec.clear();
     const auto src_it = nodes_.find(at(sd, name));
     if (src_it == nodes_.end()) return fail(ec, std::errc::no_such_file_or_directory), res;
     const node* src = &src_it->second;

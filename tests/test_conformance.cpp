@@ -32,6 +32,7 @@ constexpr std::int64_t second = 1000000000;
 
 struct mock_fixture {
   static constexpr const char* name = "mock_fs";
+  static constexpr std::int64_t time_slack = 0;
   treesync::mock_fs fs;
   std::int64_t past = fs.now() - 86400 * second;
   mock_fixture() { fs.mkdir("/t"); }
@@ -64,13 +65,18 @@ struct disk_fixture {
 };
 struct posix_fixture : disk_fixture<treesync::posix_fs> {
   static constexpr const char* name = "posix_fs";
+  static constexpr std::int64_t time_slack = 0;
 };
 struct std_fixture : disk_fixture<treesync::std_fs> {
   static constexpr const char* name = "std_fs";
+  // std_fs converts file_time_type to Unix time by an offset measured once (two clock reads), so
+  // the times it reports differ from the true ones by that skew (exact round trips within a run)
+  static constexpr std::int64_t time_slack = 1000000;
 };
 
 struct custom_fixture {
   static constexpr const char* name = "custom::memory_fs";
+  static constexpr std::int64_t time_slack = 0;
   custom::memory_fs fs;
   std::int64_t past = fs.now() - 86400 * second;
   custom_fixture() { fs.make_directory("/t"); }
@@ -92,7 +98,8 @@ constexpr treesync::filesystem_capabilities caps() {
 
 template <class F>
 void skip(const char* what) {
-  MESSAGE(F::name << " declares no " << what << ": skipped");
+  const std::string text = std::string(F::name) + " declares no " + what + ": skipped";
+  MESSAGE(text);
 }
 
 // The scratch root, opened through the contract.
@@ -113,6 +120,12 @@ stat_info must_stat(F& f, typename decltype(F::fs)::dir_handle& d, const std::st
 }
 
 bool same_object(const stat_info& a, const stat_info& b) { return a.dev == b.dev && a.ino == b.ino; }
+
+// Whether a time a backend reports is `want`, within the fixture's conversion slack.
+template <class F>
+bool same_time(std::int64_t got, std::int64_t want) {
+  return got - want <= F::time_slack && want - got <= F::time_slack;
+}
 
 // What differs between two trees of one filesystem, read through the contract alone: names,
 // types, sizes, modes, file mtimes (at `resolution`), link targets and file contents.
@@ -208,8 +221,8 @@ TEST_CASE_TEMPLATE("conformance: open_dir reports a missing name, a non-director
   CHECK(ec == std::errc::no_such_file_or_directory);
   (void)f.fs.open_dir(r, "file", false, ec);
   CHECK(ec == std::errc::not_a_directory);
-  (void)f.fs.open_dir(r, "to_dir", false, ec);
-  CHECK(ec == std::errc::too_many_symbolic_link_levels);
+  (void)f.fs.open_dir(r, "to_dir", false, ec);  // Linux's O_DIRECTORY | O_NOFOLLOW says ENOTDIR
+  CHECK((ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory));
   auto followed = f.fs.open_dir(r, "to_dir", true, ec);
   REQUIRE_FALSE(ec);
   CHECK(same_object(must_stat(f, followed, "."), must_stat(f, r, "dir")));
@@ -270,7 +283,7 @@ TEST_CASE_TEMPLATE("conformance: stat reports a missing name as ENOENT and a lin
   const stat_info file = must_stat(f, r, "link", true);
   CHECK(file.type == file_type::regular);
   CHECK(file.size == 5);
-  CHECK(file.mtime_ns == f.past);
+  CHECK(same_time<F>(file.mtime_ns, f.past));
 }
 
 TEST_CASE_TEMPLATE("conformance: identity (dev, ino) is stable and tells objects apart", F, CONFORMANCE_FIXTURES) {
@@ -393,8 +406,9 @@ TEST_CASE_TEMPLATE("conformance: a symlink reads back verbatim, never resolved",
   F f;
   auto r = root(f);
   std::error_code ec;
+  int i = 0;
   for (const std::string target : {"plain", "a/../b", "/absolute/path", "./dot", "dangling/nowhere"}) {
-    const std::string name = "l" + std::to_string(target.size());
+    const std::string name = "l" + std::to_string(++i);
     f.fs.make_symlink(r, name, target, ec);
     REQUIRE_FALSE(ec);
     CHECK(f.fs.read_link(r, name, ec) == target);
@@ -443,7 +457,7 @@ TEST_CASE_TEMPLATE("conformance: set_mtime on a link sets the link's own time or
   std::error_code ec;
   f.fs.set_mtime(r, "link", f.past - 7 * second, ec);
   REQUIRE_FALSE(ec);
-  CHECK(must_stat(f, r, "target").mtime_ns == f.past);  // never followed
+  CHECK(same_time<F>(must_stat(f, r, "target").mtime_ns, f.past));  // never followed
   if (!caps<F>().link_mtime) return skip<F>("link mtimes");
   CHECK(must_stat(f, r, "link").mtime_ns / second == (f.past - 7 * second) / second);
 }
@@ -490,7 +504,7 @@ TEST_CASE_TEMPLATE("conformance: copy_file refuses a source that is not what the
   (void)f.fs.copy_file(r, "link", r, "c2", st, opt, ec);
   CHECK_FALSE(ec);
   (void)f.fs.copy_file(r, "dir", r, "c3", st, opt, ec);
-  CHECK(ec == treesync::errc::special_file);
+  CHECK((ec == treesync::errc::special_file || ec == std::errc::is_a_directory));
   st.size += 1;  // the source no longer matches what the walker saw
   (void)f.fs.copy_file(r, "file", r, "c4", st, opt, ec);
   CHECK(ec == treesync::errc::changed_during_copy);
@@ -509,7 +523,7 @@ TEST_CASE_TEMPLATE("conformance: same_content compares bytes of regular files on
   CHECK_FALSE(f.fs.same_content(r, "a", false, r, "c", ec));
   CHECK_FALSE(ec);
   (void)f.fs.same_content(r, "a", false, r, "dir", ec);
-  CHECK(ec == treesync::errc::special_file);
+  CHECK((ec == treesync::errc::special_file || ec == std::errc::is_a_directory));
 }
 
 TEST_CASE_TEMPLATE("conformance: owners, specials and hard links work or say they are not supported", F,
@@ -560,7 +574,7 @@ TEST_CASE_TEMPLATE("conformance: a cold sync builds the mirror", F, CONFORMANCE_
   F f;
   make_source(f);
   const treesync::report r = mirror(f);
-  CHECK_MESSAGE(r.ok(), F::name);
+  CHECK_MESSAGE(r.ok(), std::string(F::name));
   CHECK(r.created == 12);  // the root and 11 entries
   CHECK(mirror_differences(f) == std::vector<std::string>{});
 }

@@ -26,7 +26,7 @@ inline namespace v0 {
 // ---- conventions ---------------------------------------------------------------------------------
 //
 //  - Every operation but now() and racy_window() reports failure through its last argument,
-//    `std::error_code& ec`, cleared on success.  Errors are compared with std::errc conditions
+//    `std::error_code& ec`, cleared on success whatever it held on entry.  Errors are compared with std::errc conditions
 //    (ENOENT, EEXIST, ...) and treesync::errc; use std::make_error_code(std::errc::...) or the
 //    system category with an errno value.  Operations do not throw for a filesystem error.
 //  - `name` arguments are single path components, never containing '/': the engine walks one
@@ -77,7 +77,8 @@ inline namespace v0 {
 //        A symlink's size is the length of its target.
 //   dir_handle open_dir(dir_handle& d, const string& name, bool follow, error_code&);
 //        opens the directory `name` in d.  With follow == false a symlink is never followed:
-//        std::errc::too_many_symbolic_link_levels (ELOOP); a name that is not a directory:
+//        std::errc::too_many_symbolic_link_levels (ELOOP) or std::errc::not_a_directory (Linux's
+//        openat(O_DIRECTORY | O_NOFOLLOW) says ENOTDIR); a name that is not a directory:
 //        std::errc::not_a_directory; a missing one: ENOENT.  The engine takes ELOOP and ENOTDIR
 //        under a directory it was emptying as "swapped under the run" and leaves it alone.
 //        `"."` opens d again (a second handle on the same directory).  `".."` opens d's parent:
@@ -90,7 +91,8 @@ inline namespace v0 {
 //   bool       same_content(dir_handle& a, const string& an, bool follow, dir_handle& b,
 //                           const string& bn, error_code&);
 //        whether two regular files hold the same bytes (the racy-file check and verify::full);
-//        anything but two regular files (the first followed only when `follow`): errc::special_file.
+//        anything but two regular files (the first followed only when `follow`): an error,
+//        errc::special_file, or the error opening it gives (a directory: EISDIR).
 //
 // Writing, through a handle:
 //   copy_result copy_file(dir_handle& src, const string& name, dir_handle& dst,
@@ -99,7 +101,7 @@ inline namespace v0 {
 //        copies the data of the regular file `name` into `dst_name`, created exclusively (EEXIST
 //        if the name exists) or, with opt.replace, truncated in place.  The source is followed
 //        only with opt.follow (else a symlink: ELOOP); a source that is not a regular file:
-//        errc::special_file.  If the source's size and mtime after the copy still equal
+//        errc::special_file, or the error opening it gives (a directory: EISDIR).  If the source's size and mtime after the copy still equal
 //        `expected`'s, applies expected.mode and expected.mtime_ns to the new file (and the owner
 //        with opt.owner / opt.group, extended attributes with opt.xattrs, fsync with opt.sync);
 //        else fails with errc::changed_during_copy and leaves the new file's mtime alone (the

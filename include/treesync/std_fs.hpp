@@ -83,7 +83,8 @@ class std_fs {
     return out;
   }
   stat_info stat(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
-    return info(at(d, name), follow, ec);
+    // "." is the directory itself, also when the handle was opened through a followed link
+    return info(at(d, name), follow || name == ".", ec);
   }
   dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
     const auto p = at(d, name);
@@ -99,6 +100,7 @@ class std_fs {
                         const stat_info& expected, const copy_options& opt, std::error_code& ec) const {
     copy_result res;
     res.method = copy_method::read_write;
+    ec.clear();  // the checks below may leave it untouched
     const auto from = at(sd, name), to = at(dd, dst_name);
     if (!opt.follow && std::filesystem::is_symlink(std::filesystem::symlink_status(from, ec)))
       return ec = std::make_error_code(std::errc::too_many_symbolic_link_levels), res;
@@ -173,6 +175,9 @@ class std_fs {
     if (!std::filesystem::remove(p, ec) && !ec) ec = std::make_error_code(std::errc::no_such_file_or_directory);
   }
   void remove_dir(dir_handle& d, const std::string& name, std::error_code& ec) const {
+    const auto st = std::filesystem::symlink_status(at(d, name), ec);  // remove() takes files too
+    if (!ec && st.type() != std::filesystem::file_type::directory && std::filesystem::exists(st))
+      return ec = std::make_error_code(std::errc::not_a_directory), void();
     if (!std::filesystem::remove(at(d, name), ec) && !ec) ec = std::make_error_code(std::errc::no_such_file_or_directory);
   }
   void make_dir(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {
