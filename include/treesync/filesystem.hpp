@@ -47,8 +47,9 @@ inline namespace v0 {
 // keeps naming the same directory even after that directory is renamed or replaced by a symlink
 // (posix_fs: a descriptor) protects a run against a tree changed under it; one whose handle is a
 // path (std_fs, custom_fs) does not, and says so with capabilities().pinned_handles = false.
-// The engine destroys handles it no longer needs and may keep several hundred open at once
-// (deep trees are walked with a bounded window and reopened, see ".." below).
+// The engine destroys handles it no longer needs and keeps a bounded number open (two per level
+// for the first 128 levels of a walk, per thread; deeper directories are closed and reopened, see
+// ".." below).
 //
 // ---- the required operations -------------------------------------------------------------------
 //
@@ -67,8 +68,8 @@ inline namespace v0 {
 // Reading, through a handle:
 //   std::vector<dir_entry> list(dir_handle& d, error_code&);
 //        every name in d except "." and "..", in any order (the engine sorts); dir_entry::type
-//        may be file_type::unknown, and then the engine stats.  A failure is the directory's
-//        error (reported, the directory's deletions skipped).
+//        may be file_type::unknown, and then the engine stats.  A failure is reported against
+//        the directory, and nothing below it is deleted (unreadable is not empty).
 //   stat_info  stat(dir_handle& d, const string& name, bool follow, error_code&);
 //        ENOENT when there is no such name (the engine takes the entry as vanished or absent).
 //        type, size, mtime_ns, mode always; dev+ino: the identity (below); ctime_ns: the last
@@ -108,7 +109,8 @@ inline namespace v0 {
 //        engine removes it and reports the entry).  A set *opt.cancel ends the copy with
 //        std::errc::operation_canceled.  On failure, copy_result::destination_failed says whether
 //        the destination side failed (ENOSPC, EROFS, ...): such errors are reported against the
-//        destination.  The engine copies into a temporary name and renames it over the final one.
+//        destination.  The engine copies into a temporary name and renames it over the final one
+//        (write::in_place: opt.replace on the final name itself).
 //   void set_mode(dir_handle& d, const string& name, std::uint32_t mode, error_code&);
 //        the permission bits; never called on a symlink.
 //   void set_mtime(dir_handle& d, const string& name, std::int64_t ns, error_code&);
