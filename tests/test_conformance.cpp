@@ -128,7 +128,7 @@ bool same_time(std::int64_t got, std::int64_t want) {
 }
 
 // What differs between two trees of one filesystem, read through the contract alone: names,
-// types, sizes, modes, file mtimes (at `resolution`), link targets and file contents.
+// types, sizes, modes, mtimes of files and directories, link targets and file contents.
 template <class F>
 void diff_trees(F& f, typename decltype(F::fs)::dir_handle& a, typename decltype(F::fs)::dir_handle& b,
                 const std::string& rel, std::vector<std::string>& out) {
@@ -144,7 +144,12 @@ void diff_trees(F& f, typename decltype(F::fs)::dir_handle& a, typename decltype
   for (const auto& name : na) {
     if (!std::binary_search(nb.begin(), nb.end(), name)) continue;
     const std::string r = rel.empty() ? name : rel + "/" + name;
-    const stat_info x = f.fs.stat(a, name, false, ec), y = f.fs.stat(b, name, false, ec);
+    std::error_code ex, ey;
+    const stat_info x = f.fs.stat(a, name, false, ex), y = f.fs.stat(b, name, false, ey);
+    if (ex || ey) {
+      out.push_back(r + ": stat " + (ex ? ex : ey).message());
+      continue;
+    }
     if (x.type != y.type) {
       out.push_back(r + ": type");
       continue;
@@ -156,6 +161,7 @@ void diff_trees(F& f, typename decltype(F::fs)::dir_handle& a, typename decltype
     } else if (x.type == file_type::symlink) {
       if (f.fs.read_link(a, name, ec) != f.fs.read_link(b, name, ec)) out.push_back(r + ": target");
     } else if (x.type == file_type::directory) {
+      if (x.mtime_ns != y.mtime_ns) out.push_back(r + ": directory mtime");
       auto sa = f.fs.open_dir(a, name, false, ec);
       auto sb = f.fs.open_dir(b, name, false, ec);
       if (ec) out.push_back(r + ": opendir " + ec.message());
@@ -526,8 +532,7 @@ TEST_CASE_TEMPLATE("conformance: same_content compares bytes of regular files on
   CHECK((ec == treesync::errc::special_file || ec == std::errc::is_a_directory));
 }
 
-TEST_CASE_TEMPLATE("conformance: owners, specials and hard links work or say they are not supported", F,
-                   CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: set_owner works or says it is not supported", F, CONFORMANCE_FIXTURES) {
   F f;
   f.write("file", "x");
   auto r = root(f);
@@ -537,6 +542,12 @@ TEST_CASE_TEMPLATE("conformance: owners, specials and hard links work or say the
     CHECK_FALSE(ec);
   else
     CHECK(ec == std::errc::operation_not_supported);
+}
+
+TEST_CASE_TEMPLATE("conformance: make_special makes a FIFO or says it is not supported", F, CONFORMANCE_FIXTURES) {
+  F f;
+  auto r = root(f);
+  std::error_code ec;
   stat_info fifo;
   fifo.type = file_type::fifo;
   fifo.mode = 0600;
@@ -547,11 +558,20 @@ TEST_CASE_TEMPLATE("conformance: owners, specials and hard links work or say the
   } else {
     CHECK(ec == std::errc::operation_not_supported);
   }
+}
+
+TEST_CASE_TEMPLATE("conformance: link makes a second name for the same file", F, CONFORMANCE_FIXTURES) {
+  F f;
+  f.write("file", "x");
+  auto r = root(f);
+  std::error_code ec;
   if (!caps<F>().hard_links) return skip<F>("hard links");
   f.fs.link(r, "file", r, "second", ec);
   REQUIRE_FALSE(ec);
   CHECK(same_object(must_stat(f, r, "file"), must_stat(f, r, "second")));
   CHECK(must_stat(f, r, "second").nlink == 2);
+  f.fs.link(r, "file", r, "second", ec);
+  CHECK(ec == std::errc::file_exists);
 }
 
 TEST_CASE_TEMPLATE("conformance: sync_dir and copy_xattrs succeed", F, CONFORMANCE_FIXTURES) {
