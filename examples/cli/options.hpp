@@ -5,6 +5,8 @@
 
 #include "text.hpp"
 
+#include <treesync/treesync.hpp>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -29,9 +31,9 @@ namespace treesync_cli {
 /// thread.
 inline constexpr unsigned default_jobs = 4;
 
-enum class compare_mode { size_mtime, checksum, size_only, update };
-enum class links_mode { dereference, preserve, unsafe, skip };
-enum class deletion_mode { extraneous, keep, excluded };
+using compare_mode = treesync::compare::kind;    // the library's built-ins, chosen at run time
+using links_mode = treesync::links::kind;
+using deletion_mode = treesync::deletion::kind;
 
 /// One filter option, kept in command-line order (rsync's rules: the first match wins).
 struct filter_arg {
@@ -383,7 +385,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     } else if (name == "checksum" || name == "c" || name == "size-only" || name == "update" || name == "u") {
       const compare_mode m = name == "checksum" || name == "c" ? compare_mode::checksum
                              : name == "size-only"             ? compare_mode::size_only
-                                                               : compare_mode::update;
+                                                               : compare_mode::newer;
       if (o.compare == m) {
         o.compare = compare_mode::size_mtime;
         compare_given = 0;
@@ -444,7 +446,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "copy-unsafe-links") copy_unsafe = true;
     else if (name == "checksum" || name == "c") set_compare(compare_mode::checksum);
     else if (name == "size-only") set_compare(compare_mode::size_only);
-    else if (name == "update" || name == "u") set_compare(compare_mode::update);
+    else if (name == "update" || name == "u") set_compare(compare_mode::newer);
     else if (name == "modify-window") {
       if (!detail::parse_seconds(*value, o.modify_window_ns))
         return usage_error("--modify-window: not a number of seconds: " + display(*value)), false;
@@ -621,7 +623,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   if (copy_links)
     o.links = links_mode::dereference;
   else if (copy_unsafe)
-    o.links = links_mode::unsafe;
+    o.links = links_mode::dereference_unsafe;
   else if (links == 1)
     o.links = links_mode::preserve;
   else if (links == 0)

@@ -12,6 +12,24 @@
 namespace treesync {
 inline namespace v0 {
 
+namespace detail {
+/// Whether a policy says what it is as data (`state_key()`): see [treesync.policy.state_key].
+template <class P, class = void>
+struct has_state_key : std::false_type {};
+template <class P>
+struct has_state_key<P, std::void_t<decltype(std::string(std::declval<const P&>().state_key()))>> : std::true_type {};
+}  // namespace detail
+
+// [treesync.policy.state_key] -------------------------------------------------------------------
+//
+// A state file (state_file) vouches for a destination as the run that wrote it left it, under
+// its compare, deletion, links and exclude policies.  Each of these policies says what it is with
+// `state_key() const` (anything convertible to std::string: a name, plus any setting made at run
+// time that changes what a run leaves, e.g. a comparison window); a later run trusts the file
+// only when every key is the same.  All built-in policies have one.  A policy of your own without
+// it is still run, but no state file is read or written for that run (a notice says which
+// category lacks one): nothing else can tell two of your policies apart safely.
+
 // [treesync.policy.compare] ---------------------------------------------------------------------
 //
 // A comparison policy answers one question: is the destination file's DATA up to date?
@@ -83,6 +101,7 @@ namespace compare {
 /// verified by content.  The window is for filesystems with coarse timestamps (FAT: 2 s).
 struct size_mtime {
   std::chrono::nanoseconds window{0};
+  std::string state_key() const { return "size_mtime " + std::to_string(window.count()); }
   bool up_to_date(const file_pair& f) const {
     if (f.src.size != f.dst.size) return false;
     if (!f.same_mtime(window)) return false;
@@ -93,6 +112,7 @@ struct size_mtime {
 /// Equal size is enough (rsync --size-only).
 struct size_only_t {
   static constexpr bool restamp = true;
+  const char* state_key() const { return "size_only"; }
   bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size; }
 };
 inline constexpr size_only_t size_only{};
@@ -101,6 +121,7 @@ inline constexpr size_only_t size_only{};
 /// and times (`keep_newer`); otherwise like size_mtime.
 struct newer_t {
   static constexpr bool keep_newer = true;
+  const char* state_key() const { return "newer"; }
   bool up_to_date(const file_pair& f) const {
     if (f.dst.mtime_ns > f.src.mtime_ns && !f.same_mtime()) return true;
     return size_mtime{}.up_to_date(f);
@@ -111,15 +132,48 @@ inline constexpr newer_t newer{};
 /// Equal size and equal bytes (rsync -c); reads every file whose size matches.
 struct checksum_t {
   static constexpr bool restamp = true;
+  const char* state_key() const { return "checksum"; }
   bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size && f.same_content(); }
 };
 inline constexpr checksum_t checksum{};
 
 /// Never up to date: every file is rewritten.
 struct always_t {
+  const char* state_key() const { return "always"; }
   bool up_to_date(const file_pair&) const { return false; }
 };
 inline constexpr always_t always{};
+
+/// The built-in comparisons by name.
+enum class kind : unsigned char { size_mtime, size_only, newer, checksum, always };
+
+/// A built-in comparison chosen at run time (a command line's, a binding's): `window` widens
+/// size_mtime's equal mtimes; under newer, a destination more than `window` newer than its
+/// source is kept (rsync -u --modify-window).
+struct chosen {
+  kind k = kind::size_mtime;
+  std::chrono::nanoseconds window{0};
+  bool restamp() const { return k == kind::checksum || k == kind::size_only; }
+  bool keep_newer() const { return k == kind::newer; }
+  std::string state_key() const {
+    static const char* const names[] = {"size_mtime", "size_only", "newer", "checksum", "always"};
+    std::string key = names[static_cast<int>(k)];
+    if (k == kind::size_mtime || k == kind::newer) key += ' ' + std::to_string(window.count());
+    return key;
+  }
+  bool up_to_date(const file_pair& f) const {
+    switch (k) {
+      case kind::size_only: return size_only.up_to_date(f);
+      case kind::checksum: return checksum.up_to_date(f);
+      case kind::always: return false;
+      case kind::newer:
+        if (f.dst.mtime_ns > f.src.mtime_ns + window.count()) return true;  // rsync -u's rule
+        break;
+      case kind::size_mtime: break;
+    }
+    return size_mtime{window}.up_to_date(f);
+  }
+};
 
 }  // namespace compare
 
@@ -136,6 +190,7 @@ namespace deletion {
 
 /// Delete what the source lacks, except excluded entries (rsync --delete).
 struct extraneous_t {
+  const char* state_key() const { return "extraneous"; }
   bool removes(std::string_view, file_type, bool excluded) const { return !excluded; }
   std::size_t limit() const { return unlimited; }
 };
@@ -143,6 +198,7 @@ inline constexpr extraneous_t extraneous{};
 
 /// Never delete (rsync without --delete).
 struct keep_t {
+  const char* state_key() const { return "keep"; }
   bool removes(std::string_view, file_type, bool) const { return false; }
   std::size_t limit() const { return unlimited; }
 };
@@ -150,6 +206,7 @@ inline constexpr keep_t keep{};
 
 /// Delete excluded destination entries too (rsync --delete-excluded).
 struct delete_excluded_t {
+  const char* state_key() const { return "delete_excluded"; }
   bool removes(std::string_view, file_type, bool) const { return true; }
   std::size_t limit() const { return unlimited; }
 };
@@ -163,10 +220,31 @@ struct max_delete {
   Base base;
   bool removes(std::string_view rel, file_type t, bool excluded) const { return base.removes(rel, t, excluded); }
   std::size_t limit() const { return max; }
+  /// The base's (the cap is not part of what a state file vouches for); none when the base has none.
+  template <class B = Base, std::enable_if_t<detail::has_state_key<B>::value, int> = 0>
+  std::string state_key() const {
+    return std::string(base.state_key());
+  }
 };
 max_delete(std::size_t)->max_delete<extraneous_t>;
 template <class B>
 max_delete(std::size_t, B) -> max_delete<B>;
+
+/// The built-in deletion policies by name.
+enum class kind : unsigned char { extraneous, keep, excluded };
+
+/// A built-in deletion policy chosen at run time, with a cap (`unlimited`: none).
+struct chosen {
+  kind k = kind::extraneous;
+  std::size_t max = unlimited;
+  const char* state_key() const {
+    return k == kind::keep ? "keep" : k == kind::excluded ? "delete_excluded" : "extraneous";
+  }
+  bool removes(std::string_view, file_type, bool excluded) const {
+    return k == kind::excluded || (k == kind::extraneous && !excluded);
+  }
+  std::size_t limit() const { return max; }
+};
 
 }  // namespace deletion
 
@@ -186,6 +264,7 @@ namespace links {
 
 /// Copy what the link points to (the default; `cp -L`, `rsync -L`).
 struct dereference_t {
+  const char* state_key() const { return "dereference"; }
   static constexpr bool needs_target = false;
   link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::follow; }
 };
@@ -193,6 +272,7 @@ inline constexpr dereference_t dereference{};
 
 /// Recreate the link itself, target unchanged (`rsync -l`).
 struct preserve_t {
+  const char* state_key() const { return "preserve"; }
   static constexpr bool needs_target = false;
   link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::preserve; }
 };
@@ -200,6 +280,7 @@ inline constexpr preserve_t preserve{};
 
 /// Neither follow nor copy links (`rsync --no-links`); they are counted as skipped.
 struct skip_t {
+  const char* state_key() const { return "skip"; }
   static constexpr bool needs_target = false;
   link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::skip; }
 };
@@ -207,11 +288,33 @@ inline constexpr skip_t skip{};
 
 /// Keep links that stay inside the source as links; follow the others (`rsync --copy-unsafe-links`).
 struct dereference_unsafe_t {
+  const char* state_key() const { return "dereference_unsafe"; }
   link_action on_symlink(std::string_view, std::string_view, bool inside) const {
     return inside ? link_action::preserve : link_action::follow;
   }
 };
 inline constexpr dereference_unsafe_t dereference_unsafe{};
+
+/// The built-in link policies by name.
+enum class kind : unsigned char { dereference, preserve, dereference_unsafe, skip };
+
+/// A built-in link policy chosen at run time.
+struct chosen {
+  kind k = kind::dereference;
+  const char* state_key() const {
+    static const char* const names[] = {"dereference", "preserve", "dereference_unsafe", "skip"};
+    return names[static_cast<int>(k)];
+  }
+  link_action on_symlink(std::string_view, std::string_view, bool inside) const {
+    switch (k) {
+      case kind::preserve: return link_action::preserve;
+      case kind::dereference_unsafe: return inside ? link_action::preserve : link_action::follow;
+      case kind::skip: return link_action::skip;
+      case kind::dereference: break;
+    }
+    return link_action::follow;
+  }
+};
 
 }  // namespace links
 
