@@ -25,16 +25,18 @@ struct printer {  // an observer: one line per change, sorted afterwards (worker
 int failures = 0;
 void expect(bool ok, const char* what) {
   std::printf("  %s %s\n", ok ? "ok  " : "FAIL", what);
-  if (!ok) ++failures;
+  if (!ok)
+    ++failures;
 }
 
 treesync::report run(custom::memory_fs& fs, const char* title) {
   std::vector<std::string> lines;
-  const auto r = treesync::sync(fs, "/src", "/mirror", printer{&lines}, treesync::links::preserve,
-                                treesync::jobs{2});
+  const auto r =
+      treesync::sync(fs, "/src", "/mirror", printer{&lines}, treesync::links::preserve, treesync::jobs{2});
   std::sort(lines.begin(), lines.end());
   std::printf("%s\n", title);
-  for (const auto& l : lines) std::printf("  %s\n", l.c_str());
+  for (const auto& l : lines)
+    std::printf("  %s\n", l.c_str());
   std::printf("  -> %zu created, %zu updated, %zu deleted, %zu errors\n", r.created, r.updated, r.deleted,
               r.errors.size());
   return r;
@@ -59,9 +61,9 @@ int main() {
   const auto first = run(fs, "first run (cold):");
   expect(first.ok() && first.created == 9, "the cold run creates the mirror: its root and 8 entries");
 
-  fs.write_file("/src/README", "hello, world\n", 0644, day_ago + 1);  // an edit
-  fs.erase("/src/docs/old.txt");                                        // a deletion
-  fs.erase("/src/cache");                                               // a file ...
+  fs.write_file("/src/README", "hello, world\n", 0644, day_ago + 1);      // an edit
+  fs.erase("/src/docs/old.txt");                                          // a deletion
+  fs.erase("/src/cache");                                                 // a file ...
   fs.write_file("/src/cache/index", "now a directory\n", 0644, day_ago);  // ... becomes a directory
   fs.erase("/src/latest");
   fs.make_link("/src/latest", "README");  // a link retargeted
@@ -71,8 +73,10 @@ int main() {
   expect(fs.content("/mirror/README") == "hello, world\n", "the edit is mirrored");
   treesync::stat_info st;
   expect(!fs.lookup("/mirror/docs/old.txt", st), "the deleted file is gone");
-  expect(fs.lookup("/mirror/cache", st) && st.type == treesync::file_type::directory, "the file became a directory");
-  expect(fs.lookup("/mirror/bin/tool", st) && st.mode == 0755 && st.mtime_ns == day_ago, "mode and mtime kept");
+  expect(fs.lookup("/mirror/cache", st) && st.type == treesync::file_type::directory,
+         "the file became a directory");
+  expect(fs.lookup("/mirror/bin/tool", st) && st.mode == 0755 && st.mtime_ns == day_ago,
+         "mode and mtime kept");
   std::vector<std::string> src = fs.listing("/src"), dst = fs.listing("/mirror");
   expect(src == dst, "the mirror lists exactly as the source");
 
@@ -80,7 +84,9 @@ int main() {
   expect(third.unchanged(), "a run over an unchanged tree does nothing");
 
   std::printf("the mirror:\n");
-  for (const auto& l : dst) std::printf("  %s\n", l.c_str());
-  if (failures == 0) std::printf("custom_fs: all expectations met\n");
+  for (const auto& l : dst)
+    std::printf("  %s\n", l.c_str());
+  if (failures == 0)
+    std::printf("custom_fs: all expectations met\n");
   return failures == 0 ? 0 : 1;
 }

@@ -57,7 +57,8 @@ class memory_fs {
     const std::lock_guard<std::mutex> lock(mu_);
     node& n = put(path, file_type::regular, mode);
     n.data = data;
-    if (mtime_ns != 0) n.mtime = mtime_ns;
+    if (mtime_ns != 0)
+      n.mtime = mtime_ns;
   }
   void make_directory(const std::string& path, std::uint32_t mode = 0755) {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -75,7 +76,8 @@ class memory_fs {
   bool lookup(const std::string& path, stat_info& out) const {
     const std::lock_guard<std::mutex> lock(mu_);
     const auto it = nodes_.find(path);
-    if (it == nodes_.end()) return false;
+    if (it == nodes_.end())
+      return false;
     out = info(it->second);
     return true;
   }
@@ -91,10 +93,12 @@ class memory_fs {
     const std::string prefix = root == "/" ? "/" : root + "/";
     for (auto it = nodes_.lower_bound(prefix); it != nodes_.end() && starts_with(it->first, prefix); ++it) {
       std::string line = it->first.substr(prefix.size()) + " (" + treesync::to_string(it->second.type) + ")";
-      if (it->second.type == file_type::symlink) line += " -> " + it->second.data;
+      if (it->second.type == file_type::symlink)
+        line += " -> " + it->second.data;
       if (it->second.type == file_type::regular) {
         line += " \"";
-        for (const char ch : it->second.data) line += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+        for (const char ch : it->second.data)
+          line += ch == '\n' ? std::string("\\n") : std::string(1, ch);
         line += "\"";
       }
       out.push_back(line);
@@ -117,17 +121,22 @@ class memory_fs {
   dir_handle open_root(const std::filesystem::path& p, std::error_code& ec) const {
     const std::lock_guard<std::mutex> lock(mu_);
     const std::string c = resolve(p.generic_string(), true, ec);
-    if (ec) return {};
-    if (nodes_.at(c).type != file_type::directory) return fail(ec, std::errc::not_a_directory), dir_handle{};
+    if (ec)
+      return {};
+    if (nodes_.at(c).type != file_type::directory)
+      return fail(ec, std::errc::not_a_directory), dir_handle{};
     return {c};
   }
   void make_root(const std::filesystem::path& p, std::uint32_t mode, std::error_code& ec) {
     const std::lock_guard<std::mutex> lock(mu_);
     const std::string s = p.generic_string();
     const auto slash = s.find_last_of('/');
-    const std::string parent = resolve(slash == std::string::npos || slash == 0 ? "/" : s.substr(0, slash), true, ec);
-    if (ec) return;
-    create(dir_handle{parent}, s.substr(slash == std::string::npos ? 0 : slash + 1), file_type::directory, mode, ec);
+    const std::string parent =
+        resolve(slash == std::string::npos || slash == 0 ? "/" : s.substr(0, slash), true, ec);
+    if (ec)
+      return;
+    create(dir_handle{parent}, s.substr(slash == std::string::npos ? 0 : slash + 1), file_type::directory,
+           mode, ec);
   }
 
   // ---- the contract: reading through a handle ---------------------------------------------------
@@ -135,7 +144,8 @@ class memory_fs {
   std::vector<treesync::dir_entry> list(dir_handle& d, std::error_code& ec) const {
     const std::lock_guard<std::mutex> lock(mu_);
     std::vector<treesync::dir_entry> out;
-    if (!is_dir(d.path)) return fail(ec, std::errc::no_such_file_or_directory), out;
+    if (!is_dir(d.path))
+      return fail(ec, std::errc::no_such_file_or_directory), out;
     for_children(d.path, [&](const std::string& name, const node& n) { out.push_back({name, n.type}); });
     ec.clear();
     return out;
@@ -143,34 +153,43 @@ class memory_fs {
   stat_info stat(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
     const std::lock_guard<std::mutex> lock(mu_);
     std::string p = at(d, name);
-    if (follow) p = resolve(p, true, ec);
-    if (ec) return {};
+    if (follow)
+      p = resolve(p, true, ec);
+    if (ec)
+      return {};
     const node* n = find(p, ec);
     return n ? info(*n) : stat_info{};
   }
   dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
     const std::lock_guard<std::mutex> lock(mu_);
     if (name == "..") {  // by path: the parent of the name the handle was opened as
-      if (!is_dir(parent_of(d.path))) return fail(ec, std::errc::no_such_file_or_directory), dir_handle{};
+      if (!is_dir(parent_of(d.path)))
+        return fail(ec, std::errc::no_such_file_or_directory), dir_handle{};
       return ec.clear(), dir_handle{parent_of(d.path)};
     }
     std::string p = at(d, name);
     const auto it = nodes_.find(p);
-    if (it == nodes_.end()) return fail(ec, std::errc::no_such_file_or_directory), dir_handle{};
+    if (it == nodes_.end())
+      return fail(ec, std::errc::no_such_file_or_directory), dir_handle{};
     if (it->second.type == file_type::symlink) {
-      if (!follow) return fail(ec, std::errc::too_many_symbolic_link_levels), dir_handle{};
+      if (!follow)
+        return fail(ec, std::errc::too_many_symbolic_link_levels), dir_handle{};
       p = resolve(p, true, ec);
-      if (ec) return {};
+      if (ec)
+        return {};
     }
-    if (!is_dir(p)) return fail(ec, std::errc::not_a_directory), dir_handle{};
+    if (!is_dir(p))
+      return fail(ec, std::errc::not_a_directory), dir_handle{};
     ec.clear();
     return {p};
   }
   std::string read_link(dir_handle& d, const std::string& name, std::error_code& ec) const {
     const std::lock_guard<std::mutex> lock(mu_);
     const node* n = find(at(d, name), ec);
-    if (!n) return {};
-    if (n->type != file_type::symlink) return fail(ec, std::errc::invalid_argument), std::string();
+    if (!n)
+      return {};
+    if (n->type != file_type::symlink)
+      return fail(ec, std::errc::invalid_argument), std::string();
     return n->data;
   }
   bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,
@@ -178,37 +197,48 @@ class memory_fs {
     const std::lock_guard<std::mutex> lock(mu_);
     const node* x = find(follow ? resolve(at(a, an), true, ec) : at(a, an), ec);
     const node* y = x ? find(at(b, bn), ec) : nullptr;
-    if (!x || !y) return false;
-    if (x->type != file_type::regular || y->type != file_type::regular) return fail(ec, treesync::errc::special_file), false;
+    if (!x || !y)
+      return false;
+    if (x->type != file_type::regular || y->type != file_type::regular)
+      return fail(ec, treesync::errc::special_file), false;
     return x->data == y->data;
   }
 
   // ---- the contract: writing through a handle ---------------------------------------------------
 
-  treesync::copy_result copy_file(dir_handle& sd, const std::string& name, dir_handle& dd, const std::string& dst_name,
-                                  const stat_info& expected, const treesync::copy_options& opt,
-                                  std::error_code& ec) {
+  treesync::copy_result copy_file(dir_handle& sd, const std::string& name, dir_handle& dd,
+                                  const std::string& dst_name, const stat_info& expected,
+                                  const treesync::copy_options& opt, std::error_code& ec) {
     const std::lock_guard<std::mutex> lock(mu_);
     treesync::copy_result res;
     res.method = treesync::copy_method::memory;
     ec.clear();
     const auto src_it = nodes_.find(at(sd, name));
-    if (src_it == nodes_.end()) return fail(ec, std::errc::no_such_file_or_directory), res;
+    if (src_it == nodes_.end())
+      return fail(ec, std::errc::no_such_file_or_directory), res;
     const node* src = &src_it->second;
     if (src->type == file_type::symlink) {
-      if (!opt.follow) return fail(ec, std::errc::too_many_symbolic_link_levels), res;
+      if (!opt.follow)
+        return fail(ec, std::errc::too_many_symbolic_link_levels), res;
       src = find(resolve(at(sd, name), true, ec), ec);
-      if (!src) return res;
+      if (!src)
+        return res;
     }
-    if (src->type != file_type::regular) return fail(ec, treesync::errc::special_file), res;
-    if (opt.cancel && opt.cancel->load()) return fail(ec, std::errc::operation_canceled), res;
+    if (src->type != file_type::regular)
+      return fail(ec, treesync::errc::special_file), res;
+    if (opt.cancel && opt.cancel->load())
+      return fail(ec, std::errc::operation_canceled), res;
     const std::string to = at(dd, dst_name);
     const auto old = nodes_.find(to);
     res.destination_failed = true;
     if (old != nodes_.end() && (!opt.replace || old->second.type != file_type::regular))
-      return fail(ec, old->second.type == file_type::directory ? std::errc::is_a_directory : std::errc::file_exists), res;
-    if (old == nodes_.end()) create(dd, dst_name, file_type::regular, 0600, ec);
-    if (ec) return res;
+      return fail(ec, old->second.type == file_type::directory ? std::errc::is_a_directory
+                                                               : std::errc::file_exists),
+             res;
+    if (old == nodes_.end())
+      create(dd, dst_name, file_type::regular, 0600, ec);
+    if (ec)
+      return res;
     node& out = nodes_.at(to);
     out.data = src->data;
     out.ctime = now();
@@ -224,11 +254,13 @@ class memory_fs {
   }
   void set_mode(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) {
     const std::lock_guard<std::mutex> lock(mu_);
-    if (node* n = find(at(d, name), ec)) n->mode = mode & 07777, n->ctime = now();
+    if (node* n = find(at(d, name), ec))
+      n->mode = mode & 07777, n->ctime = now();
   }
   void set_mtime(dir_handle& d, const std::string& name, std::int64_t ns, std::error_code& ec) {
     const std::lock_guard<std::mutex> lock(mu_);
-    if (node* n = find(at(d, name), ec)) n->mtime = ns, n->ctime = now();
+    if (node* n = find(at(d, name), ec))
+      n->mtime = ns, n->ctime = now();
   }
   void rename(dir_handle& d, const std::string& from, const std::string& to, std::error_code& ec) {
     const std::lock_guard<std::mutex> lock(mu_);
@@ -242,8 +274,10 @@ class memory_fs {
   void remove(dir_handle& d, const std::string& name, std::error_code& ec) {
     const std::lock_guard<std::mutex> lock(mu_);
     const node* n = find(at(d, name), ec);
-    if (!n) return;
-    if (n->type == file_type::directory) return fail(ec, std::errc::is_a_directory);
+    if (!n)
+      return;
+    if (n->type == file_type::directory)
+      return fail(ec, std::errc::is_a_directory);
     nodes_.erase(at(d, name));
     touch(d.path);
   }
@@ -251,11 +285,14 @@ class memory_fs {
     const std::lock_guard<std::mutex> lock(mu_);
     const std::string p = at(d, name);
     const node* n = find(p, ec);
-    if (!n) return;
-    if (n->type != file_type::directory) return fail(ec, std::errc::not_a_directory);
+    if (!n)
+      return;
+    if (n->type != file_type::directory)
+      return fail(ec, std::errc::not_a_directory);
     bool empty = true;
     for_children(p, [&](const std::string&, const node&) { empty = false; });
-    if (!empty) return fail(ec, std::errc::directory_not_empty);
+    if (!empty)
+      return fail(ec, std::errc::directory_not_empty);
     nodes_.erase(p);
     touch(d.path);
   }
@@ -266,7 +303,8 @@ class memory_fs {
   void make_symlink(dir_handle& d, const std::string& name, const std::string& target, std::error_code& ec) {
     const std::lock_guard<std::mutex> lock(mu_);
     create(d, name, file_type::symlink, 0777, ec);
-    if (!ec) nodes_.at(at(d, name)).data = target;
+    if (!ec)
+      nodes_.at(at(d, name)).data = target;
   }
   // declared missing in capabilities(): they say so instead of pretending
   void set_owner(dir_handle&, const std::string&, std::int64_t, std::int64_t, std::error_code& ec) {
@@ -308,7 +346,9 @@ class memory_fs {
   static std::string join(const std::string& dir, const std::string& name) {
     return dir == "/" ? "/" + name : dir + "/" + name;
   }
-  static std::string at(const dir_handle& d, const std::string& name) { return name == "." ? d.path : join(d.path, name); }
+  static std::string at(const dir_handle& d, const std::string& name) {
+    return name == "." ? d.path : join(d.path, name);
+  }
   template <class E>
   static void fail(std::error_code& ec, E e) {
     ec = make_error_code(e);
@@ -339,10 +379,13 @@ class memory_fs {
   }
   node* find(const std::string& p, std::error_code& ec) {
     const auto it = nodes_.find(p);
-    if (it == nodes_.end()) return fail(ec, std::errc::no_such_file_or_directory), nullptr;
+    if (it == nodes_.end())
+      return fail(ec, std::errc::no_such_file_or_directory), nullptr;
     return ec.clear(), &it->second;
   }
-  const node* find(const std::string& p, std::error_code& ec) const { return const_cast<memory_fs*>(this)->find(p, ec); }
+  const node* find(const std::string& p, std::error_code& ec) const {
+    return const_cast<memory_fs*>(this)->find(p, ec);
+  }
   template <class F>
   void for_children(const std::string& dir, F&& f) const {  // the direct children, in name order
     const std::string prefix = dir == "/" ? "/" : dir + "/";
@@ -351,12 +394,17 @@ class memory_fs {
         f(it->first.substr(prefix.size()), it->second);
   }
   void touch(const std::string& dir) {  // a directory's mtime changes with its entries
-    if (auto it = nodes_.find(dir); it != nodes_.end()) it->second.mtime = it->second.ctime = now();
+    if (auto it = nodes_.find(dir); it != nodes_.end())
+      it->second.mtime = it->second.ctime = now();
   }
-  void create(const dir_handle& d, const std::string& name, file_type t, std::uint32_t mode, std::error_code& ec) {
-    if (!is_dir(d.path)) return fail(ec, std::errc::no_such_file_or_directory);
-    if (name.empty() || name == "." || name == "..") return fail(ec, std::errc::invalid_argument);
-    if (!nodes_.emplace(at(d, name), make_node(t, mode)).second) return fail(ec, std::errc::file_exists);
+  void create(const dir_handle& d, const std::string& name, file_type t, std::uint32_t mode,
+              std::error_code& ec) {
+    if (!is_dir(d.path))
+      return fail(ec, std::errc::no_such_file_or_directory);
+    if (name.empty() || name == "." || name == "..")
+      return fail(ec, std::errc::invalid_argument);
+    if (!nodes_.emplace(at(d, name), make_node(t, mode)).second)
+      return fail(ec, std::errc::file_exists);
     touch(d.path);
     ec.clear();
   }
@@ -370,7 +418,8 @@ class memory_fs {
       std::vector<std::string> parts;
       for (std::size_t i = 0; i <= p.size();) {
         const std::size_t j = std::min(p.find('/', i), p.size());
-        if (j > i) parts.push_back(p.substr(i, j - i));
+        if (j > i)
+          parts.push_back(p.substr(i, j - i));
         i = j + 1;
       }
       todo.insert(todo.end(), parts.rbegin(), parts.rend());
@@ -381,18 +430,23 @@ class memory_fs {
     while (!todo.empty()) {
       const std::string c = todo.back();
       todo.pop_back();
-      if (c == ".") continue;
+      if (c == ".")
+        continue;
       if (c == "..") {
         cur = parent_of(cur);
         continue;
       }
-      if (!is_dir(cur)) return fail(ec, std::errc::not_a_directory), std::string();
+      if (!is_dir(cur))
+        return fail(ec, std::errc::not_a_directory), std::string();
       const std::string next = join(cur, c);
       const auto it = nodes_.find(next);
-      if (it == nodes_.end()) return fail(ec, std::errc::no_such_file_or_directory), std::string();
+      if (it == nodes_.end())
+        return fail(ec, std::errc::no_such_file_or_directory), std::string();
       if (it->second.type == file_type::symlink && (follow_last || !todo.empty())) {
-        if (++links > 40) return fail(ec, std::errc::too_many_symbolic_link_levels), std::string();
-        if (!it->second.data.empty() && it->second.data[0] == '/') cur = "/";
+        if (++links > 40)
+          return fail(ec, std::errc::too_many_symbolic_link_levels), std::string();
+        if (!it->second.data.empty() && it->second.data[0] == '/')
+          cur = "/";
         push_path(it->second.data);
         continue;
       }
@@ -405,27 +459,36 @@ class memory_fs {
   // rename and move: `to` replaced atomically (we hold the lock); a directory moves with its subtree
   void relocate(const std::string& from, const std::string& to, std::error_code& ec) {
     const node* f = find(from, ec);
-    if (!f) return;
-    if (!is_dir(parent_of(to))) return fail(ec, std::errc::no_such_file_or_directory);
-    if (from == to) return;
+    if (!f)
+      return;
+    if (!is_dir(parent_of(to)))
+      return fail(ec, std::errc::no_such_file_or_directory);
+    if (from == to)
+      return;
     const bool dir = f->type == file_type::directory;
-    if (dir && starts_with(to, from + "/")) return fail(ec, std::errc::invalid_argument);
+    if (dir && starts_with(to, from + "/"))
+      return fail(ec, std::errc::invalid_argument);
     if (const auto old = nodes_.find(to); old != nodes_.end()) {
       const bool old_dir = old->second.type == file_type::directory;
-      if (old_dir && !dir) return fail(ec, std::errc::is_a_directory);
-      if (!old_dir && dir) return fail(ec, std::errc::not_a_directory);
+      if (old_dir && !dir)
+        return fail(ec, std::errc::is_a_directory);
+      if (!old_dir && dir)
+        return fail(ec, std::errc::not_a_directory);
       bool empty = true;
       for_children(to, [&](const std::string&, const node&) { empty = false; });
-      if (old_dir && !empty) return fail(ec, std::errc::directory_not_empty);
+      if (old_dir && !empty)
+        return fail(ec, std::errc::directory_not_empty);
       nodes_.erase(old);
     }
     std::vector<std::pair<std::string, node>> moving;
     moving.emplace_back(to, nodes_.at(from));
     const std::string prefix = from + "/";
-    for (auto it = nodes_.lower_bound(prefix); dir && it != nodes_.end() && starts_with(it->first, prefix); ++it)
+    for (auto it = nodes_.lower_bound(prefix); dir && it != nodes_.end() && starts_with(it->first, prefix);
+         ++it)
       moving.emplace_back(to + it->first.substr(from.size()), it->second);
     erase_tree(from);
-    for (auto& [p, n] : moving) nodes_.emplace(p, std::move(n));
+    for (auto& [p, n] : moving)
+      nodes_.emplace(p, std::move(n));
     nodes_.at(to).ctime = now();
     touch(parent_of(from));
     touch(parent_of(to));
@@ -435,12 +498,14 @@ class memory_fs {
     const std::string prefix = path + "/";
     while (true) {
       const auto it = nodes_.lower_bound(prefix);
-      if (it == nodes_.end() || !starts_with(it->first, prefix)) break;
+      if (it == nodes_.end() || !starts_with(it->first, prefix))
+        break;
       nodes_.erase(it);
     }
   }
   node& put(const std::string& path, file_type t, std::uint32_t mode) {  // setup: parents made
-    if (path != "/" && !nodes_.count(parent_of(path))) put(parent_of(path), file_type::directory, 0755);
+    if (path != "/" && !nodes_.count(parent_of(path)))
+      put(parent_of(path), file_type::directory, 0755);
     erase_tree(path);
     node& n = nodes_[path] = make_node(t, mode);
     touch(parent_of(path));

@@ -6,8 +6,8 @@
 // promise (what it does, which error it reports), then whole runs (a cold mirror, a warm no-op,
 // edits, deletions and type swaps converging, a parallel run).  Where a backend declares that it
 // lacks a capability (filesystem_capabilities_v), the check says so (MESSAGE) and skips.
-#include <treesync/treesync.hpp>
 #include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
 
 #include <doctest/doctest.h>
 
@@ -51,7 +51,9 @@ struct disk_fixture {
   FS fs;
   treesync_test::temp_dir tmp;
   std::int64_t past = treesync_test::past_ns(86400);
-  std::string path(const std::string& rel) const { return rel.empty() ? tmp.path().string() : (tmp / rel).string(); }
+  std::string path(const std::string& rel) const {
+    return rel.empty() ? tmp.path().string() : (tmp / rel).string();
+  }
   void write(const std::string& rel, const std::string& data, std::uint32_t mode = 0644) {
     std::filesystem::create_directories(std::filesystem::path(path(rel)).parent_path());
     treesync_test::write_file(path(rel), data, mode, past);
@@ -112,7 +114,8 @@ auto root(F& f) {
 }
 
 template <class F>
-stat_info must_stat(F& f, typename decltype(F::fs)::dir_handle& d, const std::string& name, bool follow = false) {
+stat_info must_stat(F& f, typename decltype(F::fs)::dir_handle& d, const std::string& name,
+                    bool follow = false) {
   std::error_code ec;
   const stat_info st = f.fs.stat(d, name, follow, ec);
   REQUIRE_MESSAGE(!ec, name << ": " << ec.message());
@@ -135,14 +138,17 @@ void diff_trees(F& f, typename decltype(F::fs)::dir_handle& a, typename decltype
   std::error_code ec;
   auto names = [&](typename decltype(F::fs)::dir_handle& d) {
     std::vector<std::string> n;
-    for (const auto& e : f.fs.list(d, ec)) n.push_back(e.name);
+    for (const auto& e : f.fs.list(d, ec))
+      n.push_back(e.name);
     std::sort(n.begin(), n.end());
     return n;
   };
   const auto na = names(a), nb = names(b);
-  if (na != nb) out.push_back(rel + ": the names differ");
+  if (na != nb)
+    out.push_back(rel + ": the names differ");
   for (const auto& name : na) {
-    if (!std::binary_search(nb.begin(), nb.end(), name)) continue;
+    if (!std::binary_search(nb.begin(), nb.end(), name))
+      continue;
     const std::string r = rel.empty() ? name : rel + "/" + name;
     std::error_code ex, ey;
     const stat_info x = f.fs.stat(a, name, false, ex), y = f.fs.stat(b, name, false, ey);
@@ -154,18 +160,25 @@ void diff_trees(F& f, typename decltype(F::fs)::dir_handle& a, typename decltype
       out.push_back(r + ": type");
       continue;
     }
-    if (x.type != file_type::symlink && x.mode != y.mode) out.push_back(r + ": mode");
+    if (x.type != file_type::symlink && x.mode != y.mode)
+      out.push_back(r + ": mode");
     if (x.type == file_type::regular) {
-      if (x.size != y.size || x.mtime_ns != y.mtime_ns) out.push_back(r + ": size or mtime");
-      else if (!f.fs.same_content(a, name, false, b, name, ec) || ec) out.push_back(r + ": content");
+      if (x.size != y.size || x.mtime_ns != y.mtime_ns)
+        out.push_back(r + ": size or mtime");
+      else if (!f.fs.same_content(a, name, false, b, name, ec) || ec)
+        out.push_back(r + ": content");
     } else if (x.type == file_type::symlink) {
-      if (f.fs.read_link(a, name, ec) != f.fs.read_link(b, name, ec)) out.push_back(r + ": target");
+      if (f.fs.read_link(a, name, ec) != f.fs.read_link(b, name, ec))
+        out.push_back(r + ": target");
     } else if (x.type == file_type::directory) {
-      if (x.mtime_ns != y.mtime_ns) out.push_back(r + ": directory mtime");
+      if (x.mtime_ns != y.mtime_ns)
+        out.push_back(r + ": directory mtime");
       auto sa = f.fs.open_dir(a, name, false, ec);
       auto sb = f.fs.open_dir(b, name, false, ec);
-      if (ec) out.push_back(r + ": opendir " + ec.message());
-      else diff_trees(f, sa, sb, r, out);
+      if (ec)
+        out.push_back(r + ": opendir " + ec.message());
+      else
+        diff_trees(f, sa, sb, r, out);
     }
   }
 }
@@ -206,7 +219,8 @@ TEST_SUITE_BEGIN("conformance");
 
 // ---- the operations --------------------------------------------------------------------------
 
-TEST_CASE_TEMPLATE("conformance: every backend meets the contract's static requirements", F, CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: every backend meets the contract's static requirements", F,
+                   CONFORMANCE_FIXTURES) {
   using FS = decltype(F::fs);
   static_assert(treesync::is_filesystem_v<FS>, "is_filesystem_v");
   static_assert(treesync::detail::check_filesystem<FS>(), "every required operation");
@@ -215,8 +229,8 @@ TEST_CASE_TEMPLATE("conformance: every backend meets the contract's static requi
   CHECK(c.timestamps == treesync::detail::has_timestamps<FS>::value);
 }
 
-TEST_CASE_TEMPLATE("conformance: open_dir reports a missing name, a non-directory and an unfollowed symlink", F,
-                   CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: open_dir reports a missing name, a non-directory and an unfollowed symlink",
+                   F, CONFORMANCE_FIXTURES) {
   F f;
   f.write("file", "x");
   f.mkdir("dir");
@@ -252,7 +266,8 @@ TEST_CASE_TEMPLATE("conformance: open_dir of \".\" is the directory and of \"..\
   CHECK(same_object(must_stat(f, parent, "."), must_stat(f, r, "up")));
 }
 
-TEST_CASE_TEMPLATE("conformance: list names every entry once, without \".\" and \"..\"", F, CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: list names every entry once, without \".\" and \"..\"", F,
+                   CONFORMANCE_FIXTURES) {
   F f;
   f.write("d/file", "x");
   f.mkdir("d/sub");
@@ -264,7 +279,8 @@ TEST_CASE_TEMPLATE("conformance: list names every entry once, without \".\" and 
   auto entries = f.fs.list(d, ec);
   REQUIRE_FALSE(ec);
   std::map<std::string, file_type> seen;
-  for (const auto& e : entries) CHECK(seen.emplace(e.name, e.type).second);
+  for (const auto& e : entries)
+    CHECK(seen.emplace(e.name, e.type).second);
   REQUIRE(seen.size() == 3);
   const std::map<std::string, file_type> want{
       {"file", file_type::regular}, {"link", file_type::symlink}, {"sub", file_type::directory}};
@@ -274,8 +290,8 @@ TEST_CASE_TEMPLATE("conformance: list names every entry once, without \".\" and 
   }
 }
 
-TEST_CASE_TEMPLATE("conformance: stat reports a missing name as ENOENT and a link as itself unless followed", F,
-                   CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: stat reports a missing name as ENOENT and a link as itself unless followed",
+                   F, CONFORMANCE_FIXTURES) {
   F f;
   f.write("file", "12345");
   f.symlink("link", "file");
@@ -292,7 +308,8 @@ TEST_CASE_TEMPLATE("conformance: stat reports a missing name as ENOENT and a lin
   CHECK(same_time<F>(file.mtime_ns, f.past));
 }
 
-TEST_CASE_TEMPLATE("conformance: identity (dev, ino) is stable and tells objects apart", F, CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: identity (dev, ino) is stable and tells objects apart", F,
+                   CONFORMANCE_FIXTURES) {
   F f;
   f.mkdir("one");
   f.mkdir("two");
@@ -305,7 +322,8 @@ TEST_CASE_TEMPLATE("conformance: identity (dev, ino) is stable and tells objects
   CHECK(same_object(must_stat(f, r, "one"), must_stat(f, r, "one")));
   CHECK(same_object(must_stat(f, r, "one"), must_stat(f, one, ".")));
   CHECK_FALSE(same_object(must_stat(f, r, "one"), must_stat(f, r, "two")));
-  if (!caps<F>().file_identity) return skip<F>("identity for files");
+  if (!caps<F>().file_identity)
+    return skip<F>("identity for files");
   CHECK(same_object(must_stat(f, r, "a"), must_stat(f, r, "a")));
   CHECK_FALSE(same_object(must_stat(f, r, "a"), must_stat(f, r, "b")));
   const stat_info before = must_stat(f, r, "a");
@@ -392,7 +410,8 @@ TEST_CASE_TEMPLATE("conformance: remove_dir takes an empty directory only", F, C
   CHECK(ec == std::errc::no_such_file_or_directory);
 }
 
-TEST_CASE_TEMPLATE("conformance: make_dir and make_symlink refuse an existing name", F, CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: make_dir and make_symlink refuse an existing name", F,
+                   CONFORMANCE_FIXTURES) {
   F f;
   f.write("taken", "x");
   auto r = root(f);
@@ -435,7 +454,8 @@ TEST_CASE_TEMPLATE("conformance: set_mode and set_mtime read back", F, CONFORMAN
   std::int64_t resolution = 1;
   if constexpr (caps<F>().timestamps) {
     const treesync::time_model m = f.fs.timestamps(r, ec);
-    if (!ec) resolution = std::max<std::int64_t>(1, m.resolution_ns);
+    if (!ec)
+      resolution = std::max<std::int64_t>(1, m.resolution_ns);
   }
   const std::int64_t t = f.past + 987654321;  // a nanosecond part the backend keeps at its resolution
   for (const char* name : {"file", "dir"}) {
@@ -464,7 +484,8 @@ TEST_CASE_TEMPLATE("conformance: set_mtime on a link sets the link's own time or
   f.fs.set_mtime(r, "link", f.past - 7 * second, ec);
   REQUIRE_FALSE(ec);
   CHECK(same_time<F>(must_stat(f, r, "target").mtime_ns, f.past));  // never followed
-  if (!caps<F>().link_mtime) return skip<F>("link mtimes");
+  if (!caps<F>().link_mtime)
+    return skip<F>("link mtimes");
   CHECK(must_stat(f, r, "link").mtime_ns / second == (f.past - 7 * second) / second);
 }
 
@@ -516,7 +537,8 @@ TEST_CASE_TEMPLATE("conformance: copy_file refuses a source that is not what the
   CHECK(ec == treesync::errc::changed_during_copy);
 }
 
-TEST_CASE_TEMPLATE("conformance: same_content compares bytes of regular files only", F, CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: same_content compares bytes of regular files only", F,
+                   CONFORMANCE_FIXTURES) {
   F f;
   f.write("a", "same bytes");
   f.write("b", "same bytes");
@@ -544,7 +566,8 @@ TEST_CASE_TEMPLATE("conformance: set_owner works or says it is not supported", F
     CHECK(ec == std::errc::operation_not_supported);
 }
 
-TEST_CASE_TEMPLATE("conformance: make_special makes a FIFO or says it is not supported", F, CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: make_special makes a FIFO or says it is not supported", F,
+                   CONFORMANCE_FIXTURES) {
   F f;
   auto r = root(f);
   std::error_code ec;
@@ -565,7 +588,8 @@ TEST_CASE_TEMPLATE("conformance: link makes a second name for the same file", F,
   f.write("file", "x");
   auto r = root(f);
   std::error_code ec;
-  if (!caps<F>().hard_links) return skip<F>("hard links");
+  if (!caps<F>().hard_links)
+    return skip<F>("hard links");
   f.fs.link(r, "file", r, "second", ec);
   REQUIRE_FALSE(ec);
   CHECK(same_object(must_stat(f, r, "file"), must_stat(f, r, "second")));
@@ -585,7 +609,8 @@ TEST_CASE_TEMPLATE("conformance: sync_dir and copy_xattrs succeed", F, CONFORMAN
   CHECK_FALSE(ec);
   f.fs.copy_xattrs(r, a, ec);
   CHECK_FALSE(ec);
-  if (!caps<F>().durable) skip<F>("durability (sync_dir is a no-op)");
+  if (!caps<F>().durable)
+    skip<F>("durability (sync_dir is a no-op)");
 }
 
 // ---- whole runs ------------------------------------------------------------------------------
@@ -599,7 +624,8 @@ TEST_CASE_TEMPLATE("conformance: a cold sync builds the mirror", F, CONFORMANCE_
   CHECK(mirror_differences(f) == std::vector<std::string>{});
 }
 
-TEST_CASE_TEMPLATE("conformance: a warm sync over an unchanged tree changes nothing", F, CONFORMANCE_FIXTURES) {
+TEST_CASE_TEMPLATE("conformance: a warm sync over an unchanged tree changes nothing", F,
+                   CONFORMANCE_FIXTURES) {
   F f;
   make_source(f);
   REQUIRE(mirror(f).ok());
@@ -613,7 +639,7 @@ TEST_CASE_TEMPLATE("conformance: edits, deletions and type swaps converge", F, C
   make_source(f);
   REQUIRE(mirror(f).ok());
   f.write("src/a.txt", "alpha, edited");  // longer
-  f.erase("src/sub/deeper");                // a whole tree
+  f.erase("src/sub/deeper");              // a whole tree
   f.erase("src/will_be_dir");
   f.write("src/will_be_dir/now", "inside");  // a file becomes a directory
   f.erase("src/will_be_file");

@@ -26,9 +26,10 @@ inline namespace v0 {
 // ---- conventions ---------------------------------------------------------------------------------
 //
 //  - Every operation but now() and racy_window() reports failure through its last argument,
-//    `std::error_code& ec`, cleared on success whatever it held on entry.  Errors are compared with std::errc conditions
-//    (ENOENT, EEXIST, ...) and treesync::errc; use std::make_error_code(std::errc::...) or the
-//    system category with an errno value.  Operations do not throw for a filesystem error.
+//    `std::error_code& ec`, cleared on success whatever it held on entry.  Errors are compared
+//    with std::errc conditions (ENOENT, EEXIST, ...) and treesync::errc; use
+//    std::make_error_code(std::errc::...) or the system category with an errno value.
+//    Operations do not throw for a filesystem error.
 //  - `name` arguments are single path components, never containing '/': the engine walks one
 //    level at a time through handles.  `"."` names the handle's own directory (stat(d, ".", ...),
 //    open_dir(d, ".", ...), set_mode(d, ".", ...), set_mtime(d, ".", ...)).  `".."` is passed only
@@ -102,11 +103,12 @@ inline namespace v0 {
 //        copies the data of the regular file `name` into `dst_name`, created exclusively (EEXIST
 //        if the name exists) or, with opt.replace, truncated in place.  The source is followed
 //        only with opt.follow (else a symlink: ELOOP); a source that is not a regular file:
-//        errc::special_file, or the error opening it gives (a directory: EISDIR).  If the source's size and mtime after the copy still equal
-//        `expected`'s, applies expected.mode and expected.mtime_ns to the new file (and the owner
-//        with opt.owner / opt.group, extended attributes with opt.xattrs, fsync with opt.sync);
-//        else fails with errc::changed_during_copy and leaves the new file's mtime alone (the
-//        engine removes it and reports the entry).  A set *opt.cancel ends the copy with
+//        errc::special_file, or the error opening it gives (a directory: EISDIR).  If the
+//        source's size and mtime after the copy still equal `expected`'s, applies expected.mode
+//        and expected.mtime_ns to the new file (and the owner with opt.owner / opt.group,
+//        extended attributes with opt.xattrs, fsync with opt.sync); else fails with
+//        errc::changed_during_copy and leaves the new file's mtime alone (the engine removes it
+//        and reports the entry).  A set *opt.cancel ends the copy with
 //        std::errc::operation_canceled.  On failure, copy_result::destination_failed says whether
 //        the destination side failed (ENOSPC, EROFS, ...): such errors are reported against the
 //        destination.  The engine copies into a temporary name and renames it over the final one
@@ -218,9 +220,9 @@ struct filesystem_capabilities {
   bool file_identity = true;   ///< stat reports (dev, ino) for every entry, not directories only
   bool pinned_handles = true;  ///< a dir_handle keeps naming its directory if the name is swapped
   // detected:
-  bool state_file = false;     ///< read_state / save_state / drop_state
-  bool timestamps = false;     ///< timestamps(dir_handle&, error_code&)
-  bool safe_create = false;    ///< settle_special, check_made_dir and user_id
+  bool state_file = false;   ///< read_state / save_state / drop_state
+  bool timestamps = false;   ///< timestamps(dir_handle&, error_code&)
+  bool safe_create = false;  ///< settle_special, check_made_dir and user_id
 
   /// Everything on (the assumption for a backend that declares nothing).
   static constexpr filesystem_capabilities all() noexcept { return {}; }
@@ -236,7 +238,8 @@ struct declares_capabilities<FS, std::void_t<decltype(filesystem_capabilities(FS
 template <class FS>
 constexpr filesystem_capabilities capabilities_of() noexcept {
   filesystem_capabilities c = filesystem_capabilities::all();
-  if constexpr (declares_capabilities<FS>::value) c = FS::capabilities();
+  if constexpr (declares_capabilities<FS>::value)
+    c = FS::capabilities();
   c.state_file = has_state_ops<FS>::value;
   c.timestamps = has_timestamps<FS>::value;
   c.safe_create = has_op<op_settle_special, FS>::value && has_op<op_check_made_dir, FS>::value &&
@@ -252,7 +255,8 @@ inline constexpr bool is_filesystem_v = detail::filesystem_like<std::decay_t<FS>
 
 /// What FS declares it can do, with its optional operations detected.
 template <class FS>
-inline constexpr filesystem_capabilities filesystem_capabilities_v = detail::capabilities_of<std::decay_t<FS>>();
+inline constexpr filesystem_capabilities filesystem_capabilities_v =
+    detail::capabilities_of<std::decay_t<FS>>();
 
 }  // namespace v0
 }  // namespace treesync

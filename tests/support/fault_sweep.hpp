@@ -46,7 +46,8 @@ setup_fn warm_setup(Ps... ps) {
     base_tree(fs);
     std::error_code ec;
     const auto r = treesync::sync(fs, "/src", "/dst", ps..., ec);
-    if (ec || !r.ok()) throw std::runtime_error("warm setup: the initial sync failed");
+    if (ec || !r.ok())
+      throw std::runtime_error("warm setup: the initial sync failed");
     churn(fs);
   };
 }
@@ -76,8 +77,8 @@ struct fault_point {
 
   /// "<scenario>: fault <k> (<op> <path>)[ = <errno message>]: ", the prefix of a problem.
   std::string where(const std::string& scenario, bool with_errno = false) const {
-    return scenario + ": fault " + std::to_string(k) + " (" + op_name(kind) + " " + treesync::escape(path) + ")" +
-           (with_errno ? " = " + std::make_error_code(error).message() : std::string()) + ": ";
+    return scenario + ": fault " + std::to_string(k) + " (" + op_name(kind) + " " + treesync::escape(path) +
+           ")" + (with_errno ? " = " + std::make_error_code(error).message() : std::string()) + ": ";
   }
 };
 
@@ -136,19 +137,23 @@ inline void check_recovery(treesync::mock_fs& fs, const run_fn& run, bool follow
     return;
   }
   const std::string diff = exact_mirror_diff(fs, "/src", "/dst", follow);
-  if (!diff.empty()) problems.push_back(where + "no exact mirror after the clean run:\n" + diff);
-  if (!temporaries(fs, "/dst").empty()) problems.push_back(where + "temporaries left after the clean run");
+  if (!diff.empty())
+    problems.push_back(where + "no exact mirror after the clean run:\n" + diff);
+  if (!temporaries(fs, "/dst").empty())
+    problems.push_back(where + "temporaries left after the clean run");
   fs.reset_counters();
   std::error_code ec3;
   const treesync::report r3 = run(fs, ec3);
   if (ec3 || fs.ops().writes() != 0 || (require_unchanged && (!r3.ok() || !r3.unchanged())))
-    problems.push_back(where + "the run after the clean run wrote " + std::to_string(fs.ops().writes()) + " times");
+    problems.push_back(where + "the run after the clean run wrote " + std::to_string(fs.ops().writes()) +
+                       " times");
 }
 
 /// The first `n` problems, one a line, for a CHECK_MESSAGE.
 inline std::string first_problems(const std::vector<std::string>& problems, std::size_t n = 25) {
   std::string out = std::to_string(problems.size()) + " problems, the first ones:\n";
-  for (std::size_t i = 0; i < problems.size() && i < n; ++i) out += problems[i] + "\n";
+  for (std::size_t i = 0; i < problems.size() && i < n; ++i)
+    out += problems[i] + "\n";
   return out;
 }
 

@@ -104,8 +104,8 @@ using op_sync_dir = decltype(lv<FS>().sync_dir(lv<handle_of<FS>>(), lv<std::erro
 // user_id is the user the process acts as.  Without them the engine calls set_owner / set_mode /
 // set_mtime by name (a filesystem with no other user, like mock_fs, needs no more).
 template <class FS>
-using op_settle_special = decltype(lv<FS>().settle_special(lv<handle_of<FS>>(), lv<const std::string>(),
-                                                           lv<const stat_info>(), true, true, lv<std::error_code>()));
+using op_settle_special = decltype(lv<FS>().settle_special(
+    lv<handle_of<FS>>(), lv<const std::string>(), lv<const stat_info>(), true, true, lv<std::error_code>()));
 template <class FS>
 using op_check_made_dir = decltype(lv<FS>().check_made_dir(lv<handle_of<FS>>(), lv<std::error_code>()));
 template <class FS>
@@ -118,17 +118,15 @@ template <class FS, class = void>
 struct has_state_ops : std::false_type {};
 template <class FS>
 struct has_state_ops<
-    FS, std::void_t<decltype(std::declval<FS&>().read_state(std::declval<typename FS::dir_handle&>(),
-                                                            std::declval<const std::string&>(), state_piece_probe{},
-                                                            std::declval<std::error_code&>())),
-                    decltype(std::declval<FS&>().save_state(std::declval<typename FS::dir_handle&>(),
-                                                            std::declval<const std::string&>(),
-                                                            std::declval<std::string_view>(),
-                                                            std::declval<std::error_code&>())),
-                    decltype(std::declval<FS&>().drop_state(std::declval<typename FS::dir_handle&>(),
-                                                            std::declval<const std::string&>(),
-                                                            std::declval<std::error_code&>()))>>
-    : std::true_type {};
+    FS, std::void_t<decltype(std::declval<FS&>().read_state(
+                        std::declval<typename FS::dir_handle&>(), std::declval<const std::string&>(),
+                        state_piece_probe{}, std::declval<std::error_code&>())),
+                    decltype(std::declval<FS&>().save_state(
+                        std::declval<typename FS::dir_handle&>(), std::declval<const std::string&>(),
+                        std::declval<std::string_view>(), std::declval<std::error_code&>())),
+                    decltype(std::declval<FS&>().drop_state(
+                        std::declval<typename FS::dir_handle&>(), std::declval<const std::string&>(),
+                        std::declval<std::error_code&>()))>> : std::true_type {};
 
 template <class FS, class = void>
 struct has_timestamps : std::false_type {};
