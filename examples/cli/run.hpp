@@ -67,18 +67,10 @@ struct run_context {
 /// The library's run-time options for the command line `o`.
 inline treesync::options library_options(const options& o, unsigned jobs, const std::atomic<bool>* cancel,
                                          const std::string& backup_dir) {
-  treesync::options t;
-  t.dry_run = o.dry_run;
+  treesync::options t = o.lib;  // the switch table's switches, as parsed
   // the empty-source guard protects DST from deletions: without them an empty SRC copies nothing
   // and deletes nothing, as in rsync
-  t.allow_empty_source = o.allow_empty_source || o.deletion == deletion_mode::keep;
-  t.durable = o.fsync;
-  t.one_file_system = o.one_file_system;
-  t.specials = o.specials;
-  t.owner = o.owner;
-  t.group = o.group;
-  t.hard_links = o.hard_links;
-  t.xattrs = o.xattrs;
+  t.allow_empty_source = o.lib.allow_empty_source || o.deletion == deletion_mode::keep;
   t.write = o.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
   t.jobs = jobs;
   t.cancel = cancel;
@@ -166,7 +158,7 @@ inline void prepare_destination(options& opt) {
     opt.dst_root = opt.operands[1];
     return;
   }
-  if (::stat(opt.src_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || opt.dry_run ||
+  if (::stat(opt.src_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || opt.lib.dry_run ||
       ::mkdir(opt.operands[1].c_str(), 0777) != 0)
     opt.dst_root = opt.operands[1];
 }
@@ -241,7 +233,7 @@ bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filt
 /// reported once, as created; it reads only.  Returns whether it covered the whole source.
 inline bool count_source(const options& opt, const treesync::filter& patterns, progress_meter& meter) {
   options counting = opt;
-  counting.dry_run = true;
+  counting.lib.dry_run = true;
   counting.itemize = counting.verbose = counting.json = counting.progress = false;
   counting.backup_dir.reset();
   counting.state.reset();  // the count reads no state file (it would be another destination's)

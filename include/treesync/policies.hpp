@@ -394,54 +394,71 @@ struct state_file {
   std::filesystem::path path;
 };
 
-// [treesync.policy.flags] -----------------------------------------------------------------------
+// [treesync.switches] --------------------------------------------------------------------------
+//
+// The switches, one row each: everything else is derived from this table - the `options`
+// member, the tag that turns it on in sync(...) (`treesync::durable`, `treesync::max_size{n}`),
+// the check that a tag is given once, the tag's folding into `options`, the command line's
+// spellings and --help line (examples/cli), and whether the switch is part of what a state file
+// vouches for (its identity).  Adding a switch is one row here plus its behaviour.
+//
+// TREESYNC_FLAGS(X): X(member, tag, state, cli, help)
+//   a flag: `bool options::member = false`; the constant `tag` of type `tag_t` sets it.
+// TREESYNC_VALUES(X): X(member, type, default, tag, state, cli, help)
+//   a value: `type options::member = default`; `tag{v}` sets it.
+// state: a run with another setting may leave the destination otherwise (a state file written
+// under one is not trusted under another).  cli: the command line's spellings, comma-separated
+// (one letter: a short option; a value switch's spelling ends in =ARG), "" for none.
+#define TREESYNC_FLAGS(X)                                                                                             \
+  X(dry_run, dry_run, false, "n,dry-run", "show what would be done (with -i or -v), change nothing")                                   \
+  X(allow_empty_source, allow_empty_source, false, "allow-empty-source",                                           \
+    "let an empty SRC empty a non-empty DST (refused by default: an unmounted SRC must not wipe the mirror)")        \
+  X(durable, durable, false, "fsync",                                                                                \
+    "fsync every written file and changed directory (survives a power cut)")                           \
+  X(one_file_system, one_file_system, true, "x,one-file-system",                                                     \
+    "do not enter directories on another filesystem than SRC (reported)")                                            \
+  X(specials, specials, true, "D,specials,devices",                                                                  \
+    "recreate FIFOs, sockets and, as root, devices (else skipped, counted, and named on stderr: skipping non-regular file \"NAME\"; exit status 0)")                      \
+  X(owner, preserve_owner, true, "o,owner", "give copies the source's owner (needs root)")                                \
+  X(group, preserve_group, true, "g,group", "give copies the source's group")                                            \
+  X(hard_links, hard_links, false, "H,hard-links", "keep hard-linked files hard-linked (linked at the end of the run)")      \
+  X(xattrs, xattrs, true, "X,xattrs", "copy extended attributes of what is written (an xattr-only change is not seen)")                   \
+  X(case_collisions, detect_case_collisions, false, "",                                                                \
+    "report SRC names of one directory that differ only in case (they collide on a case-insensitive DST)")
 
-/// Report what would be done; write nothing.
-struct dry_run_t {};
-inline constexpr dry_run_t dry_run{};
+#define TREESYNC_VALUES(X)                                                                                           \
+  X(max_size, std::uint64_t, ::treesync::no_size_limit, max_size, true, "max-size=SIZE",                                         \
+    "do not copy or update a file larger than SIZE bytes (K, M, G: powers of 1024); DST's is left alone")
 
-/// Allow an empty source to empty a non-empty destination (refused by default: an unmounted
-/// source must not wipe the mirror).
-struct allow_empty_source_t {};
-inline constexpr allow_empty_source_t allow_empty_source{};
+/// max_size's default: no file is too large.
+inline constexpr std::uint64_t no_size_limit = std::numeric_limits<std::uint64_t>::max();
 
-/// fsync each file before its rename and each changed directory after its last change (rsync
-/// --fsync): a power cut loses no completed file.  Off by default: it costs a flush per file.
-struct durable_t {};
-inline constexpr durable_t durable{};
+// The tags.  A flag's tag is an empty type and a constant; a value's tag holds the value.
+#define TREESYNC_FLAG_TAG(member, tag, state, cli, help) \
+  struct tag##_t {};                                     \
+  inline constexpr tag##_t tag{};
+TREESYNC_FLAGS(TREESYNC_FLAG_TAG)
+#undef TREESYNC_FLAG_TAG
+#define TREESYNC_VALUE_TAG(member, type, def, tag, state, cli, help) \
+  struct tag {                                                       \
+    type value;                                                      \
+  };
+TREESYNC_VALUES(TREESYNC_VALUE_TAG)
+#undef TREESYNC_VALUE_TAG
 
-/// Do not enter source directories on another filesystem than the source root (rsync -x); they
-/// are reported in report::skipped_entries and their destination counterparts are left alone.
-struct one_file_system_t {};
-inline constexpr one_file_system_t one_file_system{};
-
-/// Recreate FIFOs and sockets, and device nodes when privileged (rsync --specials --devices),
-/// instead of skipping them.  They are still never opened.
-struct specials_t {};
-inline constexpr specials_t specials{};
-
-/// Give destination entries the source's owner (rsync -o; needs CAP_CHOWN, i.e. root).
-struct preserve_owner_t {};
-inline constexpr preserve_owner_t preserve_owner{};
-
-/// Give destination entries the source's group (rsync -g; any group the caller belongs to).
-struct preserve_group_t {};
-inline constexpr preserve_group_t preserve_group{};
-
-/// Source files that are hard links of one another are hard links of one another in the
-/// destination too (rsync -H).  The links are made once the copies exist, at the end of the run.
-struct hard_links_t {};
-inline constexpr hard_links_t hard_links{};
-
-/// Copy extended attributes of files and directories when their data or the directory is
-/// written (rsync -X).  An attribute-only change of a file that is otherwise current is not seen.
-struct xattrs_t {};
-inline constexpr xattrs_t xattrs{};
-
-/// Report, in report::notices, source names of one directory that differ only in (ASCII) case
-/// and would overwrite each other on a case-insensitive destination (macOS, Windows shares).
-struct detect_case_collisions_t {};
-inline constexpr detect_case_collisions_t detect_case_collisions{};
+/// One row of the table as data (a command line's parser and help, a binding's keywords).
+struct switch_row {
+  const char* member;  ///< the options member
+  const char* cli;     ///< spellings, comma-separated; "" for none
+  const char* help;
+  bool value;  ///< a value switch (else a flag)
+  bool state;  ///< part of a state file's identity
+};
+#define TREESYNC_FLAG_ROW(member, tag, state, cli, help) switch_row{#member, cli, help, false, state},
+#define TREESYNC_VALUE_ROW(member, type, def, tag, state, cli, help) switch_row{#member, cli, help, true, state},
+inline constexpr switch_row switch_table[] = {TREESYNC_FLAGS(TREESYNC_FLAG_ROW) TREESYNC_VALUES(TREESYNC_VALUE_ROW)};
+#undef TREESYNC_FLAG_ROW
+#undef TREESYNC_VALUE_ROW
 
 /// The seam for external schedulers (MPI ranks, a build system's task pool): directories `depth`
 /// levels below the roots are created or replaced as usual but not entered; `on_subtree` receives
@@ -638,16 +655,12 @@ enum class write_mode : unsigned char { atomic, in_place };
 enum class error_mode : unsigned char { collect, stop };
 
 struct options {
-  bool dry_run = false;             ///< dry_run: report, write nothing
-  bool allow_empty_source = false;  ///< allow_empty_source
-  bool durable = false;             ///< durable: fsync files and changed directories
-  bool one_file_system = false;     ///< one_file_system: do not cross mount points in the source
-  bool specials = false;            ///< specials: recreate FIFOs, sockets, devices
-  bool owner = false;               ///< preserve_owner
-  bool group = false;               ///< preserve_group
-  bool hard_links = false;          ///< hard_links
-  bool xattrs = false;              ///< xattrs
-  bool case_collisions = false;     ///< detect_case_collisions
+#define TREESYNC_FLAG_MEMBER(member, tag, state, cli, help) bool member = false;  ///< help
+  TREESYNC_FLAGS(TREESYNC_FLAG_MEMBER)
+#undef TREESYNC_FLAG_MEMBER
+#define TREESYNC_VALUE_MEMBER(member, type, def, tag, state, cli, help) type member = def;
+  TREESYNC_VALUES(TREESYNC_VALUE_MEMBER)
+#undef TREESYNC_VALUE_MEMBER
   write_mode write = write_mode::atomic;
   error_mode errors = error_mode::collect;
   unsigned jobs = 1;                           ///< workers; 0: one per hardware thread (see `jobs`)

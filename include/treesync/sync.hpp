@@ -28,26 +28,11 @@ void fold_option(options& o, const P& p) {
     o.write = T::atomic ? write_mode::atomic : write_mode::in_place;
   } else if constexpr (is_errors_policy_v<T>) {
     o.errors = T::stop_on_error ? error_mode::stop : error_mode::collect;
-  } else if constexpr (std::is_same_v<T, dry_run_t>) {
-    o.dry_run = true;
-  } else if constexpr (std::is_same_v<T, allow_empty_source_t>) {
-    o.allow_empty_source = true;
-  } else if constexpr (std::is_same_v<T, durable_t>) {
-    o.durable = true;
-  } else if constexpr (std::is_same_v<T, one_file_system_t>) {
-    o.one_file_system = true;
-  } else if constexpr (std::is_same_v<T, specials_t>) {
-    o.specials = true;
-  } else if constexpr (std::is_same_v<T, preserve_owner_t>) {
-    o.owner = true;
-  } else if constexpr (std::is_same_v<T, preserve_group_t>) {
-    o.group = true;
-  } else if constexpr (std::is_same_v<T, hard_links_t>) {
-    o.hard_links = true;
-  } else if constexpr (std::is_same_v<T, xattrs_t>) {
-    o.xattrs = true;
-  } else if constexpr (std::is_same_v<T, detect_case_collisions_t>) {
-    o.case_collisions = true;
+  } else if constexpr (is_switch_tag_v<T>) {  // the switch table: a flag's tag sets it, a value's carries it
+    if constexpr (std::is_empty_v<T>)
+      o.*switch_member(p) = true;
+    else
+      o.*switch_member(p) = p.value;
   } else if constexpr (std::is_same_v<T, jobs>) {
     o.jobs = p.n;
   } else if constexpr (std::is_same_v<T, cancel_on>) {

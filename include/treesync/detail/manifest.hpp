@@ -791,9 +791,15 @@ inline std::string state_identity(const std::string& version, const std::filesys
   add(src.string());
   add(dst.string());
   id += policy_keys;  // each line starts with its '\n'
-  const bool flags[] = {o.specials, o.owner, o.group, o.xattrs, o.one_file_system, o.write == write_mode::atomic};
-  std::string f;
-  for (const bool b : flags) f += b ? '1' : '0';
+  std::string f(1, o.write == write_mode::atomic ? '1' : '0');
+#define TREESYNC_FLAG_STATE(member, tag, state, cli, help) \
+  if (state) f += o.member ? '1' : '0';
+  TREESYNC_FLAGS(TREESYNC_FLAG_STATE)
+#undef TREESYNC_FLAG_STATE
+#define TREESYNC_VALUE_STATE(member, type, def, tag, state, cli, help) \
+  if (state && !(o.member == def)) f += " " #member "=" + std::to_string(o.member);
+  TREESYNC_VALUES(TREESYNC_VALUE_STATE)
+#undef TREESYNC_VALUE_STATE
   add(f);
   add(o.subtree);
   add(std::to_string(o.frontier_depth));

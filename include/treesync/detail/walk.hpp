@@ -218,6 +218,7 @@ class walker {
     if (s_.opt.ignore_existing && de &&
         !(p.type == file_type::directory && (de->type == file_type::directory || de->type == file_type::unknown)))
       return verdict::none;
+    if (p.type == file_type::regular && p.src.size > s_.opt.max_size) return verdict::none;  // rsync --max-size
     if (s_.opt.hard_links && p.type == file_type::regular && p.src.nlink > 1 && !source_.first_name(p.src))
       return verdict::none;  // another name of a file already being synced: linked at the end
     switch (p.type) {
