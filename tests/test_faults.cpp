@@ -25,9 +25,7 @@
 
 #include <treesync/mock_fs.hpp>
 
-#include "support/mock_mirror.hpp"
-#include "support/mock_trees.hpp"
-#include "support/report_checks.hpp"
+#include "support/fault_sweep.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -51,24 +49,13 @@ const std::vector<std::errc> fault_errors{std::errc::io_error, std::errc::no_spa
 struct scenario {
   std::string name;
   bool follow;  // links dereferenced: the mirror shows what they point to
-  std::function<void(mock_fs&)> setup;
-  std::function<treesync::report(mock_fs&, std::error_code&)> run;
+  setup_fn setup;
+  run_fn run;
 };
 
 template <class... Ps>
-std::function<treesync::report(mock_fs&, std::error_code&)> runner(Ps... ps) {
+run_fn runner(Ps... ps) {
   return [=](mock_fs& fs, std::error_code& ec) { return treesync::sync(fs, "/src", "/dst", ps..., ec); };
-}
-
-template <class... Ps>
-std::function<void(mock_fs&)> warm_setup(Ps... ps) {
-  return [=](mock_fs& fs) {
-    base_tree(fs);
-    std::error_code ec;
-    const auto r = treesync::sync(fs, "/src", "/dst", ps..., ec);
-    if (ec || !r.ok()) throw std::runtime_error("warm setup: the initial sync failed");
-    churn(fs);
-  };
 }
 
 // A destination written in the same timestamp tick as its source (racily clean), one source file
@@ -99,36 +86,22 @@ struct sweep_result {
 void faulted_run(const scenario& sc, std::size_t k, std::errc e, sweep_result& out) {
   mock_fs fs;  // built afresh each time (a mock_fs is not copyable)
   sc.setup(fs);
-  const snapshot src_before = fs.tree("/src");
-  const treesync::stat_info src_root = fs.lstat("/src");
+  const source_guard src(fs);
   std::vector<std::string> liars_before = lying_files(fs, "/src", "/dst", sc.follow);
 
-  std::size_t n = 0;
-  op failed_kind = op::list;
-  std::string failed_path;
-  fs.on_operation([&](op kind, const std::string& path) {
-    if (++n == k) {
-      failed_kind = kind;
-      failed_path = path;
-    }
-  });
-  fs.fail_any(k, e);
-  std::error_code ec;
-  const treesync::report r = sc.run(fs, ec);
-  fs.on_operation(nullptr);
-  fs.clear_faults();
-
-  const std::string where = sc.name + ": fault " + std::to_string(k) + " (" + op_name(failed_kind) + " " +
-                            treesync::escape(failed_path) + ") = " + std::make_error_code(e).message() + ": ";
+  const fault_point p = inject_and_run(fs, sc.run, k, e);
+  const treesync::report& r = p.report;
+  const std::error_code& ec = p.ec;
+  const std::string where = p.where(sc.name, true);
   ++out.points;
-  if (fs.faults_triggered() != 1) {
+  if (p.triggered != 1) {
     out.problems.push_back(where + "the fault did not trigger");
     return;
   }
   ++out.triggered;
 
   // 1. visible
-  const bool on_dst = failed_path == "/dst" || failed_path.rfind("/dst/", 0) == 0;
+  const bool on_dst = p.path == "/dst" || p.path.rfind("/dst/", 0) == 0;
   if (ec)
     ++out.refused;
   else if (!r.errors.empty())
@@ -144,9 +117,7 @@ void faulted_run(const scenario& sc, std::size_t k, std::errc e, sweep_result& o
     out.problems.push_back(where + "not reported, and the destination is not the mirror (" + describe(r, ec) + ")");
 
   // 2. the source is untouched
-  if (!same_with_inodes(fs.tree("/src"), src_before) || fs.lstat("/src").mtime_ns != src_root.mtime_ns ||
-      fs.lstat("/src").mode != src_root.mode)
-    out.problems.push_back(where + "the source changed");
+  if (!src.unchanged(fs)) out.problems.push_back(where + "the source changed");
 
   // 3. nothing new looks up to date that is not
   if (fs.exists("/dst")) {
@@ -156,34 +127,12 @@ void faulted_run(const scenario& sc, std::size_t k, std::errc e, sweep_result& o
   }
 
   // 4. a clean run converges exactly, leaves no temporary, and the next one writes nothing
-  std::error_code ec2;
-  const treesync::report r2 = sc.run(fs, ec2);
-  if (ec2 || !r2.ok()) {
-    out.problems.push_back(where + "the clean run failed (" + describe(r2, ec2) + ")");
-    return;
-  }
-  const std::string diff = exact_mirror_diff(fs, "/src", "/dst", sc.follow);
-  if (!diff.empty()) out.problems.push_back(where + "no exact mirror after the clean run:\n" + diff);
-  if (!temporaries(fs, "/dst").empty()) out.problems.push_back(where + "temporaries left after the clean run");
-  fs.reset_counters();
-  std::error_code ec3;
-  (void)sc.run(fs, ec3);
-  if (ec3 || fs.ops().writes() != 0)
-    out.problems.push_back(where + "the run after the clean run wrote " + std::to_string(fs.ops().writes()) + " times");
+  check_recovery(fs, sc.run, sc.follow, where, out.problems);
 }
 
 sweep_result sweep(const scenario& sc) {
   sweep_result out;
-  {
-    mock_fs fs;
-    sc.setup(fs);
-    fs.reset_counters();
-    std::error_code ec;
-    const auto r = sc.run(fs, ec);
-    REQUIRE_MESSAGE(!ec, sc.name, ": the unfaulted run is refused: ", ec.message());
-    REQUIRE_MESSAGE(r.ok(), sc.name, ": the unfaulted run fails: ", describe(r, ec));
-    out.ops = fs.ops().total();
-  }
+  out.ops = count_operations(sc.name, sc.setup, sc.run);
   for (std::size_t k = 1; k <= out.ops; ++k)
     for (const auto e : fault_errors) faulted_run(sc, k, e, out);
   MESSAGE(sc.name, ": ", out.ops, " operations, ", out.points, " fault points (", out.refused, " refused or stopped, ",
@@ -197,9 +146,7 @@ void check_sweep(const scenario& sc) {
   const sweep_result res = sweep(sc);
   CHECK(res.ops > 0);
   CHECK(res.triggered == res.points);
-  std::string first;
-  for (std::size_t i = 0; i < res.problems.size() && i < 25; ++i) first += res.problems[i] + "\n";
-  CHECK_MESSAGE(res.problems.empty(), res.problems.size(), " problems, the first ones:\n", first);
+  CHECK_MESSAGE(res.problems.empty(), first_problems(res.problems));
 }
 
 }  // namespace

@@ -20,9 +20,7 @@
 
 #include <treesync/mock_fs.hpp>
 
-#include "support/mock_mirror.hpp"
-#include "support/mock_trees.hpp"
-#include "support/report_checks.hpp"
+#include "support/fault_sweep.hpp"
 
 #include <functional>
 #include <string>
@@ -38,25 +36,14 @@ struct scenario {
   std::string name;
   bool follow;  // links dereferenced
   bool stop;    // errors::stop: a fault must end the run with its error code
-  std::function<void(mock_fs&)> setup;
-  std::function<treesync::report(mock_fs&, std::error_code&)> run;
+  setup_fn setup;
+  run_fn run;
 };
 
 template <class... Ps>
-std::function<treesync::report(mock_fs&, std::error_code&)> runner(Ps... ps) {
+run_fn runner(Ps... ps) {
   return [=](mock_fs& fs, std::error_code& ec) {
     return treesync::sync(fs, "/src", "/dst", treesync::jobs{2}, ps..., ec);
-  };
-}
-
-template <class... Ps>
-std::function<void(mock_fs&)> warm_setup(Ps... ps) {
-  return [=](mock_fs& fs) {
-    base_tree(fs);
-    std::error_code ec;
-    const auto r = treesync::sync(fs, "/src", "/dst", ps..., ec);
-    if (ec || !r.ok()) throw std::runtime_error("warm setup: the initial sync failed");
-    churn(fs);
   };
 }
 
@@ -71,41 +58,19 @@ struct sweep_result {
 void faulted_run(const scenario& sc, std::size_t k, sweep_result& out) {
   mock_fs fs;
   sc.setup(fs);
-  const snapshot src_before = fs.tree("/src");
-  const treesync::stat_info src_root = fs.lstat("/src");
+  const source_guard src(fs);
 
-  // the hook runs under the mock's lock: no other synchronisation is needed
-  std::size_t n = 0;
-  bool runaway = false;
-  op failed_kind = op::list;
-  std::string failed_path;
-  fs.on_operation([&](op kind, const std::string& path) {
-    ++n;
-    if (n == k) {
-      failed_kind = kind;
-      failed_path = path;
-    }
-    if (n == 50 * out.ops + 1) {
-      runaway = true;
-      fs.fail_any(1, std::errc::io_error);  // from here on, every operation fails
-    }
-  });
-  fs.fail_any(k, std::errc::io_error);
-  std::error_code ec;
-  const treesync::report r = sc.run(fs, ec);
-  fs.on_operation(nullptr);
-  const std::size_t triggered = fs.faults_triggered();
-  fs.clear_faults();
-
+  const fault_point p = inject_and_run(fs, sc.run, k, std::errc::io_error, 50 * out.ops);
+  const treesync::report& r = p.report;
+  const std::error_code& ec = p.ec;
   ++out.points;
-  const std::string where = sc.name + ": fault " + std::to_string(k) + " (" + op_name(failed_kind) + " " +
-                            treesync::escape(failed_path) + "): ";
-  if (runaway) {
+  const std::string where = p.where(sc.name);
+  if (p.runaway) {
     out.problems.push_back(where + "more than 50 times the unfaulted run's operations");
     return;
   }
-  if (triggered != 1) {
-    out.problems.push_back(where + "the fault triggered " + std::to_string(triggered) + " times");
+  if (p.triggered != 1) {
+    out.problems.push_back(where + "the fault triggered " + std::to_string(p.triggered) + " times");
     return;
   }
 
@@ -117,7 +82,7 @@ void faulted_run(const scenario& sc, std::size_t k, sweep_result& out) {
     ++out.reported;
   } else if (exact) {
     ++out.absorbed;
-    out.absorbed_ops.push_back(std::string(op_name(failed_kind)) + " " + treesync::escape(failed_path));
+    out.absorbed_ops.push_back(std::string(op_name(p.kind)) + " " + treesync::escape(p.path));
   } else {
     out.problems.push_back(where + "not reported as the error mode says, and no exact mirror (" + describe(r, ec) + ")");
   }
@@ -125,39 +90,15 @@ void faulted_run(const scenario& sc, std::size_t k, sweep_result& out) {
     out.problems.push_back(where + "errors::stop: report.errors is set but no error code returned");
 
   // 3. the source is untouched
-  if (!same_with_inodes(fs.tree("/src"), src_before) || fs.lstat("/src").mtime_ns != src_root.mtime_ns ||
-      fs.lstat("/src").mode != src_root.mode)
-    out.problems.push_back(where + "the source changed");
+  if (!src.unchanged(fs)) out.problems.push_back(where + "the source changed");
 
   // 4. the next run converges; the one after it writes nothing
-  std::error_code ec2;
-  const treesync::report r2 = sc.run(fs, ec2);
-  if (ec2 || !r2.ok()) {
-    out.problems.push_back(where + "the clean run failed (" + describe(r2, ec2) + ")");
-    return;
-  }
-  const std::string diff = exact_mirror_diff(fs, "/src", "/dst", sc.follow);
-  if (!diff.empty()) out.problems.push_back(where + "no exact mirror after the clean run:\n" + diff);
-  if (!temporaries(fs, "/dst").empty()) out.problems.push_back(where + "temporaries left after the clean run");
-  fs.reset_counters();
-  std::error_code ec3;
-  const treesync::report r3 = sc.run(fs, ec3);
-  if (ec3 || !r3.ok() || fs.ops().writes() != 0 || !r3.unchanged())
-    out.problems.push_back(where + "the run after the clean run wrote " + std::to_string(fs.ops().writes()) + " times");
+  check_recovery(fs, sc.run, sc.follow, where, out.problems, true);
 }
 
 void check_sweep(const scenario& sc) {
   sweep_result res;
-  {
-    mock_fs fs;
-    sc.setup(fs);
-    fs.reset_counters();
-    std::error_code ec;
-    const auto r = sc.run(fs, ec);
-    REQUIRE_MESSAGE(!ec, sc.name, ": the unfaulted run is refused: ", ec.message());
-    REQUIRE_MESSAGE(r.ok(), sc.name, ": the unfaulted run fails: ", describe(r, ec));
-    res.ops = fs.ops().total();
-  }
+  res.ops = count_operations(sc.name, sc.setup, sc.run);
   REQUIRE(res.ops > 0);
   for (std::size_t k = 1; k <= res.ops; ++k) faulted_run(sc, k, res);
   MESSAGE(sc.name, ": ", res.ops, " operations, ", res.points, " faulted runs (", res.refused,
@@ -167,9 +108,7 @@ void check_sweep(const scenario& sc) {
   for (const auto& a : res.absorbed_ops) absorbed += "  " + a + "\n";
   if (!absorbed.empty()) MESSAGE(sc.name, ": the operations whose failure was absorbed:\n", absorbed);
   CHECK(res.points == res.ops);
-  std::string first;
-  for (std::size_t i = 0; i < res.problems.size() && i < 25; ++i) first += res.problems[i] + "\n";
-  CHECK_MESSAGE(res.problems.empty(), res.problems.size(), " problems, the first ones:\n", first);
+  CHECK_MESSAGE(res.problems.empty(), first_problems(res.problems));
 }
 
 }  // namespace

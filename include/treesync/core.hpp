@@ -56,7 +56,7 @@ struct stat_info {
 /// What a filesystem keeps of a file's timestamps, seen through one of its directories.  Local
 /// filesystems (ext4, XFS, btrfs, tmpfs) keep nanosecond mtimes and a ctime of their own; SFTPv3
 /// (sshfs) keeps whole seconds and reports ctime == mtime; SMB keeps 100 ns units.  The engine
-/// asks once per run for the destination (see `timestamps` in [treesync.traits]) and compares
+/// asks once per run for the destination (see `timestamps` in [treesync.filesystem]) and compares
 /// mtimes at `resolution_ns`; where `ctime` is false it cannot tell from the destination when a
 /// copy was made, so it marks racy copies itself (see file_pair).
 struct time_model {

@@ -28,7 +28,12 @@ class mock_fs : public detail::mock_setup {
   using mock_setup::rename;
   using mock_setup::set_mtime;
 
-  // ---- the filesystem requirements (see treesync.hpp [treesync.traits]) -----------------------
+  // ---- the filesystem requirements (see filesystem.hpp [treesync.filesystem]) ------------------
+
+  /// Everything in the contract, in memory: owners, specials, hard links, xattrs, link mtimes,
+  /// ctimes and inode identity (sync_dir only counts; there is nothing to make durable).
+  static constexpr filesystem_capabilities capabilities() noexcept { return filesystem_capabilities::all(); }
+
 
   stat_info stat_path(const std::filesystem::path& p, bool follow, std::error_code& ec) {
     const std::lock_guard<std::recursive_mutex> lock(mu_);

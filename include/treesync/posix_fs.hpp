@@ -48,6 +48,17 @@ class posix_fs : private detail::posix_files {
     int fd_ = -1;
   };
 
+  /// Everything in the contract (filesystem.hpp); xattrs where the platform has them (copy_xattrs
+  /// is a no-op elsewhere), durable through fsync.  What a mounted filesystem keeps of timestamps
+  /// (a link's own mtime, a ctime) is told per run by timestamps(), not here.
+  static constexpr filesystem_capabilities capabilities() noexcept {
+    filesystem_capabilities c;
+#if !defined(__linux__)
+    c.xattrs = false;  // copy_fd_xattrs is Linux only
+#endif
+    return c;
+  }
+
   /// `racy_window`: how close to a source file's mtime a copy must be to be verified by content on
   /// the next run (timestamp granularity plus clock slack; 1 s covers NFS servers with 1 s stamps).
   explicit posix_fs(std::chrono::nanoseconds racy_window = std::chrono::seconds(1)) noexcept

@@ -23,12 +23,32 @@ inline namespace v0 {
 //  - mtimes have the resolution of file_time_type; no owners, device nodes, FIFOs or xattrs;
 //    a symlink's own mtime is neither read nor set;
 //  - data is copied by std::filesystem::copy_file.
+// capabilities() declares these (filesystem.hpp); the conformance suite skips what it lacks.
 
 class std_fs {
  public:
   struct dir_handle {
     std::filesystem::path path;
   };
+
+  /// What std::filesystem cannot do, declared (see filesystem_capabilities): set_owner and
+  /// make_special report std::errc::operation_not_supported, copy_xattrs and sync_dir do nothing
+  /// and succeed, set_mtime leaves a link's own time alone (stat reports 0 for links on both
+  /// sides), files have no identity (link copies hard links as separate files under hard_links),
+  /// there is no ctime and a handle is a path.
+  static constexpr filesystem_capabilities capabilities() noexcept {
+    filesystem_capabilities c;
+    c.owners = false;
+    c.specials = false;
+    c.hard_links = false;
+    c.xattrs = false;
+    c.durable = false;
+    c.link_mtime = false;
+    c.ctime = false;
+    c.file_identity = false;
+    c.pinned_handles = false;
+    return c;
+  }
 
   explicit std_fs(std::chrono::nanoseconds racy_window = std::chrono::seconds(1))
       : racy_(racy_window.count()),
@@ -63,7 +83,8 @@ class std_fs {
     return out;
   }
   stat_info stat(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
-    return info(at(d, name), follow, ec);
+    // "." is the directory itself, also when the handle was opened through a followed link
+    return info(at(d, name), follow || name == ".", ec);
   }
   dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
     const auto p = at(d, name);
@@ -79,6 +100,7 @@ class std_fs {
                         const stat_info& expected, const copy_options& opt, std::error_code& ec) const {
     copy_result res;
     res.method = copy_method::read_write;
+    ec.clear();  // the checks below may leave it untouched
     const auto from = at(sd, name), to = at(dd, dst_name);
     if (!opt.follow && std::filesystem::is_symlink(std::filesystem::symlink_status(from, ec)))
       return ec = std::make_error_code(std::errc::too_many_symbolic_link_levels), res;
@@ -153,6 +175,9 @@ class std_fs {
     if (!std::filesystem::remove(p, ec) && !ec) ec = std::make_error_code(std::errc::no_such_file_or_directory);
   }
   void remove_dir(dir_handle& d, const std::string& name, std::error_code& ec) const {
+    const auto st = std::filesystem::symlink_status(at(d, name), ec);  // remove() takes files too
+    if (!ec && st.type() != std::filesystem::file_type::directory && std::filesystem::exists(st))
+      return ec = std::make_error_code(std::errc::not_a_directory), void();
     if (!std::filesystem::remove(at(d, name), ec) && !ec) ec = std::make_error_code(std::errc::no_such_file_or_directory);
   }
   void make_dir(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {

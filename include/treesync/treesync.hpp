@@ -13,7 +13,8 @@
 //   core.hpp             file_type, stat_info, action, report, error codes, file_pair
 //   policies.hpp         compare, deletion, links, write, errors, the flags, treesync::options
 //   filter.hpp           exclusion: glob, exclude, filter (rsync rules), predicate combinators
-//   traits.hpp           how a policy is recognised; the filesystem requirements; the policy pack
+//   filesystem.hpp       the filesystem contract (what a backend must do), capability flags
+//   traits.hpp           how a policy is recognised; the policy pack
 //   detail/manifest.hpp  the state file (state_file): records, their text, what a run trusts
 //   detail/state.hpp     what a run shares, a directory pair in flight, a plan, the journal
 //   detail/apply.hpp     the applier (every write, one install path) and the pruner
@@ -66,6 +67,7 @@
 #include "core.hpp"
 #include "policies.hpp"
 #include "filter.hpp"
+#include "filesystem.hpp"
 #include "traits.hpp"
 #include "detail/manifest.hpp"
 #include "detail/state.hpp"

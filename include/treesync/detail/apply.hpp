@@ -14,18 +14,7 @@ inline namespace v0 {
 
 namespace detail {
 
-// Operations a filesystem may offer to make a create-then-set sequence safe (posix_fs does):
-// settle_special sets a just-made node's owner, mode and mtime through a descriptor checked to
-// be that node; check_made_dir tells whether a just-made and opened directory is the run's own;
-// user_id is the user the process acts as.  Without them the engine calls set_owner / set_mode /
-// set_mtime by name (a filesystem with no other user, like mock_fs, needs no more).
-template <class FS>
-using op_settle_special = decltype(lv<FS>().settle_special(lv<handle_of<FS>>(), lv<const std::string>(),
-                                                           lv<const stat_info>(), true, true, lv<std::error_code>()));
-template <class FS>
-using op_check_made_dir = decltype(lv<FS>().check_made_dir(lv<handle_of<FS>>(), lv<std::error_code>()));
-template <class FS>
-using op_user_id = decltype(std::int64_t(lv<const FS>().user_id()));
+// settle_special, check_made_dir, user_id: the optional operations of detail/detect.hpp.
 
 // ---- the pruner: removing entries and whole trees ------------------------------------------------
 
