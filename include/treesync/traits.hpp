@@ -8,6 +8,7 @@
 #define TREESYNC_TRAITS_HPP
 
 #include "filter.hpp"
+#include "policies.hpp"
 
 namespace treesync {
 inline namespace v0 {
