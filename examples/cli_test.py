@@ -190,9 +190,9 @@ def test_help_version():
                 "--no-links", "--checksum", "--size-only", "--update", "--modify-window=SECS", "--inplace",
                 "--jobs=N", "--itemize-changes", "--verbose", "--quiet", "--stats", "--progress", "--json",
                 "--help", "--version", "--hard-links", "--owner", "--group", "--one-file-system", "--specials",
-                "--devices", "--backup-dir=DIR", "--fsync", "--acls", "-H,", "-o,", "-g,", "-x,", "-n,", "-L,", "-l,", "-c,", "-u,", "-j,", "-i,", "-v,", "-q,"]:
+                "--devices", "--backup-dir=DIR", "--fsync", "--max-size=SIZE", "--acls", "-H,", "-o,", "-g,", "-x,", "-n,", "-L,", "-l,", "-c,", "-u,", "-j,", "-i,", "-v,", "-q,"]:
         check(re.search(r"^\s+(-\w, )?" + re.escape(opt.rstrip(",")) + r"\b", out, re.M) is not None
-              or ("  " + opt) in out, "--help documents " + opt)
+              or ("  " + opt) in out or (", " + opt + " ") in out, "--help documents " + opt)
     check("Examples:" in out and "Exit status:" in out, "--help has examples and the exit codes")
     check(all(len(l) <= 110 for l in out.splitlines()), "--help lines fit 110 columns")
     rc, out, err = run("--version")

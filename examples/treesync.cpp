@@ -187,7 +187,7 @@ int main(int argc, char** argv) {
       // the library refuses before its first deletion without saying how many it planned: count
       // them with a dry run of the same command line, without the cap (reads only)
       options counting = opt;
-      counting.dry_run = true;
+      counting.lib.dry_run = true;
       counting.itemize = counting.verbose = counting.json = counting.progress = false;
       printer quiet(counting);
       run_context plan{counting, cli_deletion{opt.deletion, treesync::unlimited}, patterns, opt.jobs,
@@ -196,7 +196,7 @@ int main(int argc, char** argv) {
       would_delete = run(plan, plan_ec).deleted;
     }
     refused = describe_refusal(opt, ec, would_delete);
-    if (ec == treesync::errc::max_delete_exceeded && opt.dry_run && first_signal.load() == 0) {
+    if (ec == treesync::errc::max_delete_exceeded && opt.lib.dry_run && first_signal.load() == 0) {
       // -n: rsync lists the first N deletions (and every other change) and exits 25; the plan
       // without the cap, with its deletions cut at N
       printer listing(opt);

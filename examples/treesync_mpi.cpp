@@ -513,7 +513,7 @@ int main(int argc, char** argv) {
                              found.emplace_back(rel);
                            }};
       std::error_code ec;
-      const treesync::report r = run(src, dst, true, opt.allow_empty_source, ec, treesync::no_observer_t{}, f);
+      const treesync::report r = run(src, dst, true, opt.lib.allow_empty_source, ec, treesync::no_observer_t{}, f);
       if (ec) {
         refusal[0] = ec.value();
         refusal[1] = category_id(ec);
@@ -579,7 +579,7 @@ int main(int argc, char** argv) {
                                q.push((is_fresh ? "F" : "-") + std::string(rel));
                              }};
         std::error_code ec;
-        treesync::report r = run(src, dst, opt.dry_run, opt.allow_empty_source, ec, obs, f);
+        treesync::report r = run(src, dst, opt.lib.dry_run, opt.lib.allow_empty_source, ec, obs, f);
         if (ec && ec != std::errc::operation_canceled) shallow_refusal = ec;
         {
           std::lock_guard<std::mutex> lock(mine_mu);
@@ -597,12 +597,12 @@ int main(int argc, char** argv) {
       std::size_t dropped_meta = 0, dropped_create = 0;
       const subtree_observer obs{&actions, &rel, fresh, &dropped_meta, &dropped_create};
       struct stat st;
-      if (opt.dry_run && (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+      if (opt.lib.dry_run && (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
         // a dry run did not create DST/rel: plan it against an empty directory (the shallow pass
         // reported DST/rel as created, so the subtree's root is `fresh`)
         r = run(s, empty_dir(), true, true, ec, obs, treesync::subtree{rel});
       } else {
-        r = run(s, d, opt.dry_run, true, ec, obs, treesync::subtree{rel});
+        r = run(s, d, opt.lib.dry_run, true, ec, obs, treesync::subtree{rel});
       }
       r.meta_updated -= std::min(r.meta_updated, dropped_meta);
       r.created -= std::min(r.created, dropped_create);
@@ -658,7 +658,7 @@ int main(int argc, char** argv) {
     per_rank += ']';
 
     // ---- 4. the shallow directories' mtimes, once every subtree is in ------------------------------
-    if (refusal[0] == 0 && !shallow_refusal && !opt.dry_run && any_signal == 0) {
+    if (refusal[0] == 0 && !shallow_refusal && !opt.lib.dry_run && any_signal == 0) {
       std::error_code ec;
       treesync::report fix = run(src, dst, false, true, ec, treesync::no_observer_t{},
                                  treesync::frontier{static_cast<std::size_t>(depth), {}});

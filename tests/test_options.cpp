@@ -660,3 +660,33 @@ TEST_CASE("keep_on_source_error: without a source failure deletions happen; a dr
   CHECK_FALSE(ok.exists("/dst/b"));
   CHECK_FALSE(ok.exists("/dst/d"));
 }
+
+TEST_CASE("max_size: a source file larger than the limit is neither copied nor updated, and DST's copy is kept") {
+  mock_fs fs;
+  fs.write("/src/small", "12345");
+  fs.write("/src/large", "1234567890");
+  fs.write("/src/old_large", "abcdefghijkl");
+  fs.write("/dst/old_large", "kept");  // DST's older, different copy
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::max_size{5}, treesync::deletion::extraneous);
+  CHECK(r.ok());
+  CHECK(fs.read("/dst/small") == "12345");  // exactly the limit: copied
+  CHECK_FALSE(fs.exists("/dst/large"));
+  CHECK(fs.read("/dst/old_large") == "kept");  // not updated, not deleted (SRC has it)
+  CHECK(r.deleted == 0);
+}
+
+TEST_CASE("the switch table: a flag's tag and options' member are one switch; a value's tag carries its value") {
+  treesync::options o;
+  CHECK(o.max_size == treesync::no_size_limit);
+  treesync::detail::fold_option(o, treesync::max_size{42});
+  treesync::detail::fold_option(o, treesync::durable);
+  treesync::detail::fold_option(o, treesync::preserve_owner);
+  CHECK(o.max_size == 42);
+  CHECK(o.durable);
+  CHECK(o.owner);
+  CHECK_FALSE(o.group);
+  std::size_t values = 0;
+  for (const auto& row : treesync::switch_table) values += row.value;
+  CHECK(values == 1);
+  static_assert(treesync::is_flag_policy_v<treesync::max_size> && treesync::is_flag_policy_v<treesync::durable_t>);
+}

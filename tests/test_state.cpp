@@ -345,6 +345,38 @@ TEST_CASE("state_file: with hard_links no state file is kept, and a notice says 
   CHECK_FALSE(fs.exists("/state/mirror.state"));
 }
 
+TEST_CASE("state_file: a policy without state_key() runs, but no state file is read or kept, and one left is removed") {
+  struct mine {  // a compare policy of the caller's, without state_key()
+    bool up_to_date(const treesync::file_pair& f) const { return f.src.size == f.dst.size; }
+  };
+  mock_fs fs;
+  small_tree(fs);
+  REQUIRE(treesync::sync(fs, "/src", "/dst", with_state(verify_level::none)).ok());
+  REQUIRE(fs.exists("/state/mirror.state"));
+  fs.write("/src/new", "n");
+  const auto r = treesync::sync(fs, "/src", "/dst", with_state(verify_level::none), mine{});
+  CHECK(r.ok());
+  CHECK(fs.exists("/dst/new"));
+  REQUIRE(r.notices.size() == 1);
+  CHECK(r.notices[0].code == treesync::errc::state_not_kept);
+  CHECK(r.notices[0].detail == "the compare policy has no state_key()");
+  CHECK_FALSE(fs.exists("/state/mirror.state"));  // it vouched for a destination this run changed
+}
+
+TEST_CASE("state_file: a run-time setting a policy carries in its state_key() ties the file to it") {
+  mock_fs fs;
+  small_tree(fs);
+  const treesync::compare::chosen exact{treesync::compare::kind::size_mtime, 0ns};
+  const treesync::compare::chosen wide{treesync::compare::kind::size_mtime, 2s};
+  REQUIRE(treesync::sync(fs, "/src", "/dst", with_state(verify_level::none), exact).ok());
+  auto r = treesync::sync(fs, "/src", "/dst", with_state(verify_level::none), exact);
+  CHECK(r.notices.empty());  // the same keys: trusted
+  r = treesync::sync(fs, "/src", "/dst", with_state(verify_level::none), wide);
+  REQUIRE(r.notices.size() == 1);
+  CHECK(r.notices[0].code == treesync::errc::state_ignored);
+  CHECK(r.notices[0].detail == "it belongs to another policy set");
+}
+
 TEST_CASE("state_file: a directory where a write failed is left out of the state file, and the next run repairs it") {
   mock_fs fs;
   small_tree(fs);

@@ -5,6 +5,8 @@
 
 #include "text.hpp"
 
+#include <treesync/treesync.hpp>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -29,9 +31,9 @@ namespace treesync_cli {
 /// thread.
 inline constexpr unsigned default_jobs = 4;
 
-enum class compare_mode { size_mtime, checksum, size_only, update };
-enum class links_mode { dereference, preserve, unsafe, skip };
-enum class deletion_mode { extraneous, keep, excluded };
+using compare_mode = treesync::compare::kind;    // the library's built-ins, chosen at run time
+using links_mode = treesync::links::kind;
+using deletion_mode = treesync::deletion::kind;
 
 /// One filter option, kept in command-line order (rsync's rules: the first match wins).
 struct filter_arg {
@@ -41,24 +43,16 @@ struct filter_arg {
 
 struct options {
   // what is synced
-  bool dry_run = false;
+  treesync::options lib;  // the library's switch table (treesync/policies.hpp): -n, -H, -o, -g, -x, -D, -X, --fsync, --max-size, ...
   deletion_mode deletion = deletion_mode::keep;  // rsync's default: nothing is deleted without --delete
   std::optional<std::size_t> max_delete;
   bool ignore_errors = false;  // --ignore-errors: delete even after a source error (rsync's)
   std::vector<filter_arg> filters;  // --exclude, --include, --filter, -F, --exclude-from, --include-from, in order
-  bool allow_empty_source = false;
   links_mode links = links_mode::dereference;
   compare_mode compare = compare_mode::size_mtime;
   std::int64_t modify_window_ns = 0;
   bool inplace = false;
   unsigned jobs = default_jobs;
-  bool hard_links = false;       // -H
-  bool owner = false;            // -o
-  bool group = false;            // -g
-  bool one_file_system = false;  // -x
-  bool specials = false;         // --specials, --devices, -D
-  bool fsync = false;            // --fsync
-  bool xattrs = false;           // -X
   bool perms = true;             // -p (on unless --no-perms / --no-p)
   bool existing = false;         // --existing, --ignore-non-existing
   bool ignore_existing = false;  // --ignore-existing
@@ -120,8 +114,47 @@ struct parse_result {
   std::string message;
 };
 
+/// The --help lines of the library's switch table (treesync/policies.hpp), in its order: the
+/// spellings in a 28-column field, the help wrapped at 108 columns.
+inline std::string switch_help() {
+  std::string out;
+  for (const auto& row : treesync::switch_table) {
+    std::string_view cli = row.cli;
+    if (cli.empty()) continue;
+    std::string head = "  ";
+    bool first = true;
+    while (!cli.empty()) {
+      const std::size_t comma = std::min(cli.find(','), cli.size());
+      const std::string_view one = cli.substr(0, comma);
+      const bool letter = one.size() == 1;
+      if (first && !letter) head += "    ";
+      if (!first) head += ", ";
+      head += (letter ? "-" : "--") + std::string(one);
+      first = false;
+      cli.remove_prefix(std::min(comma + 1, cli.size()));
+    }
+    std::string line = head;
+    line.resize(std::max<std::size_t>(line.size() + 2, 28), ' ');
+    std::string_view words = row.help;
+    while (!words.empty()) {
+      const std::size_t space = std::min(words.find(' '), words.size());
+      const std::string_view word = words.substr(0, space);
+      if (line.size() > 28 && line.size() + 1 + word.size() > 108) {
+        out += line + '\n';
+        line.assign(28, ' ');
+      } else if (line.size() > 28) {
+        line += ' ';
+      }
+      line += word;
+      words.remove_prefix(std::min(space + 1, words.size()));
+    }
+    out += line + '\n';
+  }
+  return out;
+}
+
 inline const char* help_text() {
-  return
+  static const std::string text = std::string(
       "usage: treesync [OPTIONS] SRC DST\n"
       "Copy the directory tree SRC into DST as `rsync -a` does: what is new or changed is copied, permission\n"
       "bits and modification times (ns) are kept, a run on an unchanged tree writes nothing.  As in rsync,\n"
@@ -133,7 +166,7 @@ inline const char* help_text() {
       "  -a, --archive             rsync's -rlptgoD; here: -l (keep symlinks), -g (group), -D (specials and\n"
       "                            devices), and -o (owner) when run as root (as rsync does); -r -t are always on,\n"
       "                            -p unless --no-perms\n"
-      "  -n, --dry-run             show what would be done (with -i or -v), change nothing\n"
+      ) + switch_help() + std::string(
       "      --delete              delete DST entries that SRC lacks (off by default, as in rsync); rsync's\n"
       "                            --del, --delete-before, --delete-during, --delete-after, --delete-delay\n"
       "                            are the same here (deletions are planned before the first one is made)\n"
@@ -152,7 +185,6 @@ inline const char* help_text() {
       "      --include-from=FILE   include patterns from FILE, read the same way\n"
       "      --ignore-errors       delete even after an error reading SRC (by default, as in rsync, a source\n"
       "                            error stops all further deletions: IO error encountered -- skipping file deletion)\n"
-      "      --allow-empty-source  let an empty SRC empty a non-empty DST (refused by default: unmounted source)\n"
       "  -L, --copy-links          copy what a symlink in SRC points to (the default)\n"
       "  -l, --links               recreate symlinks as symlinks (-L wins over -l, as in rsync)\n"
       "      --copy-unsafe-links   keep symlinks that stay inside SRC, copy what the others point to\n"
@@ -164,13 +196,6 @@ inline const char* help_text() {
       "      --modify-window=SECS  times within SECS seconds (fractions allowed) count as equal (FAT: 2)\n"
       "      --inplace             write into existing DST files instead of a temporary renamed into place\n"
       "  -j, --jobs=N              N parallel workers (default 4: see Jobs below; 1 serial; 0 one per CPU)\n"
-      "  -H, --hard-links          keep hard-linked files hard-linked (linked at the end of the run)\n"
-      "  -o, --owner               give copies the source's owner (needs root)\n"
-      "  -g, --group               give copies the source's group\n"
-      "  -x, --one-file-system     do not enter directories on another filesystem than SRC (reported)\n"
-      "      --specials            recreate FIFOs, sockets and, as root, devices (else skipped, counted, and\n"
-      "                            named on stderr: skipping non-regular file \"NAME\"; exit status 0)\n"
-      "  -D, --devices             the same as --specials (one library policy covers both)\n"
       "      --backup-dir=DIR      move replaced and deleted DST files into DIR (relative: to DST), same paths;\n"
       "                            not with --inplace (a usage error naming both)\n"
       "      --state=FILE          keep a state file: what the run left in DST, written at the end of a run that\n"
@@ -181,9 +206,7 @@ inline const char* help_text() {
       "                            stamps are unchanged from FILE: it misses a file edited in place or chmod'ed\n"
       "                            in DST; none reads nothing of DST that FILE vouches for: it misses anything\n"
       "                            done to DST since the last run with FILE (deleted, added, edited entries)\n"
-      "      --fsync               fsync every written file and changed directory (survives a power cut)\n"
       "  -A, --acls                not supported yet (a usage error, never silently ignored)\n"
-      "  -X, --xattrs              copy extended attributes of what is written (an xattr-only change is not seen)\n"
       "  -r, --recursive           always on (accepted for rsync habits)\n"
       "  -t, --times               always on: modification times are kept (accepted for rsync habits)\n"
       "  -p, --perms               permission bits are kept (on by default, unlike rsync; -a sets it too)\n"
@@ -289,8 +312,10 @@ inline const char* help_text() {
       "        package's contents, so they land in src/pkg (not src/pkg/pkg); byte-code caches stay out\n"
       "  treesync --delete --exclude-from=.syncignore --max-delete=100 data/ /mnt/mirror\n"
       "        mirror into a dedicated copy; refuse if more than 100 deletions are planned\n"
-      "  treesync --json --delete src/ backup > report.json    machine-readable report for a CI log\n";
+      "  treesync --json --delete src/ backup > report.json    machine-readable report for a CI log\n");
+  return text.c_str();
 }
+
 
 /// Who parses the command line: the name in messages and --version, the --help text, and the
 /// options it refuses as usage errors (treesync_mpi: those that span the whole tree).  The treesync
@@ -308,6 +333,43 @@ inline std::string usage_message(const tool_info& tool, const std::string& what)
 }
 
 namespace detail {
+
+/// Whether `name` (without dashes) is one of a switch row's spellings ("n,dry-run", "max-size=SIZE").
+inline bool spelled(std::string_view cli, std::string_view name) {
+  while (!cli.empty()) {
+    const std::size_t comma = std::min(cli.find(','), cli.size());
+    std::string_view one = cli.substr(0, comma);
+    one = one.substr(0, std::min(one.find('='), one.size()));
+    if (!name.empty() && one == name) return true;
+    cli.remove_prefix(std::min(comma + 1, cli.size()));
+  }
+  return false;
+}
+
+/// A size as rsync's --max-size takes it: a number (fractions allowed) and an optional unit K, M,
+/// G or T (powers of 1024; a trailing B or iB is accepted).
+inline bool parse_switch_value(const std::string& text, std::uint64_t& out) {
+  errno = 0;
+  char* end = nullptr;
+  const double n = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || errno != 0 || !std::isfinite(n) || n < 0 || text[0] == '-' || text[0] == '+') return false;
+  std::string unit(end);
+  for (char& c : unit) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (unit == "B" || unit.empty()) unit = "";
+  else if (unit.size() >= 2 && unit.back() == 'B') unit.pop_back();
+  if (unit.size() == 2 && unit[1] == 'I') unit.pop_back();
+  double scale = 1;
+  if (unit == "K") scale = 1024.0;
+  else if (unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty()) return false;
+  const double v = n * scale;
+  if (v >= 18446744073709551615.0) return false;
+  out = static_cast<std::uint64_t>(v);
+  return true;
+}
+inline std::string value_kind(std::uint64_t) { return "size"; }
 
 inline bool parse_count(std::string_view text, unsigned long long& out) {
   if (text.empty() || text.size() > 19) return false;
@@ -354,19 +416,31 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     o.compare = m;
   };
 
+  // A switch of the library's table (treesync/policies.hpp) spelled `name`: set (`on`, with its
+  // value for a value switch) or reset to its default.  1: done; 0: a usage error; -1: not one.
+  const auto table_switch = [&](const std::string& name, const std::string* value, bool on) -> int {
+#define TREESYNC_CLI_FLAG(member, tag, state, cli, help) \
+  if (detail::spelled(cli, name)) return o.lib.member = on, 1;
+    TREESYNC_FLAGS(TREESYNC_CLI_FLAG)
+#undef TREESYNC_CLI_FLAG
+#define TREESYNC_CLI_VALUE(member, type, def, tag, state, cli, help)                                           \
+  if (detail::spelled(cli, name)) {                                                                            \
+    if (!on) return o.lib.member = def, 1;                                                                     \
+    if (!detail::parse_switch_value(*value, o.lib.member))                                                     \
+      return usage_error("--" + name + ": not a " + detail::value_kind(o.lib.member) + ": " + display(*value)), 0; \
+    return 1;                                                                                                  \
+  }
+    TREESYNC_VALUES(TREESYNC_CLI_VALUE)
+#undef TREESYNC_CLI_VALUE
+    return -1;
+  };
+
   // Applies the option `name` (a long name without dashes, or one short letter); `value` is set for
   // options that take one.  Returns false after a usage error.
   // --no-OPTION: turns OPTION off (the last of the two wins, as in rsync).
   const auto negate = [&](const std::string& name) -> bool {
-    if (name == "dry-run" || name == "n") o.dry_run = false;
-    else if (name == "inplace") o.inplace = false;
-    else if (name == "hard-links" || name == "H") o.hard_links = false;
-    else if (name == "owner" || name == "o") o.owner = false;
-    else if (name == "group" || name == "g") o.group = false;
-    else if (name == "one-file-system" || name == "x") o.one_file_system = false;
-    else if (name == "specials" || name == "devices" || name == "D") o.specials = false;
-    else if (name == "fsync") o.fsync = false;
-    else if (name == "xattrs" || name == "X") o.xattrs = false;
+    if (const int t = table_switch(name, nullptr, false); t >= 0) return t == 1;
+    if (name == "inplace") o.inplace = false;
     else if (name == "itemize-changes" || name == "i") o.itemize = false;
     else if (name == "verbose" || name == "v") o.verbose = false;
     else if (name == "human-readable" || name == "h") o.human_readable = false;
@@ -374,7 +448,6 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "stats") o.stats = false;
     else if (name == "progress") o.progress = o.progress_always = false;
     else if (name == "json") o.json = false;
-    else if (name == "allow-empty-source") o.allow_empty_source = false;
     else if (name == "copy-links" || name == "L") copy_links = false;
     else if (name == "copy-unsafe-links") copy_unsafe = false;
     else if (name == "links" || name == "l") links = 0;
@@ -383,7 +456,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     } else if (name == "checksum" || name == "c" || name == "size-only" || name == "update" || name == "u") {
       const compare_mode m = name == "checksum" || name == "c" ? compare_mode::checksum
                              : name == "size-only"             ? compare_mode::size_only
-                                                               : compare_mode::update;
+                                                               : compare_mode::newer;
       if (o.compare == m) {
         o.compare = compare_mode::size_mtime;
         compare_given = 0;
@@ -407,8 +480,8 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
                false;
     if (name.size() > 3 && name.compare(0, 3, "no-") == 0 && name != "no-delete" && name != "no-links")
       return negate(name.substr(3));
-    if (name == "dry-run" || name == "n") o.dry_run = true;
-    else if (name == "p" || name == "perms") o.perms = true;
+    if (const int t = table_switch(name, value, true); t >= 0) return t == 1;
+    if (name == "p" || name == "perms") o.perms = true;
     else if (name == "existing" || name == "ignore-non-existing") o.existing = true;
     else if (name == "ignore-existing") o.ignore_existing = true;
     else if (name == "ignore-errors") o.ignore_errors = true;
@@ -437,14 +510,13 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
       o.filters.push_back({filter_arg::rule, ++rule_file_flags == 1 ? "dir-merge .rsync-filter" : "- .rsync-filter"});
     else if (name == "exclude-from") o.filters.push_back({filter_arg::exclude_from, *value});
     else if (name == "include-from") o.filters.push_back({filter_arg::include_from, *value});
-    else if (name == "allow-empty-source") o.allow_empty_source = true;
     else if (name == "copy-links" || name == "L") copy_links = true;
     else if (name == "links" || name == "l") links = 1;
     else if (name == "no-links") links = 0;
     else if (name == "copy-unsafe-links") copy_unsafe = true;
     else if (name == "checksum" || name == "c") set_compare(compare_mode::checksum);
     else if (name == "size-only") set_compare(compare_mode::size_only);
-    else if (name == "update" || name == "u") set_compare(compare_mode::update);
+    else if (name == "update" || name == "u") set_compare(compare_mode::newer);
     else if (name == "modify-window") {
       if (!detail::parse_seconds(*value, o.modify_window_ns))
         return usage_error("--modify-window: not a number of seconds: " + display(*value)), false;
@@ -478,12 +550,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     } else if (name == "version") {
       r.exit_now = true;
       r.message = std::string(tool.name) + ' ' + TREESYNC_VERSION_STRING + "\n";
-    } else if (name == "hard-links" || name == "H") o.hard_links = true;
-    else if (name == "owner" || name == "o") o.owner = true;
-    else if (name == "group" || name == "g") o.group = true;
-    else if (name == "one-file-system" || name == "x") o.one_file_system = true;
-    else if (name == "specials" || name == "devices" || name == "D") o.specials = true;
-    else if (name == "backup-dir") {
+    } else if (name == "backup-dir") {
       if (value->empty()) return usage_error("--backup-dir: an empty directory name"), false;
       o.backup_dir = *value;
     } else if (name == "state") {
@@ -495,15 +562,13 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
       else if (*value == "none") o.verify = treesync::verify_level::none;
       else return usage_error("--verify=" + display(*value) + ": expected full, dirs or none"), false;
       o.verify_given = true;
-    } else if (name == "fsync") o.fsync = true;
-    else if (name == "acls" || name == "A") unsupported.push_back("-A/--acls (the library has no ACL policy)");
-    else if (name == "xattrs" || name == "X") o.xattrs = true;
+    } else if (name == "acls" || name == "A") unsupported.push_back("-A/--acls (the library has no ACL policy)");
     else if (name == "a" || name == "archive") {  // rsync's -rlptgoD; -o only as root, as rsync does
       links = 1;
       o.perms = true;
-      o.group = true;
-      o.specials = true;
-      if (::geteuid() == 0) o.owner = true;
+      o.lib.group = true;
+      o.lib.specials = true;
+      if (::geteuid() == 0) o.lib.owner = true;
     } else {
       const std::string shown = name.size() == 1 ? "-" + name : "--" + name;
       return usage_error("unknown option " + display(shown)), false;
@@ -516,22 +581,25 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
                                                 "state",      "verify",   "chmod"};
   const auto takes_value = [](std::string_view name) {
     if (name == "j" || name == "f") return true;
+    for (const auto& row : treesync::switch_table)
+      if (row.value && detail::spelled(row.cli, name)) return true;
     for (const char* n : long_with_value)
       if (name == n) return true;
     return false;
   };
 
   static const char* const long_flags[] = {
-      "dry-run", "delete", "del", "delete-before", "delete-during", "delete-after", "delete-delay", "no-delete",
-      "delete-excluded", "human-readable", "allow-empty-source", "copy-links", "links", "no-links",
+      "delete", "del", "delete-before", "delete-during", "delete-after", "delete-delay", "no-delete",
+      "delete-excluded", "human-readable", "copy-links", "links", "no-links",
       "copy-unsafe-links", "checksum", "size-only", "update", "inplace", "itemize-changes", "verbose", "quiet",
-      "stats", "progress", "json", "help", "version", "hard-links", "owner", "group", "one-file-system",
-      "specials", "devices", "fsync", "acls", "xattrs", "archive", "recursive", "times", "perms", "existing",
+      "stats", "progress", "json", "help", "version", "acls", "archive", "recursive", "times", "perms", "existing",
       "ignore-non-existing", "ignore-existing", "ignore-errors"};
   const auto known_flag = [](const std::string& name) {
     const std::string base = name.compare(0, 3, "no-") == 0 ? name.substr(3) : name;
     for (const char* n : long_flags)
       if (name == n || base == n) return true;
+    for (const auto& row : treesync::switch_table)
+      if (!row.value && (detail::spelled(row.cli, name) || detail::spelled(row.cli, base))) return true;
     return false;
   };
 
@@ -607,9 +675,9 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
                 " needs --state=FILE (the state file is what it trusts)");
     return r;
   }
-  if (o.state && (o.hard_links || o.backup_dir)) {
-    usage_error(std::string("--state and ") + (o.hard_links ? "-H/--hard-links" : "--backup-dir") +
-                " exclude each other (a run with " + (o.hard_links ? "-H" : "--backup-dir") +
+  if (o.state && (o.lib.hard_links || o.backup_dir)) {
+    usage_error(std::string("--state and ") + (o.lib.hard_links ? "-H/--hard-links" : "--backup-dir") +
+                " exclude each other (a run with " + (o.lib.hard_links ? "-H" : "--backup-dir") +
                 " changes entries outside the walk's view and keeps no state file: drop one)");
     return r;
   }
@@ -621,7 +689,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   if (copy_links)
     o.links = links_mode::dereference;
   else if (copy_unsafe)
-    o.links = links_mode::unsafe;
+    o.links = links_mode::dereference_unsafe;
   else if (links == 1)
     o.links = links_mode::preserve;
   else if (links == 0)

@@ -175,10 +175,10 @@ inline int print_report(const options& opt, const treesync::report& r, outcome o
     std::fputs(text.c_str(), stdout);
   } else if (!out.refusal) {
     if (opt.stats) {
-      print_stats(r, opt.dry_run, out.signal != nullptr);
+      print_stats(r, opt.lib.dry_run, out.signal != nullptr);
       std::fputs(extras.stats_lines.c_str(), stdout);
     } else if (!opt.quiet) {
-      print_summary(r, opt.dry_run, out.signal != nullptr, opt.human_readable);
+      print_summary(r, opt.lib.dry_run, out.signal != nullptr, opt.human_readable);
     }
   }
   if (std::fflush(stdout) != 0 && out.exit_code == 0) {

@@ -276,7 +276,7 @@ class printer {
       const bool link = a.type == treesync::file_type::symlink &&
                         (a.kind == treesync::action_kind::create || a.kind == treesync::action_kind::update ||
                          a.kind == treesync::action_kind::update_meta) &&
-                        ((!opt_.dry_run && link_target(opt_.dst_root, a.path, target)) ||
+                        ((!opt_.lib.dry_run && link_target(opt_.dst_root, a.path, target)) ||
                          link_target(opt_.src_root, a.path, target));
       if (opt_.json) {
         actions_.push_back(json_action(a, checksum, link ? &target : nullptr));
@@ -540,7 +540,7 @@ inline std::string json_report(const options& opt, const treesync::report& r, co
   // the directory mirrored into: DST, or DST/NAME for SRC without a trailing slash (rsync's rule);
   // the paths of "errors", "vanished", "skipped", "notices" and "actions" are relative to it
   s += ',' + json_path("destination_root", opt.name.empty() ? opt.operands[1] : join_name(opt.operands[1], opt.name));
-  s += ",\"dry_run\":" + std::string(opt.dry_run ? "true" : "false");
+  s += ",\"dry_run\":" + std::string(opt.lib.dry_run ? "true" : "false");
   s += ",\"jobs\":" + std::to_string(treesync::jobs{opt.jobs}.count());
   s += extra_members;  // a tool's own (treesync_mpi: ranks, frontier_depth, per_rank)
   s += ",\"status\":" + json_string(out.status);

@@ -30,63 +30,28 @@
 
 namespace treesync_cli {
 
-/// --checksum, --size-only, --update, --modify-window.  restamp(): whether a current file whose
-/// mtime differs gets the source's (true for checksum and size_only, whose verdict ignores mtimes,
-/// like the library's compare::checksum and compare::size_only; false for size_mtime and newer).
-/// `meter`: --progress, told of each file found current (its bytes are then done), or null.
+/// --checksum, --size-only, --update, --modify-window: the library's built-in comparison chosen
+/// at run time.  `meter`: --progress, told of each file found current (its bytes are then done),
+/// or null.
 struct cli_compare {
-  compare_mode mode;
-  std::chrono::nanoseconds window;
+  treesync::compare::chosen choice;
   progress_meter* meter;
-  bool restamp() const { return mode == compare_mode::checksum || mode == compare_mode::size_only; }
-  bool keep_newer() const { return mode == compare_mode::update; }  // -u: a newer DST file is left alone
+  bool restamp() const { return choice.restamp(); }
+  bool keep_newer() const { return choice.keep_newer(); }  // -u: a newer DST file is left alone
+  std::string state_key() const { return choice.state_key(); }
   bool up_to_date(const treesync::file_pair& f) const {
-    const bool current = verdict(f);
+    const bool current = choice.up_to_date(f);
     if (current && meter) meter->on_current(f.src.size);
     return current;
   }
-  bool verdict(const treesync::file_pair& f) const {
-    switch (mode) {
-      case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
-      case compare_mode::size_only: return treesync::compare::size_only.up_to_date(f);
-      case compare_mode::update:  // compare::newer, with the window
-        if (f.dst.mtime_ns > f.src.mtime_ns + window.count()) return true;
-        return treesync::compare::size_mtime{window}.up_to_date(f);
-      case compare_mode::size_mtime: break;
-    }
-    return treesync::compare::size_mtime{window}.up_to_date(f);
-  }
 };
 
-/// --no-delete, --delete-excluded, --max-delete
-struct cli_deletion {
-  deletion_mode mode;
-  std::size_t max;
-  bool removes(std::string_view rel, treesync::file_type t, bool excluded) const {
-    switch (mode) {
-      case deletion_mode::keep: return treesync::deletion::keep.removes(rel, t, excluded);
-      case deletion_mode::excluded: return treesync::deletion::delete_excluded.removes(rel, t, excluded);
-      case deletion_mode::extraneous: break;
-    }
-    return treesync::deletion::extraneous.removes(rel, t, excluded);
-  }
-  std::size_t limit() const { return max; }
-};
+/// --no-delete, --delete-excluded, --max-delete: `cli_deletion{mode, max}`.
+using cli_deletion = treesync::deletion::chosen;
 
 /// -L, -l, --copy-unsafe-links, --no-links.  It needs the link's target (--copy-unsafe-links), so
 /// the engine reads each source symlink once more than links::dereference would.
-struct cli_links {
-  links_mode mode;
-  treesync::link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const {
-    switch (mode) {
-      case links_mode::preserve: return treesync::links::preserve.on_symlink(rel, target, inside);
-      case links_mode::unsafe: return treesync::links::dereference_unsafe.on_symlink(rel, target, inside);
-      case links_mode::skip: return treesync::links::skip.on_symlink(rel, target, inside);
-      case links_mode::dereference: break;
-    }
-    return treesync::links::dereference.on_symlink(rel, target, inside);
-  }
-};
+using cli_links = treesync::links::chosen;
 
 /// Everything one run needs, decided from the options.
 struct run_context {
@@ -102,18 +67,10 @@ struct run_context {
 /// The library's run-time options for the command line `o`.
 inline treesync::options library_options(const options& o, unsigned jobs, const std::atomic<bool>* cancel,
                                          const std::string& backup_dir) {
-  treesync::options t;
-  t.dry_run = o.dry_run;
+  treesync::options t = o.lib;  // the switch table's switches, as parsed
   // the empty-source guard protects DST from deletions: without them an empty SRC copies nothing
   // and deletes nothing, as in rsync
-  t.allow_empty_source = o.allow_empty_source || o.deletion == deletion_mode::keep;
-  t.durable = o.fsync;
-  t.one_file_system = o.one_file_system;
-  t.specials = o.specials;
-  t.owner = o.owner;
-  t.group = o.group;
-  t.hard_links = o.hard_links;
-  t.xattrs = o.xattrs;
+  t.allow_empty_source = o.lib.allow_empty_source || o.deletion == deletion_mode::keep;
   t.write = o.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
   t.jobs = jobs;
   t.cancel = cancel;
@@ -136,7 +93,7 @@ inline treesync::options library_options(const run_context& c) {
 /// The comparison of the command line `o` (--checksum, --size-only, --update, --modify-window).
 /// `meter`: --progress's, told of each file found current, or null (the MPI tool: no meter).
 inline cli_compare make_compare(const options& o, progress_meter* meter = nullptr) {
-  return cli_compare{o.compare, std::chrono::nanoseconds(o.modify_window_ns), meter};
+  return cli_compare{{o.compare, std::chrono::nanoseconds(o.modify_window_ns)}, meter};
 }
 
 /// sync() of `src` into `dst` with the comparison `compare`, the policies of the command line `o`
@@ -167,6 +124,7 @@ treesync::report sync_with(const options& o, const cli_deletion& deletion, const
 struct named_filter {
   const treesync::filter& rules;
   std::string prefix;  // NAME + '/'
+  const char* state_key() const { return "filter"; }
   bool excluded(std::string_view rel, treesync::file_type t) const {
     std::string path = prefix;
     path.append(rel.data(), rel.size());
@@ -200,7 +158,7 @@ inline void prepare_destination(options& opt) {
     opt.dst_root = opt.operands[1];
     return;
   }
-  if (::stat(opt.src_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || opt.dry_run ||
+  if (::stat(opt.src_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || opt.lib.dry_run ||
       ::mkdir(opt.operands[1].c_str(), 0777) != 0)
     opt.dst_root = opt.operands[1];
 }
@@ -275,7 +233,7 @@ bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filt
 /// reported once, as created; it reads only.  Returns whether it covered the whole source.
 inline bool count_source(const options& opt, const treesync::filter& patterns, progress_meter& meter) {
   options counting = opt;
-  counting.dry_run = true;
+  counting.lib.dry_run = true;
   counting.itemize = counting.verbose = counting.json = counting.progress = false;
   counting.backup_dir.reset();
   counting.state.reset();  // the count reads no state file (it would be another destination's)

@@ -137,7 +137,7 @@ enum class errc {
   destination_parent_missing,  ///< the destination and its parent are missing: not made (no mkdir -p); also == ENOENT
   destination_dangling_symlink,  ///< the destination root is a symlink to nothing: neither followed nor replaced
   state_ignored,          ///< the state file belongs to another mirror, version or policy set, or is damaged: not used
-  state_not_kept,         ///< no state file is kept for this run (hard_links or backup_dir change what it would record)
+  state_not_kept,         ///< no state file is read or kept for this run (entry_error::detail says why)
   state_not_regular,      ///< the state file's name holds a link, directory, device, FIFO or socket: the run is refused
   state_dir_missing,      ///< the state file's directory does not exist (or, inside the destination, is not a plain directory)
   skipped_symlink,        ///< a symlink the links policy skips (links::skip, rsync --no-links)
@@ -168,7 +168,7 @@ class error_category_impl final : public std::error_category {
       case errc::destination_dangling_symlink: return "destination is a dangling symbolic link";
       case errc::state_ignored:
         return "state file ignored (entry_error::detail says why)";
-      case errc::state_not_kept: return "no state file kept: hard links and backups change entries it would record";
+      case errc::state_not_kept: return "no state file kept (entry_error::detail says why)";
       case errc::state_not_regular:
         return "state file: not a regular file (a link, directory, device, FIFO or socket is never read, replaced or removed)";
       case errc::skipped_symlink: return "symbolic link skipped";

@@ -46,6 +46,8 @@ class glob {
     return detail::glob_match(pattern_, slash == std::string_view::npos ? rel : rel.substr(slash + 1));
   }
   const std::string& pattern() const noexcept { return pattern_; }
+  bool anchored() const noexcept { return anchored_; }
+  bool dirs_only() const noexcept { return dirs_only_; }
 
  private:
   std::string pattern_;
@@ -89,6 +91,12 @@ class exclude {
     return false;
   }
   std::size_t size() const noexcept { return globs_.size(); }
+  /// The patterns, in order (a state file is tied to them).
+  std::string state_key() const {
+    std::string k = "exclude";
+    for (const auto& g : globs_) k += std::string(g.anchored() ? " /" : " ") + std::to_string(g.pattern().size()) + ':' + g.pattern() + (g.dirs_only() ? "/" : "");
+    return k;
+  }
 
  private:
   std::vector<glob> globs_;
@@ -231,6 +239,9 @@ class filter : private detail::filter_rules {
 
   std::size_t size() const noexcept { return rules_.size(); }
   bool empty() const noexcept { return rules_.empty(); }
+  /// What a state file is tied to: that the run was filtered (the rules may change between runs:
+  /// the walk reads the source either way, and what a rule change leaves in DST is decided anew).
+  const char* state_key() const { return "filter"; }
 
   /// The regular file at `path` (relative to the directory `at`; no symlink followed at its last
   /// component); empty when it is
@@ -241,6 +252,7 @@ class filter : private detail::filter_rules {
 
 /// Excludes nothing (the default).
 struct exclude_nothing_t {
+  const char* state_key() const { return "nothing"; }
   bool excluded(std::string_view, file_type) const { return false; }
 };
 inline constexpr exclude_nothing_t exclude_nothing{};

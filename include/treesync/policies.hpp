@@ -12,6 +12,24 @@
 namespace treesync {
 inline namespace v0 {
 
+namespace detail {
+/// Whether a policy says what it is as data (`state_key()`): see [treesync.policy.state_key].
+template <class P, class = void>
+struct has_state_key : std::false_type {};
+template <class P>
+struct has_state_key<P, std::void_t<decltype(std::string(std::declval<const P&>().state_key()))>> : std::true_type {};
+}  // namespace detail
+
+// [treesync.policy.state_key] -------------------------------------------------------------------
+//
+// A state file (state_file) vouches for a destination as the run that wrote it left it, under
+// its compare, deletion, links and exclude policies.  Each of these policies says what it is with
+// `state_key() const` (anything convertible to std::string: a name, plus any setting made at run
+// time that changes what a run leaves, e.g. a comparison window); a later run trusts the file
+// only when every key is the same.  All built-in policies have one.  A policy of your own without
+// it is still run, but no state file is read or written for that run (a notice says which
+// category lacks one): nothing else can tell two of your policies apart safely.
+
 // [treesync.policy.compare] ---------------------------------------------------------------------
 //
 // A comparison policy answers one question: is the destination file's DATA up to date?
@@ -83,6 +101,7 @@ namespace compare {
 /// verified by content.  The window is for filesystems with coarse timestamps (FAT: 2 s).
 struct size_mtime {
   std::chrono::nanoseconds window{0};
+  std::string state_key() const { return "size_mtime " + std::to_string(window.count()); }
   bool up_to_date(const file_pair& f) const {
     if (f.src.size != f.dst.size) return false;
     if (!f.same_mtime(window)) return false;
@@ -93,6 +112,7 @@ struct size_mtime {
 /// Equal size is enough (rsync --size-only).
 struct size_only_t {
   static constexpr bool restamp = true;
+  const char* state_key() const { return "size_only"; }
   bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size; }
 };
 inline constexpr size_only_t size_only{};
@@ -101,6 +121,7 @@ inline constexpr size_only_t size_only{};
 /// and times (`keep_newer`); otherwise like size_mtime.
 struct newer_t {
   static constexpr bool keep_newer = true;
+  const char* state_key() const { return "newer"; }
   bool up_to_date(const file_pair& f) const {
     if (f.dst.mtime_ns > f.src.mtime_ns && !f.same_mtime()) return true;
     return size_mtime{}.up_to_date(f);
@@ -111,15 +132,48 @@ inline constexpr newer_t newer{};
 /// Equal size and equal bytes (rsync -c); reads every file whose size matches.
 struct checksum_t {
   static constexpr bool restamp = true;
+  const char* state_key() const { return "checksum"; }
   bool up_to_date(const file_pair& f) const { return f.src.size == f.dst.size && f.same_content(); }
 };
 inline constexpr checksum_t checksum{};
 
 /// Never up to date: every file is rewritten.
 struct always_t {
+  const char* state_key() const { return "always"; }
   bool up_to_date(const file_pair&) const { return false; }
 };
 inline constexpr always_t always{};
+
+/// The built-in comparisons by name.
+enum class kind : unsigned char { size_mtime, size_only, newer, checksum, always };
+
+/// A built-in comparison chosen at run time (a command line's, a binding's): `window` widens
+/// size_mtime's equal mtimes; under newer, a destination more than `window` newer than its
+/// source is kept (rsync -u --modify-window).
+struct chosen {
+  kind k = kind::size_mtime;
+  std::chrono::nanoseconds window{0};
+  bool restamp() const { return k == kind::checksum || k == kind::size_only; }
+  bool keep_newer() const { return k == kind::newer; }
+  std::string state_key() const {
+    static const char* const names[] = {"size_mtime", "size_only", "newer", "checksum", "always"};
+    std::string key = names[static_cast<int>(k)];
+    if (k == kind::size_mtime || k == kind::newer) key += ' ' + std::to_string(window.count());
+    return key;
+  }
+  bool up_to_date(const file_pair& f) const {
+    switch (k) {
+      case kind::size_only: return size_only.up_to_date(f);
+      case kind::checksum: return checksum.up_to_date(f);
+      case kind::always: return false;
+      case kind::newer:
+        if (f.dst.mtime_ns > f.src.mtime_ns + window.count()) return true;  // rsync -u's rule
+        break;
+      case kind::size_mtime: break;
+    }
+    return size_mtime{window}.up_to_date(f);
+  }
+};
 
 }  // namespace compare
 
@@ -136,6 +190,7 @@ namespace deletion {
 
 /// Delete what the source lacks, except excluded entries (rsync --delete).
 struct extraneous_t {
+  const char* state_key() const { return "extraneous"; }
   bool removes(std::string_view, file_type, bool excluded) const { return !excluded; }
   std::size_t limit() const { return unlimited; }
 };
@@ -143,6 +198,7 @@ inline constexpr extraneous_t extraneous{};
 
 /// Never delete (rsync without --delete).
 struct keep_t {
+  const char* state_key() const { return "keep"; }
   bool removes(std::string_view, file_type, bool) const { return false; }
   std::size_t limit() const { return unlimited; }
 };
@@ -150,6 +206,7 @@ inline constexpr keep_t keep{};
 
 /// Delete excluded destination entries too (rsync --delete-excluded).
 struct delete_excluded_t {
+  const char* state_key() const { return "delete_excluded"; }
   bool removes(std::string_view, file_type, bool) const { return true; }
   std::size_t limit() const { return unlimited; }
 };
@@ -163,10 +220,31 @@ struct max_delete {
   Base base;
   bool removes(std::string_view rel, file_type t, bool excluded) const { return base.removes(rel, t, excluded); }
   std::size_t limit() const { return max; }
+  /// The base's (the cap is not part of what a state file vouches for); none when the base has none.
+  template <class B = Base, std::enable_if_t<detail::has_state_key<B>::value, int> = 0>
+  std::string state_key() const {
+    return std::string(base.state_key());
+  }
 };
 max_delete(std::size_t)->max_delete<extraneous_t>;
 template <class B>
 max_delete(std::size_t, B) -> max_delete<B>;
+
+/// The built-in deletion policies by name.
+enum class kind : unsigned char { extraneous, keep, excluded };
+
+/// A built-in deletion policy chosen at run time, with a cap (`unlimited`: none).
+struct chosen {
+  kind k = kind::extraneous;
+  std::size_t max = unlimited;
+  const char* state_key() const {
+    return k == kind::keep ? "keep" : k == kind::excluded ? "delete_excluded" : "extraneous";
+  }
+  bool removes(std::string_view, file_type, bool excluded) const {
+    return k == kind::excluded || (k == kind::extraneous && !excluded);
+  }
+  std::size_t limit() const { return max; }
+};
 
 }  // namespace deletion
 
@@ -186,6 +264,7 @@ namespace links {
 
 /// Copy what the link points to (the default; `cp -L`, `rsync -L`).
 struct dereference_t {
+  const char* state_key() const { return "dereference"; }
   static constexpr bool needs_target = false;
   link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::follow; }
 };
@@ -193,6 +272,7 @@ inline constexpr dereference_t dereference{};
 
 /// Recreate the link itself, target unchanged (`rsync -l`).
 struct preserve_t {
+  const char* state_key() const { return "preserve"; }
   static constexpr bool needs_target = false;
   link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::preserve; }
 };
@@ -200,6 +280,7 @@ inline constexpr preserve_t preserve{};
 
 /// Neither follow nor copy links (`rsync --no-links`); they are counted as skipped.
 struct skip_t {
+  const char* state_key() const { return "skip"; }
   static constexpr bool needs_target = false;
   link_action on_symlink(std::string_view, std::string_view, bool) const { return link_action::skip; }
 };
@@ -207,11 +288,33 @@ inline constexpr skip_t skip{};
 
 /// Keep links that stay inside the source as links; follow the others (`rsync --copy-unsafe-links`).
 struct dereference_unsafe_t {
+  const char* state_key() const { return "dereference_unsafe"; }
   link_action on_symlink(std::string_view, std::string_view, bool inside) const {
     return inside ? link_action::preserve : link_action::follow;
   }
 };
 inline constexpr dereference_unsafe_t dereference_unsafe{};
+
+/// The built-in link policies by name.
+enum class kind : unsigned char { dereference, preserve, dereference_unsafe, skip };
+
+/// A built-in link policy chosen at run time.
+struct chosen {
+  kind k = kind::dereference;
+  const char* state_key() const {
+    static const char* const names[] = {"dereference", "preserve", "dereference_unsafe", "skip"};
+    return names[static_cast<int>(k)];
+  }
+  link_action on_symlink(std::string_view, std::string_view, bool inside) const {
+    switch (k) {
+      case kind::preserve: return link_action::preserve;
+      case kind::dereference_unsafe: return inside ? link_action::preserve : link_action::follow;
+      case kind::skip: return link_action::skip;
+      case kind::dereference: break;
+    }
+    return link_action::follow;
+  }
+};
 
 }  // namespace links
 
@@ -291,54 +394,71 @@ struct state_file {
   std::filesystem::path path;
 };
 
-// [treesync.policy.flags] -----------------------------------------------------------------------
+// [treesync.switches] --------------------------------------------------------------------------
+//
+// The switches, one row each: everything else is derived from this table - the `options`
+// member, the tag that turns it on in sync(...) (`treesync::durable`, `treesync::max_size{n}`),
+// the check that a tag is given once, the tag's folding into `options`, the command line's
+// spellings and --help line (examples/cli), and whether the switch is part of what a state file
+// vouches for (its identity).  Adding a switch is one row here plus its behaviour.
+//
+// TREESYNC_FLAGS(X): X(member, tag, state, cli, help)
+//   a flag: `bool options::member = false`; the constant `tag` of type `tag_t` sets it.
+// TREESYNC_VALUES(X): X(member, type, default, tag, state, cli, help)
+//   a value: `type options::member = default`; `tag{v}` sets it.
+// state: a run with another setting may leave the destination otherwise (a state file written
+// under one is not trusted under another).  cli: the command line's spellings, comma-separated
+// (one letter: a short option; a value switch's spelling ends in =ARG), "" for none.
+#define TREESYNC_FLAGS(X)                                                                                             \
+  X(dry_run, dry_run, false, "n,dry-run", "show what would be done (with -i or -v), change nothing")                                   \
+  X(allow_empty_source, allow_empty_source, false, "allow-empty-source",                                           \
+    "let an empty SRC empty a non-empty DST (refused by default: an unmounted SRC must not wipe the mirror)")        \
+  X(durable, durable, false, "fsync",                                                                                \
+    "fsync every written file and changed directory (survives a power cut)")                           \
+  X(one_file_system, one_file_system, true, "x,one-file-system",                                                     \
+    "do not enter directories on another filesystem than SRC (reported)")                                            \
+  X(specials, specials, true, "D,specials,devices",                                                                  \
+    "recreate FIFOs, sockets and, as root, devices (else skipped, counted, and named on stderr: skipping non-regular file \"NAME\"; exit status 0)")                      \
+  X(owner, preserve_owner, true, "o,owner", "give copies the source's owner (needs root)")                                \
+  X(group, preserve_group, true, "g,group", "give copies the source's group")                                            \
+  X(hard_links, hard_links, false, "H,hard-links", "keep hard-linked files hard-linked (linked at the end of the run)")      \
+  X(xattrs, xattrs, true, "X,xattrs", "copy extended attributes of what is written (an xattr-only change is not seen)")                   \
+  X(case_collisions, detect_case_collisions, false, "",                                                                \
+    "report SRC names of one directory that differ only in case (they collide on a case-insensitive DST)")
 
-/// Report what would be done; write nothing.
-struct dry_run_t {};
-inline constexpr dry_run_t dry_run{};
+#define TREESYNC_VALUES(X)                                                                                           \
+  X(max_size, std::uint64_t, ::treesync::no_size_limit, max_size, true, "max-size=SIZE",                                         \
+    "do not copy or update a file larger than SIZE bytes (K, M, G: powers of 1024); DST's is left alone")
 
-/// Allow an empty source to empty a non-empty destination (refused by default: an unmounted
-/// source must not wipe the mirror).
-struct allow_empty_source_t {};
-inline constexpr allow_empty_source_t allow_empty_source{};
+/// max_size's default: no file is too large.
+inline constexpr std::uint64_t no_size_limit = std::numeric_limits<std::uint64_t>::max();
 
-/// fsync each file before its rename and each changed directory after its last change (rsync
-/// --fsync): a power cut loses no completed file.  Off by default: it costs a flush per file.
-struct durable_t {};
-inline constexpr durable_t durable{};
+// The tags.  A flag's tag is an empty type and a constant; a value's tag holds the value.
+#define TREESYNC_FLAG_TAG(member, tag, state, cli, help) \
+  struct tag##_t {};                                     \
+  inline constexpr tag##_t tag{};
+TREESYNC_FLAGS(TREESYNC_FLAG_TAG)
+#undef TREESYNC_FLAG_TAG
+#define TREESYNC_VALUE_TAG(member, type, def, tag, state, cli, help) \
+  struct tag {                                                       \
+    type value;                                                      \
+  };
+TREESYNC_VALUES(TREESYNC_VALUE_TAG)
+#undef TREESYNC_VALUE_TAG
 
-/// Do not enter source directories on another filesystem than the source root (rsync -x); they
-/// are reported in report::skipped_entries and their destination counterparts are left alone.
-struct one_file_system_t {};
-inline constexpr one_file_system_t one_file_system{};
-
-/// Recreate FIFOs and sockets, and device nodes when privileged (rsync --specials --devices),
-/// instead of skipping them.  They are still never opened.
-struct specials_t {};
-inline constexpr specials_t specials{};
-
-/// Give destination entries the source's owner (rsync -o; needs CAP_CHOWN, i.e. root).
-struct preserve_owner_t {};
-inline constexpr preserve_owner_t preserve_owner{};
-
-/// Give destination entries the source's group (rsync -g; any group the caller belongs to).
-struct preserve_group_t {};
-inline constexpr preserve_group_t preserve_group{};
-
-/// Source files that are hard links of one another are hard links of one another in the
-/// destination too (rsync -H).  The links are made once the copies exist, at the end of the run.
-struct hard_links_t {};
-inline constexpr hard_links_t hard_links{};
-
-/// Copy extended attributes of files and directories when their data or the directory is
-/// written (rsync -X).  An attribute-only change of a file that is otherwise current is not seen.
-struct xattrs_t {};
-inline constexpr xattrs_t xattrs{};
-
-/// Report, in report::notices, source names of one directory that differ only in (ASCII) case
-/// and would overwrite each other on a case-insensitive destination (macOS, Windows shares).
-struct detect_case_collisions_t {};
-inline constexpr detect_case_collisions_t detect_case_collisions{};
+/// One row of the table as data (a command line's parser and help, a binding's keywords).
+struct switch_row {
+  const char* member;  ///< the options member
+  const char* cli;     ///< spellings, comma-separated; "" for none
+  const char* help;
+  bool value;  ///< a value switch (else a flag)
+  bool state;  ///< part of a state file's identity
+};
+#define TREESYNC_FLAG_ROW(member, tag, state, cli, help) switch_row{#member, cli, help, false, state},
+#define TREESYNC_VALUE_ROW(member, type, def, tag, state, cli, help) switch_row{#member, cli, help, true, state},
+inline constexpr switch_row switch_table[] = {TREESYNC_FLAGS(TREESYNC_FLAG_ROW) TREESYNC_VALUES(TREESYNC_VALUE_ROW)};
+#undef TREESYNC_FLAG_ROW
+#undef TREESYNC_VALUE_ROW
 
 /// The seam for external schedulers (MPI ranks, a build system's task pool): directories `depth`
 /// levels below the roots are created or replaced as usual but not entered; `on_subtree` receives
@@ -535,16 +655,12 @@ enum class write_mode : unsigned char { atomic, in_place };
 enum class error_mode : unsigned char { collect, stop };
 
 struct options {
-  bool dry_run = false;             ///< dry_run: report, write nothing
-  bool allow_empty_source = false;  ///< allow_empty_source
-  bool durable = false;             ///< durable: fsync files and changed directories
-  bool one_file_system = false;     ///< one_file_system: do not cross mount points in the source
-  bool specials = false;            ///< specials: recreate FIFOs, sockets, devices
-  bool owner = false;               ///< preserve_owner
-  bool group = false;               ///< preserve_group
-  bool hard_links = false;          ///< hard_links
-  bool xattrs = false;              ///< xattrs
-  bool case_collisions = false;     ///< detect_case_collisions
+#define TREESYNC_FLAG_MEMBER(member, tag, state, cli, help) bool member = false;  ///< help
+  TREESYNC_FLAGS(TREESYNC_FLAG_MEMBER)
+#undef TREESYNC_FLAG_MEMBER
+#define TREESYNC_VALUE_MEMBER(member, type, def, tag, state, cli, help) type member = def;
+  TREESYNC_VALUES(TREESYNC_VALUE_MEMBER)
+#undef TREESYNC_VALUE_MEMBER
   write_mode write = write_mode::atomic;
   error_mode errors = error_mode::collect;
   unsigned jobs = 1;                           ///< workers; 0: one per hardware thread (see `jobs`)

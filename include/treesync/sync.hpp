@@ -28,26 +28,11 @@ void fold_option(options& o, const P& p) {
     o.write = T::atomic ? write_mode::atomic : write_mode::in_place;
   } else if constexpr (is_errors_policy_v<T>) {
     o.errors = T::stop_on_error ? error_mode::stop : error_mode::collect;
-  } else if constexpr (std::is_same_v<T, dry_run_t>) {
-    o.dry_run = true;
-  } else if constexpr (std::is_same_v<T, allow_empty_source_t>) {
-    o.allow_empty_source = true;
-  } else if constexpr (std::is_same_v<T, durable_t>) {
-    o.durable = true;
-  } else if constexpr (std::is_same_v<T, one_file_system_t>) {
-    o.one_file_system = true;
-  } else if constexpr (std::is_same_v<T, specials_t>) {
-    o.specials = true;
-  } else if constexpr (std::is_same_v<T, preserve_owner_t>) {
-    o.owner = true;
-  } else if constexpr (std::is_same_v<T, preserve_group_t>) {
-    o.group = true;
-  } else if constexpr (std::is_same_v<T, hard_links_t>) {
-    o.hard_links = true;
-  } else if constexpr (std::is_same_v<T, xattrs_t>) {
-    o.xattrs = true;
-  } else if constexpr (std::is_same_v<T, detect_case_collisions_t>) {
-    o.case_collisions = true;
+  } else if constexpr (is_switch_tag_v<T>) {  // the switch table: a flag's tag sets it, a value's carries it
+    if constexpr (std::is_empty_v<T>)
+      o.*switch_member(p) = true;
+    else
+      o.*switch_member(p) = p.value;
   } else if constexpr (std::is_same_v<T, jobs>) {
     o.jobs = p.n;
   } else if constexpr (std::is_same_v<T, cancel_on>) {
@@ -69,6 +54,56 @@ void fold_option(options& o, const P& p) {
     (void)p;
   }
 }
+
+/// Everything below sync<...>(): one function per filesystem type, whatever the policies (they
+/// arrive as a policy_view).
+template <class FS>
+report run_core(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, std::error_code& ec,
+                const policy_view& pol, const run_options& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  report rep;
+  if (pol.limit != unlimited) {
+    // max_delete refuses the run before its first deletion: plan it first (a dry run: reads only).
+    report plan;
+    policy_view quiet = pol;
+    quiet.observe_fn = nullptr;
+    run_options plan_opt = opt;
+    plan_opt.dry_run = true;
+    plan_opt.errors = error_mode::collect;
+    plan_opt.on_subtree = nullptr;  // the plan stops at the frontier too, but hands nothing out
+    engine<FS> planner(fs, quiet, plan_opt, plan);
+    ec = planner.run(src, dst);
+    if (!ec && plan.deleted > pol.limit) ec = errc::max_delete_exceeded;
+    if (ec) {
+      rep.elapsed = std::chrono::steady_clock::now() - t0;
+      return rep;
+    }
+  }
+  engine<FS> eng(fs, pol, opt, rep);
+  ec = eng.run(src, dst);
+  rep.elapsed = std::chrono::steady_clock::now() - t0;
+  return rep;
+}
+
+// The core compiled once (as {fmt}'s vformat): by default every translation unit that calls
+// sync() instantiates run_core for its filesystem type (header-only).  A project may compile it in
+// one translation unit instead: that one defines TREESYNC_CORE_INSTANTIATE before including
+// treesync.hpp, every other one defines TREESYNC_SEPARATE_CORE (CMake: link treesync::core, which
+// does both; Meson: treesync_core_dep).  Then a sync() call costs its caller the adapter above
+// only: folding the arguments and a policy_view.
+#if TREESYNC_HAS_POSIX
+#define TREESYNC_CORE_SIGNATURE(FS)                                                                        \
+  report run_core<FS>(FS&, const std::filesystem::path&, const std::filesystem::path&, std::error_code&, \
+                      const policy_view&, const run_options&)
+#if defined(TREESYNC_CORE_INSTANTIATE)
+template TREESYNC_CORE_SIGNATURE(posix_fs);
+template TREESYNC_CORE_SIGNATURE(std_fs);
+#elif defined(TREESYNC_SEPARATE_CORE)
+extern template TREESYNC_CORE_SIGNATURE(posix_fs);
+extern template TREESYNC_CORE_SIGNATURE(std_fs);
+#endif
+#undef TREESYNC_CORE_SIGNATURE
+#endif
 
 template <class FS, class... Ps>
 report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, std::error_code& ec,
@@ -93,34 +128,7 @@ report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem:
   (fold_option(opt, ps), ...);
   opt.jobs = jobs{opt.jobs}.count();
   while (!opt.subtree.empty() && opt.subtree.back() == '/') opt.subtree.pop_back();
-  using Cmp = std::remove_reference_t<decltype(cmp)>;
-  using Del = std::remove_reference_t<decltype(del)>;
-  using Lnk = std::remove_reference_t<decltype(lnk)>;
-  using Exc = std::remove_reference_t<decltype(exc)>;
-  using Obs = std::remove_reference_t<decltype(obs)>;
-
-  const auto t0 = std::chrono::steady_clock::now();
-  report rep;
-  if (del.limit() != unlimited) {
-    // max_delete refuses the run before its first deletion: plan it first (a dry run: reads only).
-    report plan;
-    no_observer_t quiet;
-    run_options plan_opt = opt;
-    plan_opt.dry_run = true;
-    plan_opt.errors = error_mode::collect;
-    plan_opt.on_subtree = nullptr;  // the plan stops at the frontier too, but hands nothing out
-    engine<FS, Cmp, Del, Lnk, Exc, no_observer_t> planner(fs, cmp, del, lnk, exc, quiet, plan_opt, plan);
-    ec = planner.run(src, dst);
-    if (!ec && plan.deleted > del.limit()) ec = errc::max_delete_exceeded;
-    if (ec) {
-      rep.elapsed = std::chrono::steady_clock::now() - t0;
-      return rep;
-    }
-  }
-  engine<FS, Cmp, Del, Lnk, Exc, Obs> eng(fs, cmp, del, lnk, exc, obs, opt, rep);
-  ec = eng.run(src, dst);
-  rep.elapsed = std::chrono::steady_clock::now() - t0;
-  return rep;
+  return run_core(fs, src, dst, ec, make_policy_view(cmp, del, lnk, exc, obs), opt);
 }
 
 template <class... Args>

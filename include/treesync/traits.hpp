@@ -122,13 +122,31 @@ template <class P>
 inline constexpr bool is_cancel_policy_v = std::is_same_v<std::decay_t<P>, cancel_on>;
 template <class P>
 inline constexpr bool is_options_v = std::is_same_v<std::decay_t<P>, options>;
-/// The flags: each is a category of its own.
+namespace detail {
+// Which member of `options` a switch's tag sets (the switch table, policies.hpp).
+#define TREESYNC_FLAG_MEMBER_OF(member, tag, state, cli, help) \
+  constexpr auto switch_member(tag##_t) { return &options::member; }
+TREESYNC_FLAGS(TREESYNC_FLAG_MEMBER_OF)
+#undef TREESYNC_FLAG_MEMBER_OF
+#define TREESYNC_VALUE_MEMBER_OF(member, type, def, tag, state, cli, help) \
+  constexpr auto switch_member(tag) { return &options::member; }
+TREESYNC_VALUES(TREESYNC_VALUE_MEMBER_OF)
+#undef TREESYNC_VALUE_MEMBER_OF
+template <class P, class = void>
+struct is_switch_tag : std::false_type {};
+template <class P>
+struct is_switch_tag<P, std::void_t<decltype(switch_member(std::declval<P>()))>> : std::true_type {};
+}  // namespace detail
+
+/// A switch's tag (the switch table: durable, max_size{n}, ...).
+template <class P>
+inline constexpr bool is_switch_tag_v = detail::is_switch_tag<std::decay_t<P>>::value;
+
+/// The flags: each is a category of its own (dry_run and allow_empty_source have theirs).
 template <class P>
 inline constexpr bool is_flag_policy_v =
-    std::is_same_v<std::decay_t<P>, durable_t> || std::is_same_v<std::decay_t<P>, one_file_system_t> ||
-    std::is_same_v<std::decay_t<P>, specials_t> || std::is_same_v<std::decay_t<P>, preserve_owner_t> ||
-    std::is_same_v<std::decay_t<P>, preserve_group_t> || std::is_same_v<std::decay_t<P>, hard_links_t> ||
-    std::is_same_v<std::decay_t<P>, xattrs_t> || std::is_same_v<std::decay_t<P>, detect_case_collisions_t> ||
+    (is_switch_tag_v<P> && !std::is_same_v<std::decay_t<P>, dry_run_t> &&
+     !std::is_same_v<std::decay_t<P>, allow_empty_source_t>) ||
     std::is_same_v<std::decay_t<P>, backup_dir> || std::is_same_v<std::decay_t<P>, frontier> ||
     std::is_same_v<std::decay_t<P>, subtree> || std::is_same_v<std::decay_t<P>, state_file>;
 /// The verify levels (verify::full, verify::dirs, verify::none): one category.
@@ -535,19 +553,9 @@ constexpr bool check_policies() {
   static_assert(count_in_pack<is_jobs, Ps...> <= 1, "treesync::sync: more than one jobs (executor) policy given");
   static_assert(count_in_pack<is_cancel, Ps...> <= 1, "treesync::sync: more than one cancel_on given");
   static_assert(count_in_pack<is_options, Ps...> <= 1, "treesync::sync: more than one treesync::options given");
-  static_assert(count_in_pack<is_exactly<durable_t>::template test, Ps...> <= 1, "treesync::sync: durable given twice");
-  static_assert(count_in_pack<is_exactly<one_file_system_t>::template test, Ps...> <= 1,
-                "treesync::sync: one_file_system given twice");
-  static_assert(count_in_pack<is_exactly<specials_t>::template test, Ps...> <= 1, "treesync::sync: specials given twice");
-  static_assert(count_in_pack<is_exactly<preserve_owner_t>::template test, Ps...> <= 1,
-                "treesync::sync: preserve_owner given twice");
-  static_assert(count_in_pack<is_exactly<preserve_group_t>::template test, Ps...> <= 1,
-                "treesync::sync: preserve_group given twice");
-  static_assert(count_in_pack<is_exactly<hard_links_t>::template test, Ps...> <= 1,
-                "treesync::sync: hard_links given twice");
-  static_assert(count_in_pack<is_exactly<xattrs_t>::template test, Ps...> <= 1, "treesync::sync: xattrs given twice");
-  static_assert(count_in_pack<is_exactly<detect_case_collisions_t>::template test, Ps...> <= 1,
-                "treesync::sync: detect_case_collisions given twice");
+  static_assert((true && ... && (count_in_pack<is_exactly<std::decay_t<Ps>>::template test, Ps...> <= 1 ||
+                                  !is_switch_tag_v<Ps>)),
+                "treesync::sync: a switch (durable, specials, max_size, ...: the switch table) given twice");
   static_assert(count_in_pack<is_exactly<backup_dir>::template test, Ps...> <= 1,
                 "treesync::sync: more than one backup_dir given");
   static_assert(count_in_pack<is_exactly<frontier>::template test, Ps...> <= 1,

@@ -134,59 +134,18 @@ struct name_pattern {
 };
 
 // ---- run-time policies (one sync() instantiation) ------------------------------------------------
-enum class compare_mode { size_mtime, checksum, size_only, update };
-enum class links_mode { follow, preserve, unsafe, skip };
-enum class deletion_mode { extraneous, keep, excluded };
-
-struct py_compare {
-  compare_mode mode;
-  std::chrono::nanoseconds window;
-  bool restamp() const { return mode == compare_mode::checksum || mode == compare_mode::size_only; }
-  bool keep_newer() const { return mode == compare_mode::update; }
-  bool up_to_date(const treesync::file_pair& f) const {
-    switch (mode) {
-      case compare_mode::checksum: return treesync::compare::checksum.up_to_date(f);
-      case compare_mode::size_only: return treesync::compare::size_only.up_to_date(f);
-      case compare_mode::update:
-        if (f.dst.mtime_ns > f.src.mtime_ns + window.count()) return true;
-        return treesync::compare::size_mtime{window}.up_to_date(f);
-      case compare_mode::size_mtime: break;
-    }
-    return treesync::compare::size_mtime{window}.up_to_date(f);
-  }
-};
-
-struct py_deletion {
-  deletion_mode mode;
-  std::size_t max;
-  bool removes(std::string_view rel, treesync::file_type t, bool excluded) const {
-    switch (mode) {
-      case deletion_mode::keep: return treesync::deletion::keep.removes(rel, t, excluded);
-      case deletion_mode::excluded: return treesync::deletion::delete_excluded.removes(rel, t, excluded);
-      case deletion_mode::extraneous: break;
-    }
-    return treesync::deletion::extraneous.removes(rel, t, excluded);
-  }
-  std::size_t limit() const { return max; }
-};
-
-struct py_links {
-  links_mode mode;
-  treesync::link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const {
-    switch (mode) {
-      case links_mode::preserve: return treesync::links::preserve.on_symlink(rel, target, inside);
-      case links_mode::unsafe: return treesync::links::dereference_unsafe.on_symlink(rel, target, inside);
-      case links_mode::skip: return treesync::links::skip.on_symlink(rel, target, inside);
-      case links_mode::follow: break;
-    }
-    return treesync::links::dereference.on_symlink(rel, target, inside);
-  }
-};
+using compare_mode = treesync::compare::kind;  // the library's built-ins, chosen at run time
+using links_mode = treesync::links::kind;
+using deletion_mode = treesync::deletion::kind;
+using py_compare = treesync::compare::chosen;
+using py_deletion = treesync::deletion::chosen;
+using py_links = treesync::links::chosen;
 
 /// rsync filter rules (exclude=, include=, filter=) and sync_tree's bare-name patterns.
 struct py_exclude {
   const treesync::filter* rules = nullptr;  // null: none
   const std::vector<name_pattern>* names = nullptr;
+  const char* state_key() const { return "filter"; }  // as treesync::filter's
   bool excluded(std::string_view rel, treesync::file_type t) const {
     if (names && !names->empty()) {
       const std::size_t slash = rel.rfind('/');
@@ -343,7 +302,7 @@ py::tuple run(const py::dict& o) {
         treesync::options plan = lib;
         plan.dry_run = true;
         std::error_code plan_ec;
-        const py_deletion uncapped{deletion.mode, treesync::unlimited};
+        const py_deletion uncapped{deletion.k, treesync::unlimited};
         const treesync::report r = treesync::sync(std::filesystem::path(src), std::filesystem::path(dst), plan,
                                                   compare, uncapped, links, exclude, plan_ec);
         if (!plan_ec) {

@@ -20,7 +20,7 @@ __all__ = ["sync", "sync_tree", "Report", "EntryError", "Action", "Progress", "E
 
 __version__ = _treesync.version
 
-_COMPARE = {"size_mtime": 0, "checksum": 1, "size_only": 2, "update": 3}
+_COMPARE = {"size_mtime": 0, "size_only": 1, "update": 2, "checksum": 3}  # treesync::compare::kind
 _LINKS = {"follow": 0, "copy_links": 0, "preserve": 1, "links": 1, "copy_unsafe_links": 2, "unsafe": 2,
           "skip": 3, "no_links": 3}
 _VERIFY = {"full": 0, "dirs": 1, "none": 2}

@@ -220,8 +220,8 @@ class pruner {
 
   // Whether the deletion policy removes the entry at rel inside a directory being deleted.
   bool removes(file_type t) {
-    const bool ex = call_excluded(s_.exc, std::string_view(j_.rel), t);
-    if (s_.del.removes(std::string_view(j_.rel), t, ex)) return true;
+    const bool ex = s_.pol.excluded(std::string_view(j_.rel), t);
+    if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return true;
     if (ex) ++j_.rep.excluded;
     return false;
   }

@@ -644,16 +644,14 @@ std::error_code check_nesting(FS& fs, const std::filesystem::path& src, const st
 
 /// One run: the checks that may refuse it before anything is touched, the two roots, then the
 /// scheduler over the tree.
-template <class FS, class Cmp, class Del, class Lnk, class Exc, class Obs>
+template <class FS>
 class engine {
  public:
-  using state = run_state<FS, Cmp, Del, Lnk, Exc, Obs>;
+  using state = run_state<FS>;
   using handle = typename FS::dir_handle;
   using node = dir_node<handle>;
 
-  engine(FS& fs, const Cmp& cmp, const Del& del, const Lnk& lnk, const Exc& exc, Obs& obs, const run_options& opt,
-         report& rep)
-      : s_(fs, cmp, del, lnk, exc, obs, opt, rep) {}
+  engine(FS& fs, const policy_view& pol, const run_options& opt, report& rep) : s_(fs, pol, opt, rep) {}
 
   /// Runs the whole sync.  Returns a refusal (nothing touched), the first error under
   /// errors::stop, or an empty code.
@@ -710,8 +708,8 @@ class engine {
     const bool inside = !s_.state_rel.empty();
     if (inside != after_roots) return {};
     if constexpr (!has_state_ops<FS>::value) {  // a filesystem without the optional state operations
-      first.record().rep.notices.push_back(
-          {s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept), side::destination, {}});
+      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept),
+                                            side::destination, "the filesystem has no state operations"});
       return {};
     } else {
       const std::filesystem::path p = strip_trailing_separators(s_.opt.state);
@@ -741,10 +739,17 @@ class engine {
 
   void check_state(const std::filesystem::path& src, const std::filesystem::path& dst, worker<state>& first) {
     if (!s_.state.enabled()) return;
+    if (!s_.pol.state_keys_known) {  // nothing tells this run's policies from another's: none is trusted or kept
+      s_.state.distrust();
+      s_.state.disable();  // one that exists still goes before the first write
+      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept),
+                                            side::destination, "the " + s_.pol.unkeyed + " policy has no state_key()"});
+      return;
+    }
     std::error_code ec;
     const std::filesystem::path csrc = s_.fs.canonical(src, ec);
     const std::filesystem::path cdst = ec ? std::filesystem::path() : s_.fs.canonical(dst, ec);
-    identity_ = state_identity<Cmp, Del, Lnk, Exc>(TREESYNC_STATE_VERSION, ec ? src : csrc, ec ? dst : cdst, s_.opt, s_.time);
+    identity_ = state_identity(TREESYNC_STATE_VERSION, ec ? src : csrc, ec ? dst : cdst, s_.pol.state_keys, s_.opt, s_.time);
     std::string why;
     std::error_code e = s_.state.check(identity_, why);
     // a destination root made anew since (removed and made again, another filesystem mounted
@@ -760,8 +765,8 @@ class engine {
     if (e) first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, e, side::destination, why});
     if (s_.opt.hard_links || !s_.opt.backup_dir.empty()) {  // they change entries outside the walk's view
       s_.state.disable();
-      first.record().rep.notices.push_back(
-          {s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept), side::destination, {}});
+      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept),
+                                            side::destination, "hard links and backups change entries it would record"});
     }
     s_.recording = !s_.opt.dry_run && s_.state.keeps();
   }

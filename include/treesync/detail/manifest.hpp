@@ -11,7 +11,6 @@
 
 #include <cstdlib>
 #include <deque>
-#include <typeinfo>
 
 // [treesync.detail.manifest] --------------------------------------------------------------------
 //
@@ -777,11 +776,13 @@ class state_keeper {
   bool drop_ok_ = true;
 };
 
-/// What a state file is tied to: the format and treesync's version, the two roots, the policy
-/// types and the switches that change what a run leaves in the destination, the time model.
-template <class Cmp, class Del, class Lnk, class Exc>
-std::string state_identity(const std::string& version, const std::filesystem::path& src, const std::filesystem::path& dst,
-                           const options& o, const time_model& t) {
+/// What a state file is tied to: the format and treesync's version, the two roots, the policies'
+/// state keys (`policy_keys`, one line each), the switches that change what a run leaves in the
+/// destination, the time model.  All of it data: the same run gives the same identity whatever
+/// compiler built it.
+inline std::string state_identity(const std::string& version, const std::filesystem::path& src,
+                                  const std::filesystem::path& dst, std::string_view policy_keys, const options& o,
+                                  const time_model& t) {
   std::string id = version;
   const auto add = [&id](std::string_view s) {
     id += '\n';
@@ -789,13 +790,16 @@ std::string state_identity(const std::string& version, const std::filesystem::pa
   };
   add(src.string());
   add(dst.string());
-  add(typeid(Cmp).name());
-  add(typeid(Del).name());
-  add(typeid(Lnk).name());
-  add(typeid(Exc).name());
-  const bool flags[] = {o.specials, o.owner, o.group, o.xattrs, o.one_file_system, o.write == write_mode::atomic};
-  std::string f;
-  for (const bool b : flags) f += b ? '1' : '0';
+  id += policy_keys;  // each line starts with its '\n'
+  std::string f(1, o.write == write_mode::atomic ? '1' : '0');
+#define TREESYNC_FLAG_STATE(member, tag, state, cli, help) \
+  if (state) f += o.member ? '1' : '0';
+  TREESYNC_FLAGS(TREESYNC_FLAG_STATE)
+#undef TREESYNC_FLAG_STATE
+#define TREESYNC_VALUE_STATE(member, type, def, tag, state, cli, help) \
+  if (state && !(o.member == def)) f += " " #member "=" + std::to_string(o.member);
+  TREESYNC_VALUES(TREESYNC_VALUE_STATE)
+#undef TREESYNC_VALUE_STATE
   add(f);
   add(o.subtree);
   add(std::to_string(o.frontier_depth));

@@ -8,6 +8,7 @@
 #define TREESYNC_DETAIL_STATE_HPP
 
 #include "manifest.hpp"
+#include "policy_view.hpp"
 
 namespace treesync {
 inline namespace v0 {
@@ -327,23 +328,18 @@ class backup_tree {
 
 // ---- the shared state of a run -----------------------------------------------------------------
 
-template <class FS, class Cmp, class Del, class Lnk, class Exc, class Obs>
+template <class FS>
 struct run_state {
   using fs_type = FS;
-  using links_type = Lnk;
   using handle = typename FS::dir_handle;
   using node = dir_node<handle>;
 
-  run_state(FS& f, const Cmp& c, const Del& d, const Lnk& l, const Exc& x, Obs& o, const run_options& op, report& r)
-      : fs(f), cmp(c), del(d), lnk(l), exc(x), obs(o), opt(op), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
+  run_state(FS& f, const policy_view& p, const run_options& op, report& r)
+      : fs(f), pol(p), opt(op), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
         racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify, op.subtree) {}
 
   FS& fs;
-  const Cmp& cmp;
-  const Del& del;
-  const Lnk& lnk;
-  const Exc& exc;
-  Obs& obs;
+  const policy_view pol;  // compare, deletion, links, exclude, observer
   const run_options opt;
   const unsigned jobs;
   report& out;
@@ -447,8 +443,9 @@ struct run_state {
   }
 
   void observe(const action& a) {
+    if (!pol.observed()) return;
     std::lock_guard<std::mutex> lock(observer_mu_);
-    obs(a);
+    pol.observe(a);
   }
   void hand_out(std::string_view rel) {  // frontier: a subtree left to its own sync
     std::lock_guard<std::mutex> lock(observer_mu_);

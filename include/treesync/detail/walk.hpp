@@ -51,13 +51,11 @@ class source_reader {
       p.type = p.src.type;
       if (p.type != file_type::symlink) return true;
     }
-    if constexpr (links_needs_target<typename S::links_type>::value) {
-      if (!read_target(s, e.name, p)) return false;
-    }
-    switch (s_.lnk.on_symlink(j_.rel, p.target, link_stays_inside(j_.rel, p.target))) {
+    if (s_.pol.needs_target && !read_target(s, e.name, p)) return false;
+    switch (s_.pol.on_symlink(j_.rel, p.target, link_stays_inside(j_.rel, p.target))) {
       case link_action::skip: return skip_link(p), true;
       case link_action::preserve:
-        if (!links_needs_target<typename S::links_type>::value && !read_target(s, e.name, p)) return false;
+        if (!s_.pol.needs_target && !read_target(s, e.name, p)) return false;
         if (p.src.type != file_type::symlink) {  // typed by the listing: the link's own stat, for its mtime
           ec.clear();
           p.src = fs_.stat(s, e.name, false, ec);
@@ -73,7 +71,7 @@ class source_reader {
 
 
  private:
-  bool excluded(file_type t) const { return call_excluded(s_.exc, std::string_view(j_.rel), t); }
+  bool excluded(file_type t) const { return s_.pol.excluded(std::string_view(j_.rel), t); }
 
   bool read_target(handle& s, const std::string& name, plan& p) {
     std::error_code ec;
@@ -220,6 +218,7 @@ class walker {
     if (s_.opt.ignore_existing && de &&
         !(p.type == file_type::directory && (de->type == file_type::directory || de->type == file_type::unknown)))
       return verdict::none;
+    if (p.type == file_type::regular && p.src.size > s_.opt.max_size) return verdict::none;  // rsync --max-size
     if (s_.opt.hard_links && p.type == file_type::regular && p.src.nlink > 1 && !source_.first_name(p.src))
       return verdict::none;  // another name of a file already being synced: linked at the end
     switch (p.type) {
@@ -239,7 +238,7 @@ class walker {
   verdict extraneous(node& n, const dir_entry& de, file_type& t) {
     t = de.type;
     if (is_temp_name(de.name))  // never where nothing is deleted (deletion::keep)
-      return s_.del.removes(std::string_view(j_.rel), t, false) ? verdict::clean : verdict::none;
+      return s_.pol.removes(std::string_view(j_.rel), t, false) ? verdict::clean : verdict::none;
     return consider_removal(n, de, t);
   }
 
@@ -256,7 +255,7 @@ class walker {
       t = st.type;
     }
     const bool ex = excluded(t);
-    if (s_.del.removes(std::string_view(j_.rel), t, ex)) return verdict::remove;
+    if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return verdict::remove;
     if (ex) ++j_.rep.excluded;
     return verdict::none;
   }
@@ -280,7 +279,7 @@ class walker {
   }
 
  private:
-  bool excluded(file_type t) const { return call_excluded(s_.exc, std::string_view(j_.rel), t); }
+  bool excluded(file_type t) const { return s_.pol.excluded(std::string_view(j_.rel), t); }
 
   // Type and (when the type alone does not settle it) stat of a destination entry; false when
   // the stat failed (reported).
@@ -348,7 +347,7 @@ class walker {
     if (owner_changes(s, d)) return true;
     const bool mode = d.mode != s.mode;
     if (mode && (s.mode & ~d.mode & 06000) != 0) return true;
-    const bool restamp = restamps(s_.cmp) && !s_.same_mtime(d, s);
+    const bool restamp = s_.pol.restamp && !s_.same_mtime(d, s);
     return d.nlink > 1 && (mode || restamp || (settle && s_.settled(s.mtime_ns)));
   }
 
@@ -382,10 +381,10 @@ class walker {
       const bool racy = s_.racily_clean(p.src, p.dst);
       content_ctx ctx{this, &n, &n.src, &n.dst, &name, p.follow, false, {}};
       const file_pair pair(p.src, p.dst, racy, &content_thunk, &ctx, s_.time.resolution_ns);
-      const bool current = s_.cmp.up_to_date(pair);
+      const bool current = s_.pol.up_to_date(pair);
       if (ctx.ec) return j_.fail(side::source, operation::compare, ctx.ec), verdict::none;
       // rsync -u: a destination file newer than its source is left entirely alone (mode, owner, times)
-      if (current && keeps_newer(s_.cmp) && p.dst.mtime_ns > p.src.mtime_ns && !s_.same_mtime(p.dst, p.src))
+      if (current && s_.pol.keep_newer && p.dst.mtime_ns > p.src.mtime_ns && !s_.same_mtime(p.dst, p.src))
         return verdict::none;
       // The data is current; what is left is metadata, changed by name only where that cannot
       // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise the
@@ -409,7 +408,7 @@ class walker {
   // ctime leaves the window and later runs trust it.
   verdict decide_meta(plan& p, bool verified_racy) {
     p.what = plan::step::meta;
-    if (restamps(s_.cmp) && !s_.same_mtime(p.dst, p.src)) {
+    if (s_.pol.restamp && !s_.same_mtime(p.dst, p.src)) {
       p.set_mtime = true;
       p.set_mode = p.dst.mode != p.src.mode;
       p.changes = differences(p.src, &p.dst) & ~changed::size;
