@@ -5,6 +5,7 @@
 // looks like, what the report says, and what the filesystem was asked to do (mock_fs counts every
 // operation by kind, so "a second run writes nothing" is an exact assertion, not a timing).
 #include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
 
 #include <cstdio>
 #include <string_view>

@@ -1,5 +1,6 @@
 // Deep trees: no recursion, and a bounded number of open descriptors however deep the tree is.
 #include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
 
 #include <doctest/doctest.h>
 

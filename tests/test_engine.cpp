@@ -1,5 +1,6 @@
 // The semantics contract (README: Guarantees), one behaviour per test case, over mock_fs.
 #include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
 
 #include <doctest/doctest.h>
 

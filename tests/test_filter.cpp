@@ -3,6 +3,7 @@
 // rule files' reader on a real temporary directory.  The comparison with rsync itself, rule set by
 // rule set, is examples/cli_test.py's group filter_rsync.
 #include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
 
 #include "support/temp_dir.hpp"
 

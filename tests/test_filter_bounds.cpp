@@ -2,6 +2,7 @@
 // costs with per-directory rule files (counted in allocations, never timed), how long a
 // directory's rules are kept, the largest rule file, bad lines and merges inside rule files.
 #include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
 
 #include "support/temp_dir.hpp"
 

@@ -5,6 +5,7 @@
 // reads no file data (after at most one settling run for copies made within the racy window),
 // and a source rewritten within its timestamp tick after its copy is still caught.
 #include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
 
 #include <doctest/doctest.h>
 

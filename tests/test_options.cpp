@@ -1,6 +1,7 @@
 // The rsync-style switches: durable, one_file_system, specials, preserve_owner/group, xattrs,
 // hard_links, detect_case_collisions, backup_dir (over mock_fs).
 #include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
 
 #include <doctest/doctest.h>
 

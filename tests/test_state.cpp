@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <treesync/mock_fs.hpp>
+#include <treesync/treesync.hpp>
 
 #include "support/mock_mirror.hpp"
 

@@ -7,7 +7,7 @@
 #ifndef TREESYNC_POSIX_FS_HPP
 #define TREESYNC_POSIX_FS_HPP
 
-#include "detail/engine.hpp"
+#include "core.hpp"
 #include "detail/posix_io.hpp"
 
 namespace treesync {

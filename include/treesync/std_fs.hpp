@@ -7,7 +7,7 @@
 #ifndef TREESYNC_STD_FS_HPP
 #define TREESYNC_STD_FS_HPP
 
-#include "detail/engine.hpp"
+#include "core.hpp"
 
 namespace treesync {
 inline namespace v0 {

@@ -9,6 +9,7 @@
 
 #include "filter.hpp"
 #include "filesystem.hpp"
+#include "policies.hpp"
 
 namespace treesync {
 inline namespace v0 {

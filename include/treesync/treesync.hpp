@@ -12,6 +12,8 @@
 // treesync means copying the directory include/treesync/ as it is.
 //   core.hpp             file_type, stat_info, action, report, error codes, file_pair
 //   policies.hpp         compare, deletion, links, write, errors, the flags, treesync::options
+//   detail/glob.hpp      the pattern matchers (glob's, rsync's wildmatch)
+//   detail/filter_rules.hpp  filter's machinery: rule syntax, matching, rule files, contexts
 //   filter.hpp           exclusion: glob, exclude, filter (rsync rules), predicate combinators
 //   filesystem.hpp       the filesystem contract (what a backend must do), capability flags
 //   traits.hpp           how a policy is recognised; the policy pack
@@ -23,7 +25,8 @@
 //   posix_fs.hpp         the POSIX backend (handle based, *at() calls)
 //   std_fs.hpp           the portable backend (std::filesystem only)
 //   sync.hpp             sync(...): policies and options folded, the run
-// mock_fs.hpp (an in-memory filesystem with fault injection, for tests) is included on demand.
+// mock_fs.hpp (an in-memory filesystem with fault injection, for tests) is included on demand,
+// beside this header: it holds the filesystem alone (each part includes only what it uses).
 //
 // How a run works: walk -> decide -> apply.
 //   - Each directory pair is listed on both sides, sorted by name and merged: a name only in the
@@ -66,6 +69,8 @@
 #include "detail/config.hpp"
 #include "core.hpp"
 #include "policies.hpp"
+#include "detail/glob.hpp"
+#include "detail/filter_rules.hpp"
 #include "filter.hpp"
 #include "filesystem.hpp"
 #include "traits.hpp"

@@ -28,11 +28,5 @@ treesync_run("${CXX}" -std=c++17 ${warnings} -I "${WORK_DIR}/vendor" "${consumer
              -o "${WORK_DIR}/app-vendored")
 treesync_run_app("${WORK_DIR}/app-vendored" "${WORK_DIR}/tree-vendored")
 
-# 3. each public header alone in a translation unit
-file(GLOB_RECURSE headers RELATIVE "${SOURCE_DIR}/include" "${SOURCE_DIR}/include/treesync/*.hpp")
-foreach(h IN LISTS headers)
-  string(MAKE_C_IDENTIFIER "${h}" _id)
-  file(WRITE "${WORK_DIR}/self_contained_${_id}.cpp" "#include <${h}>\n#include <${h}>\nint main() {}\n")
-  treesync_run("${CXX}" -std=c++17 ${warnings} -fsyntax-only -I "${SOURCE_DIR}/include"
-               "${WORK_DIR}/self_contained_${_id}.cpp")
-endforeach()
+# 3. each header alone in a translation unit
+include("${CMAKE_CURRENT_LIST_DIR}/../self_contained_headers.cmake")

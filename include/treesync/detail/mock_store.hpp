@@ -7,7 +7,7 @@
 #ifndef TREESYNC_DETAIL_MOCK_STORE_HPP
 #define TREESYNC_DETAIL_MOCK_STORE_HPP
 
-#include "../treesync.hpp"
+#include "../core.hpp"
 
 #include <array>
 #include <deque>

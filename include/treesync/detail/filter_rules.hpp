@@ -1,0 +1,610 @@
+// treesync/detail/filter_rules.hpp - treesync::filter's machinery: rule syntax, matching, rule files
+//
+// SPDX-License-Identifier: MIT
+// Copyright (c) treesync authors
+//
+// A part of filter.hpp (treesync::filter is its public face); include <treesync/treesync.hpp>.
+#ifndef TREESYNC_DETAIL_FILTER_RULES_HPP
+#define TREESYNC_DETAIL_FILTER_RULES_HPP
+
+#include "../core.hpp"
+#include "glob.hpp"
+
+#include <iterator>
+#include <map>
+#include <stdexcept>
+
+namespace treesync {
+inline namespace v0 {
+
+/// A rule file treesync cannot use: a line that is no rule it knows (rsync's "Unknown filter
+/// rule"), a rule file larger than filter::max_rule_file_size, merges nested too deep.  Thrown
+/// by filter::excluded() when it reads such a file; the run stops (sync() rethrows it).
+class filter_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+
+// [treesync.detail.filter] ----------------------------------------------------------------------
+//
+// What treesync::filter (filter.hpp, the documentation of the semantics) is made of: its rules,
+// their syntax and matching (rsync's), the rule files read for the per-directory merges and the
+// per-thread chains of directory contexts.  filter derives from it privately and adds the API.
+class filter_rules {
+ protected:
+  /// See filter::loader.
+  using loader = std::function<std::string(std::string_view dir, std::string_view name)>;
+  static constexpr std::size_t max_file_size = std::size_t{4} << 20;
+
+  filter_rules() : shared_(std::make_shared<shared_state>()) {}
+  explicit filter_rules(loader load) : filter_rules() { shared_->load = std::move(load); }
+  // A copy has the rules and the loader, and contexts of its own.
+  filter_rules(const filter_rules& o)
+      : rules_(o.rules_), has_merge_(o.has_merge_), shared_(std::make_shared<shared_state>()) {
+    shared_->load = o.shared_->load;
+  }
+  filter_rules& operator=(const filter_rules& o) {
+    if (this != &o) {
+      filter_rules copy(o);
+      *this = std::move(copy);
+    }
+    return *this;
+  }
+  filter_rules(filter_rules&&) noexcept = default;
+  filter_rules& operator=(filter_rules&&) noexcept = default;
+  ~filter_rules() = default;
+
+  /// See filter::read_rule_file.
+  static std::string read_file(const char* path, int at = AT_FDCWD) {
+    std::string out;
+    const int fd = ::openat(at, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return out;
+    struct stat st;
+    bool too_large = false;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      too_large = static_cast<std::uintmax_t>(st.st_size) > max_file_size;
+      char buf[8192];
+      while (!too_large) {
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+          if (n < 0) out.clear();
+          break;
+        }
+        out.append(buf, static_cast<std::size_t>(n));
+        too_large = out.size() > max_file_size;
+      }
+    }
+    ::close(fd);
+    if (too_large)
+      throw filter_error("rule file " + std::string(path) + " is larger than " +
+                         std::to_string(max_file_size >> 20) + " MiB");
+    return out;
+  }
+
+  enum : unsigned {
+    mod_exclude = 1,    // '-': every line an exclude pattern
+    mod_include = 2,    // '+': every line an include pattern
+    mod_cvs = 4,        // 'C'
+    mod_self = 8,       // 'e'
+    mod_no_inherit = 16,  // 'n'
+    mod_words = 32,     // 'w'
+    mod_negate = 64,    // '!' on an include/exclude rule
+  };
+  enum rule_kind { kind_include, kind_exclude, kind_merge, kind_dir_merge, kind_clear };
+
+  struct rule {
+    std::string pattern;  // without the leading '/' of an anchored pattern and the trailing '/'
+    bool include = false;
+    bool merge = false;
+    bool anchored = false;
+    bool dirs_only = false;
+    bool negate = false;
+    bool wild = false;    // holds '*', '?' or '['
+    bool wild2 = false;   // holds "**"
+    bool wild2_prefix = false;
+    bool wild3_suffix = false;
+    unsigned mods = 0;        // a dir-merge rule's modifiers
+    std::size_t slashes = 0;  // '/' in the pattern, the leading one counted, the trailing one not
+  };
+  struct parsed {
+    rule_kind kind = kind_exclude;
+    unsigned mods = 0;
+    std::string_view arg;
+  };
+
+  // One rule file as read for one directory: its rules (single-instance merges read in place).
+  struct rule_file {
+    std::vector<rule> rules;
+    bool cleared = false;  // held a '!': the rules of the directories above do not apply
+  };
+  // The rules of one dir-merge name in force in a directory: its own file, then the inherited.
+  struct layer {
+    std::shared_ptr<const rule_file> file;
+    std::shared_ptr<const layer> up;
+    std::size_t base = 0;  // the length of "DIR/" (0 at the root): anchored patterns start there
+  };
+  // One active dir-merge name: the rule that started it (kept alive by `owner`, the rule file
+  // holding it, or the filter itself), what applies in this directory, what its subdirectories
+  // inherit.
+  struct slot {
+    const rule* merge = nullptr;
+    std::shared_ptr<const rule_file> owner;
+    std::shared_ptr<const layer> current;
+    std::shared_ptr<const layer> inherit;
+  };
+  // The rules in force in one directory.  Shared by every thread in that directory: a thread
+  // that enters a subdirectory another thread is in (or holds in its chain) takes its context
+  // from `children` instead of reading the directory's files again; a context lives while some
+  // thread's chain holds it (the weak entries of those gone are swept as the list grows).
+  struct dir_ctx {
+    std::vector<slot> slots;
+    mutable std::mutex mu;  // children; held while a child's context is built (one read per directory)
+    mutable std::map<std::string, std::weak_ptr<const dir_ctx>, std::less<>> children;
+    mutable std::size_t sweep_at = 16;
+    const slot* find(const rule* r) const {
+      for (const slot& s : slots)
+        if (s.merge == r) return &s;
+      return nullptr;
+    }
+  };
+
+  // A thread's position: the contexts from the root down to the directory `dir`.
+  struct cursor {
+    std::string dir;
+    std::vector<std::pair<std::size_t, std::shared_ptr<const dir_ctx>>> stack;  // (length of the prefix, context)
+
+    const dir_ctx* enter(const filter_rules& f, std::string_view pd) {
+      if (!stack.empty() && pd.size() == dir.size() && pd == std::string_view(dir)) return stack.back().second.get();
+      if (stack.empty()) {
+        dir.clear();
+        stack.emplace_back(0, f.root_ctx());
+      }
+      const std::size_t n = std::min(dir.size(), pd.size());
+      std::size_t common = 0;
+      while (common < n && dir[common] == pd[common]) ++common;
+      while (stack.size() > 1) {
+        const std::size_t e = stack.back().first;
+        if (e <= common && (e == pd.size() || pd[e] == '/')) break;
+        stack.pop_back();
+      }
+      dir.resize(stack.back().first);
+      std::size_t pos = stack.back().first;
+      while (pos < pd.size()) {
+        const std::size_t start = pos == 0 ? 0 : pos + 1;
+        std::size_t next = pd.find('/', start);
+        if (next == std::string_view::npos) next = pd.size();
+        auto ctx = f.child_ctx(*stack.back().second, pd.substr(start, next - start), pd.substr(0, next), next + 1);
+        stack.emplace_back(next, std::move(ctx));
+        dir.append(pd.data() + pos, next - pos);
+        pos = next;
+      }
+      return stack.back().second.get();
+    }
+  };
+
+  // filter::reading()'s loader: per thread, the directory it read from last, open.
+  struct dir_reader {
+    struct place {
+      std::string dir;
+      int fd = -1;
+    };
+    std::filesystem::path root;
+    std::mutex mu;
+    std::vector<std::pair<std::thread::id, std::shared_ptr<place>>> places;
+
+    ~dir_reader() {
+      for (auto& p : places)
+        if (p.second->fd >= 0) ::close(p.second->fd);
+    }
+
+    std::shared_ptr<place> mine() {
+      const auto me = std::this_thread::get_id();
+      std::lock_guard<std::mutex> lock(mu);
+      for (auto& p : places)
+        if (p.first == me) return p.second;
+      if (places.size() >= 64) {  // threads of runs gone by
+        for (auto& p : places)
+          if (p.second->fd >= 0) ::close(p.second->fd);
+        places.clear();
+      }
+      places.emplace_back(me, std::make_shared<place>());
+      return places.back().second;
+    }
+
+    std::string read(std::string_view dir, std::string_view name) {
+      if (!name.empty() && name.front() == '/') return read_file(std::string(name).c_str());
+      const std::shared_ptr<place> p = mine();
+      std::size_t pos = 0;  // what is left to descend to from p->fd
+      const bool below = p->fd >= 0 && (p->dir.empty() || (dir.size() >= p->dir.size() &&
+                                                           dir.compare(0, p->dir.size(), p->dir) == 0 &&
+                                                           (dir.size() == p->dir.size() || dir[p->dir.size()] == '/')));
+      if (below) {
+        pos = p->dir.size();
+      } else {
+        if (p->fd >= 0) ::close(p->fd);
+        p->dir.clear();
+        p->fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (p->fd < 0) return std::string();
+      }
+      while (pos < dir.size()) {
+        if (dir[pos] == '/') ++pos;
+        std::size_t end = dir.find('/', pos);
+        if (end == std::string_view::npos) end = dir.size();
+        const std::string comp(dir.substr(pos, end - pos));
+        const int next = ::openat(p->fd, comp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (next < 0) return std::string();  // p->dir still names p->fd
+        ::close(p->fd);
+        p->fd = next;
+        p->dir.assign(dir.data(), end);
+        pos = end;
+      }
+      const std::string n(name);
+      return read_file(n.c_str(), p->fd);
+    }
+  };
+
+  struct shared_state {
+    loader load;
+    std::mutex mu;
+    std::vector<std::pair<std::thread::id, std::shared_ptr<cursor>>> cursors;
+    std::shared_ptr<const dir_ctx> root;  // the root's context, shared by every thread's chain
+  };
+
+  // After any change to rules_: the contexts built so far point into the old rules.
+  void changed() {
+    has_merge_ = std::any_of(rules_.begin(), rules_.end(), [](const rule& r) { return r.merge; });
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    shared_->cursors.clear();
+    shared_->root.reset();
+  }
+
+  // The root directory's context, built once (its files read when the first thread asks).
+  std::shared_ptr<const dir_ctx> root_ctx() const {
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    if (!shared_->root) shared_->root = build(nullptr, std::string_view(), 0);
+    return shared_->root;
+  }
+
+  // The context of `parent`'s subdirectory `name` (`dir` its path, `base` = dir.size() + 1): the
+  // one a thread already holds, or built now, under parent's lock so that threads entering the
+  // directory together read its files once.
+  std::shared_ptr<const dir_ctx> child_ctx(const dir_ctx& parent, std::string_view name, std::string_view dir,
+                                           std::size_t base) const {
+    std::lock_guard<std::mutex> lock(parent.mu);
+    auto& kids = parent.children;
+    const auto it = kids.find(name);
+    if (it != kids.end())
+      if (auto live = it->second.lock()) return live;
+    std::shared_ptr<const dir_ctx> ctx = build(&parent, dir, base);
+    if (it != kids.end()) {
+      it->second = ctx;
+    } else {
+      if (kids.size() >= parent.sweep_at) {  // drop the entries of directories every thread has left
+        for (auto k = kids.begin(); k != kids.end();) k = k->second.expired() ? kids.erase(k) : std::next(k);
+        parent.sweep_at = std::max<std::size_t>(16, 2 * kids.size());
+      }
+      kids.emplace(std::string(name), ctx);
+    }
+    return ctx;
+  }
+
+  void push(rule r) {
+    rules_.push_back(std::move(r));
+    changed();
+  }
+
+  std::shared_ptr<cursor> thread_cursor() const {
+    const auto me = std::this_thread::get_id();
+    std::lock_guard<std::mutex> lock(shared_->mu);
+    for (auto& c : shared_->cursors)
+      if (c.first == me) return c.second;
+    if (shared_->cursors.size() >= 256) shared_->cursors.clear();  // threads of runs gone by
+    shared_->cursors.emplace_back(me, std::make_shared<cursor>());
+    return shared_->cursors.back().second;
+  }
+
+  static std::string_view basename(std::string_view name) {
+    const auto slash = name.rfind('/');
+    return slash == std::string_view::npos ? name : name.substr(slash + 1);
+  }
+
+  // rsync's rule syntax: `+ PAT`, `-! PAT`, `:n- NAME`, `dir-merge,e NAME`, `!`...
+  static bool parse_rule(std::string_view line, parsed& out) {
+    if (line.empty()) return false;
+    std::size_t i = 0;
+    const char c = line[0];
+    static constexpr std::pair<std::string_view, rule_kind> words[] = {
+        {"include", kind_include}, {"exclude", kind_exclude}, {"merge", kind_merge},
+        {"dir-merge", kind_dir_merge}, {"clear", kind_clear}};
+    bool found = false;
+    for (const auto& w : words) {
+      if (line.compare(0, w.first.size(), w.first) == 0 &&
+          (line.size() == w.first.size() || line[w.first.size()] == ',' || line[w.first.size()] == ' ' ||
+           line[w.first.size()] == '_')) {
+        out.kind = w.second;
+        i = w.first.size();
+        if (i < line.size() && line[i] == ',') ++i;
+        found = true;
+        break;
+      }
+    }
+    if (!found) {
+      switch (c) {
+        case '+': out.kind = kind_include; break;
+        case '-': out.kind = kind_exclude; break;
+        case '.': out.kind = kind_merge; break;
+        case ':': out.kind = kind_dir_merge; break;
+        case '!': out.kind = kind_clear; break;
+        default: return false;
+      }
+      i = 1;
+    }
+    const bool merging = out.kind == kind_merge || out.kind == kind_dir_merge;
+    for (; i < line.size() && line[i] != ' ' && line[i] != '_'; ++i) {
+      const char m = line[i];
+      if (merging && m == '-') out.mods |= mod_exclude;
+      else if (merging && m == '+') out.mods |= mod_include;
+      else if (merging && m == 'C') out.mods |= mod_cvs | mod_no_inherit | mod_words | mod_exclude;
+      else if (merging && m == 'e') out.mods |= mod_self;
+      else if (merging && m == 'n') out.mods |= mod_no_inherit;
+      else if (merging && m == 'w') out.mods |= mod_words;
+      else if (!merging && out.kind != kind_clear && m == '!') out.mods |= mod_negate;
+      else return false;
+    }
+    if ((out.mods & mod_exclude) && (out.mods & mod_include)) return false;
+    if (i < line.size()) ++i;  // the separator
+    out.arg = line.substr(i);
+    if (out.kind == kind_clear) return out.arg.empty();
+    if (out.arg.empty()) {
+      if (out.kind == kind_dir_merge && (out.mods & mod_cvs)) out.arg = ".cvsignore";
+      else return false;
+    }
+    return true;
+  }
+
+  static rule merge_rule(std::string_view name, unsigned mods) {
+    rule r;
+    r.merge = true;
+    r.mods = mods;
+    r.pattern = std::string(name);
+    return r;
+  }
+
+  template <class F>
+  static void for_each_line(std::string_view text, F&& f) {
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      std::size_t end = text.find('\n', pos);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view line = text.substr(pos, end - pos);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (!line.empty() && line.front() != '#' && line.front() != ';') f(line);
+      pos = end + 1;
+    }
+  }
+
+  static rule make_rule(bool include_it, std::string_view pat, bool negate = false) {
+    rule r;
+    r.include = include_it;
+    r.negate = negate;
+    if (pat.size() > 1 && pat.back() == '/') {
+      r.dirs_only = true;
+      pat.remove_suffix(1);
+    }
+    for (char c : pat)
+      if (c == '/') ++r.slashes;
+    if (!pat.empty() && pat.front() == '/') {
+      r.anchored = true;
+      pat.remove_prefix(1);
+    }
+    r.wild = pat.find_first_of("*?[") != std::string_view::npos;
+    if (r.wild) {
+      const auto two = pat.find("**");
+      r.wild2 = two != std::string_view::npos;
+      r.wild2_prefix = two == 0 && !r.anchored;
+      r.wild3_suffix = pat.size() >= 3 && pat.substr(pat.size() - 3) == "***";
+    }
+    r.pattern = std::string(pat);
+    return r;
+  }
+
+  void add(bool include_it, std::string_view pat, bool negate = false) {
+    if (pat.empty()) return;
+    rules_.push_back(make_rule(include_it, pat, negate));
+    changed();  // a context's slots point into rules_
+  }
+
+  // The text of the rule file `name` of `dir` parsed as the merge modifiers `mods` say, into
+  // `out`; `merges` counts the single-instance merges read so far (nesting is bounded).
+  void parse_file(std::string_view dir, std::string_view name, unsigned mods, rule_file& out, int& merges) const {
+    const std::string text = shared_->load ? shared_->load(dir, name) : std::string();
+    std::string where = std::string(dir);
+    if (!where.empty()) where += '/';
+    where += name;
+    std::size_t lineno = 0;
+    const auto bad = [&](std::string_view rule_text) {
+      throw filter_error("Unknown filter rule: `" + std::string(rule_text) + "' (" + where + " line " +
+                         std::to_string(lineno) + ")");
+    };
+    const auto one = [&](std::string_view token) {
+      if (mods & (mod_exclude | mod_include)) {
+        if (token == "!" && (mods & mod_cvs)) {
+          out.rules.clear();
+          out.cleared = true;
+          return;
+        }
+        out.rules.push_back(make_rule((mods & mod_include) != 0, token));
+        return;
+      }
+      parsed p;
+      if (!parse_rule(token, p)) bad(token);
+      switch (p.kind) {
+        case kind_clear:
+          out.rules.clear();
+          out.cleared = true;
+          break;
+        case kind_include:
+        case kind_exclude:
+          if (!p.arg.empty()) out.rules.push_back(make_rule(p.kind == kind_include, p.arg, (p.mods & mod_negate) != 0));
+          break;
+        case kind_dir_merge:
+          if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
+          out.rules.push_back(merge_rule(p.arg, p.mods));
+          break;
+        case kind_merge: {
+          if (++merges > 32) throw filter_error("merge files nested too deep (" + where + " line " + std::to_string(lineno) + ")");
+          if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
+          parse_file(dir, p.arg, p.mods, out, merges);
+          break;
+        }
+      }
+    };
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      std::size_t end = text.find('\n', pos);
+      if (end == std::string_view::npos) end = text.size();
+      std::string_view line = std::string_view(text).substr(pos, end - pos);
+      pos = end + 1;
+      ++lineno;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (!(mods & mod_words)) {
+        if (line.empty() || line.front() == '#' || line.front() == ';') continue;
+        one(line);
+        continue;
+      }
+      std::size_t i = 0;  // words: split on whitespace, a lone prefix joined with the next word
+      const auto word = [&](std::size_t& k) {
+        while (k < line.size() && std::isspace(static_cast<unsigned char>(line[k]))) ++k;
+        const std::size_t b = k;
+        while (k < line.size() && !std::isspace(static_cast<unsigned char>(line[k]))) ++k;
+        return line.substr(b, k - b);
+      };
+      for (std::string_view w = word(i); !w.empty(); w = word(i)) {
+        const bool prefix_only = !(mods & (mod_exclude | mod_include)) &&
+                                 (w == "+" || w == "-" || w == "." || w == ":" || w == "include" || w == "exclude" ||
+                                  w == "merge" || w == "dir-merge");
+        if (prefix_only) {  // "- foo + bar": two rules
+          const std::string_view next = word(i);
+          if (!next.empty()) w = line.substr(static_cast<std::size_t>(w.data() - line.data()),
+                                             static_cast<std::size_t>(next.data() + next.size() - w.data()));
+        }
+        one(w);
+      }
+    }
+  }
+
+  // The context of the directory `dir` (length+1 = `base`; the root: "" and 0) below `parent`.
+  std::shared_ptr<const dir_ctx> build(const dir_ctx* parent, std::string_view dir, std::size_t base) const {
+    auto ctx = std::make_shared<dir_ctx>();
+    const auto active = [&](std::string_view name) {
+      for (const slot& s : ctx->slots)
+        if (s.merge->pattern == name) return true;
+      return false;
+    };
+    if (parent) {
+      ctx->slots.reserve(parent->slots.size());
+      for (const slot& s : parent->slots) ctx->slots.push_back(slot{s.merge, s.owner, nullptr, s.inherit});
+    } else {
+      for (const rule& r : rules_)
+        if (r.merge && !active(r.pattern)) ctx->slots.push_back(slot{&r, nullptr, nullptr, nullptr});
+    }
+    for (std::size_t i = 0; i < ctx->slots.size(); ++i) {
+      const rule* m = ctx->slots[i].merge;
+      auto file = std::make_shared<rule_file>();
+      int merges = 0;
+      parse_file(dir, m->pattern, m->mods, *file, merges);
+      if (file->rules.empty() && !file->cleared) {
+        ctx->slots[i].current = ctx->slots[i].inherit;
+      } else {
+        for (const rule& r : file->rules)  // dir-merge rules of the file start here
+          if (r.merge && !active(r.pattern)) ctx->slots.push_back(slot{&r, file, nullptr, nullptr});
+        auto l = std::make_shared<layer>();
+        l->file = file;
+        if (!file->cleared) l->up = ctx->slots[i].inherit;
+        l->base = base;
+        ctx->slots[i].current = std::move(l);
+      }
+      ctx->slots[i].inherit = (m->mods & mod_no_inherit) ? nullptr : ctx->slots[i].current;
+    }
+    return ctx;
+  }
+
+  // rsync's rule_matches(), for a path relative to the transfer root; `base`: the length of the
+  // directory prefix anchored patterns start after.
+  static bool matches(const rule& r, std::string_view rel, file_type type, std::size_t base) {
+    const bool is_dir = type == file_type::directory;
+    if (r.dirs_only && !is_dir) return false;
+    if (rel.empty()) return false;
+    if (r.anchored && base > 0) {  // anchored at a per-directory file's directory
+      if (rel.size() <= base) return false;
+      rel.remove_prefix(base);
+    }
+    std::string_view name = rel;
+    if (r.slashes == 0 && !r.wild2) {
+      const auto slash = name.rfind('/');
+      if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
+    }
+    const auto whole = [&](std::string_view t) {
+      return r.wild ? detail::wild_match(r.pattern, t) : t == r.pattern;
+    };
+    std::string buffer;  // only for the two forms that add a character
+    std::string_view text = name;
+    if (r.wild2_prefix || (is_dir && r.wild3_suffix)) {
+      if (r.wild2_prefix) buffer += '/';
+      buffer += name;
+      if (is_dir && r.wild3_suffix) buffer += '/';
+      text = buffer;
+    }
+    if (!r.anchored && r.slashes > 0 && !r.wild2) {  // the last slashes+1 components
+      std::size_t need = r.slashes;
+      std::size_t start = text.size();
+      while (start > 0) {
+        if (text[start - 1] == '/') {
+          if (need == 0) break;
+          --need;
+        }
+        --start;
+      }
+      if (need > 0) return false;
+      return whole(text.substr(start));
+    }
+    if (!r.anchored && r.wild2 && !r.wild2_prefix) {  // from the start or after any '/'
+      if (whole(text)) return true;
+      for (std::size_t i = 0; i < text.size(); ++i)
+        if (text[i] == '/' && whole(text.substr(i + 1))) return true;
+      return false;
+    }
+    return whole(text);
+  }
+
+  // 1 included, 0 excluded, -1 no rule matched.
+  int decide(const std::vector<rule>& rules, std::string_view rel, file_type type, const dir_ctx* ctx,
+             std::size_t base, int depth) const {
+    for (const rule& r : rules) {
+      if (r.merge) {
+        const slot* s = ctx && depth < 64 ? ctx->find(&r) : nullptr;  // a duplicate name: not active (rsync)
+        if (!s) continue;
+        for (const layer* l = s->current.get(); l; l = l->up.get()) {
+          const int v = decide(l->file->rules, rel, type, ctx, l->base, depth + 1);
+          if (v >= 0) return v;
+        }
+        continue;
+      }
+      if (matches(r, rel, type, base) != r.negate) return r.include ? 1 : 0;
+    }
+    return -1;
+  }
+
+  std::vector<rule> rules_;
+  bool has_merge_ = false;
+  std::shared_ptr<shared_state> shared_;
+};
+
+}  // namespace detail
+}  // namespace v0
+}  // namespace treesync
+
+#endif  // TREESYNC_DETAIL_FILTER_RULES_HPP
