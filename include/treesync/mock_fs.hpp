@@ -16,6 +16,7 @@
 #define TREESYNC_MOCK_FS_HPP
 
 #include "detail/mock_setup.hpp"
+#include "filesystem.hpp"
 
 
 namespace treesync {

@@ -8,6 +8,7 @@
 #define TREESYNC_POSIX_FS_HPP
 
 #include "core.hpp"
+#include "filesystem.hpp"
 #include "detail/posix_io.hpp"
 
 namespace treesync {

@@ -8,6 +8,7 @@
 #define TREESYNC_STD_FS_HPP
 
 #include "core.hpp"
+#include "filesystem.hpp"
 
 namespace treesync {
 inline namespace v0 {
