@@ -426,6 +426,9 @@ PYBIND11_MODULE(_treesync, m) {
   errc["state_not_regular"] = static_cast<int>(treesync::errc::state_not_regular);
   errc["state_dir_missing"] = static_cast<int>(treesync::errc::state_dir_missing);
   errc["state_not_kept"] = static_cast<int>(treesync::errc::state_not_kept);
+  errc["skipped_symlink"] = static_cast<int>(treesync::errc::skipped_symlink);
+  errc["deletions_skipped"] = static_cast<int>(treesync::errc::deletions_skipped);
+  errc["unsupported"] = static_cast<int>(treesync::errc::unsupported);
   m.attr("errc") = errc;
   m.attr("category") = treesync::error_category().name();
   // a rule file that cannot be read or parsed (dir-merge): the Python layer makes it a treesync.Error
