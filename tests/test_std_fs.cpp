@@ -76,3 +76,26 @@ TEST_CASE("std_fs: the guards refuse the same and nested directories") {
   (void)treesync::sync(portable, t.path() / "src", t.path() / "src/inner", ec);
   CHECK(ec == treesync::errc::nested_directory);
 }
+
+TEST_CASE("std_fs: a run asking for what the filesystem declares it cannot do is refused before anything is written") {
+  treesync_test::temp_dir t;
+  write(t.path() / "src/a.txt", "alpha");
+  treesync::std_fs sfs;
+  std::error_code ec;
+  for (int i = 0; i < 5; ++i) {
+    CAPTURE(i);
+    treesync::options o;
+    o.owner = i == 0;
+    o.specials = i == 1;
+    o.hard_links = i == 2;
+    o.xattrs = i == 3;
+    o.durable = i == 4;
+    const auto r = treesync::sync(sfs, t.path() / "src", t.path() / "dst", o, ec);
+    CHECK(ec == treesync::errc::unsupported);
+    CHECK(r.created == 0);
+    CHECK_FALSE(fs::exists(t.path() / "dst"));
+  }
+  (void)treesync::sync(sfs, t.path() / "src", t.path() / "dst", ec);
+  CHECK_FALSE(ec);
+  CHECK(fs::exists(t.path() / "dst/a.txt"));
+}

@@ -142,6 +142,7 @@ enum class errc {
   state_dir_missing,      ///< the state file's directory does not exist (or, inside the destination, is not a plain directory)
   skipped_symlink,        ///< a symlink the links policy skips (links::skip, rsync --no-links)
   deletions_skipped,      ///< keep_on_source_error: a source failure stopped the run's deletions (a notice)
+  unsupported,            ///< the run asks for what the filesystem declares it cannot do (filesystem_capabilities): refused
 };
 
 namespace detail {
@@ -173,6 +174,8 @@ class error_category_impl final : public std::error_category {
         return "state file: not a regular file (a link, directory, device, FIFO or socket is never read, replaced or removed)";
       case errc::skipped_symlink: return "symbolic link skipped";
       case errc::deletions_skipped: return "IO error encountered -- skipping file deletion";
+      case errc::unsupported:
+        return "the filesystem cannot do what the run asks (owners, specials, hard links, xattrs or durable: its capabilities())";
       case errc::state_dir_missing:
         return "state file: its directory does not exist (inside the destination: or is a symbolic link)";
     }

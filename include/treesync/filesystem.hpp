@@ -186,6 +186,9 @@ inline namespace v0 {
 // And one declaration, read through filesystem_capabilities_v<FS>:
 //   static constexpr filesystem_capabilities capabilities();
 //        what the required operations really do on this backend (below).  Absent: everything.
+//        A run that asks for what it lacks (preserve_owner / preserve_group without owners,
+//        specials, hard_links, xattrs, durable) is refused before anything is read or written
+//        (errc::unsupported); the operations behind them must still exist (they are not called).
 //
 // ---- the semantics the engine relies on ----------------------------------------------------------
 //

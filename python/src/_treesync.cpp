@@ -227,15 +227,13 @@ T get(const py::dict& o, const char* key, T fallback) {
 py::tuple run(const py::dict& o) {
   const std::string src = bytes_arg(o, "src"), dst = bytes_arg(o, "dst");
   treesync::options lib;
-  lib.dry_run = get<bool>(o, "dry_run", false);
-  lib.allow_empty_source = get<bool>(o, "allow_empty_source", false);
-  lib.durable = get<bool>(o, "durable", false);
-  lib.one_file_system = get<bool>(o, "one_file_system", false);
-  lib.specials = get<bool>(o, "specials", false);
-  lib.owner = get<bool>(o, "owner", false);
-  lib.group = get<bool>(o, "group", false);
-  lib.hard_links = get<bool>(o, "hard_links", false);
-  lib.xattrs = get<bool>(o, "xattrs", false);
+  // the library's switch table: each switch is the keyword of its member's name
+#define TREESYNC_PY_FLAG(member, tag, state, cli, help) lib.member = get<bool>(o, #member, false);
+  TREESYNC_FLAGS(TREESYNC_PY_FLAG)
+#undef TREESYNC_PY_FLAG
+#define TREESYNC_PY_VALUE(member, type, def, tag, state, cli, help) lib.member = get<type>(o, #member, def);
+  TREESYNC_VALUES(TREESYNC_PY_VALUE)
+#undef TREESYNC_PY_VALUE
   lib.write = get<bool>(o, "inplace", false) ? treesync::write_mode::in_place : treesync::write_mode::atomic;
   lib.errors = get<bool>(o, "stop_on_error", false) ? treesync::error_mode::stop : treesync::error_mode::collect;
   lib.jobs = get<unsigned>(o, "jobs", 0);
@@ -426,6 +424,9 @@ PYBIND11_MODULE(_treesync, m) {
   errc["state_not_regular"] = static_cast<int>(treesync::errc::state_not_regular);
   errc["state_dir_missing"] = static_cast<int>(treesync::errc::state_dir_missing);
   errc["state_not_kept"] = static_cast<int>(treesync::errc::state_not_kept);
+  errc["skipped_symlink"] = static_cast<int>(treesync::errc::skipped_symlink);
+  errc["deletions_skipped"] = static_cast<int>(treesync::errc::deletions_skipped);
+  errc["unsupported"] = static_cast<int>(treesync::errc::unsupported);
   m.attr("errc") = errc;
   m.attr("category") = treesync::error_category().name();
   // a rule file that cannot be read or parsed (dir-merge): the Python layer makes it a treesync.Error

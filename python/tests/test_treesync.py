@@ -102,6 +102,17 @@ def test_cold_then_warm_report(src, tmp_path):
     assert r.unchanged and r.writes == 0 and r.scanned > 0
 
 
+def test_max_size_skips_larger_files(tmp_path):
+    src, dst = tmp_path / "s", tmp_path / "d"
+    src.mkdir()
+    (src / "small").write_bytes(b"12345")
+    (src / "large").write_bytes(b"1234567890")
+    r = treesync.sync(src, dst, max_size=5)
+    assert r.ok and (dst / "small").read_bytes() == b"12345" and not (dst / "large").exists()
+    with pytest.raises(ValueError):
+        treesync.sync(src, dst, max_size=-1)
+
+
 def test_delete_and_dry_run(src, tmp_path):
     dst = tmp_path / "dst"
     treesync.sync(src, dst)

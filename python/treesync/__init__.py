@@ -201,7 +201,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
          exclude_from=None, include_from=None, allow_empty_source=False, compare="size_mtime", modify_window=0,
          links="follow", inplace=False, jobs=0, hard_links=False, owner=False, group=False, one_file_system=False,
          specials=False, xattrs=False, backup_dir=None, state=None, verify="full", durable=False, dry_run=False,
-         stop_on_error=False, on_action=None, progress=None, progress_interval=0.1, cancel=None):
+         stop_on_error=False, on_action=None, progress=None, progress_interval=0.1, cancel=None, max_size=None):
     """Mirrors the contents of ``src`` into ``dst`` and returns a Report.
 
     Keywords (the CLI's option in brackets): delete [--delete / --no-delete], delete_excluded
@@ -212,7 +212,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     ("follow" [-L, the default], "preserve" [-l], "copy_unsafe_links", "skip" [--no-links]),
     inplace, jobs [-j: 0 one worker per CPU], hard_links [-H], owner [-o], group [-g],
     one_file_system [-x], specials [-D], xattrs [-X], backup_dir, state [--state=FILE], verify
-    ("full", "dirs", "none"), durable [--fsync], dry_run [-n].  Rules apply in the order filter,
+    ("full", "dirs", "none"), durable [--fsync], dry_run [-n], max_size [--max-size: a larger
+    file is neither copied nor updated; bytes].  Rules apply in the order filter,
     include, include_from, exclude, exclude_from: the first that matches an entry decides.
 
     stop_on_error stops at the first failed entry (the report then holds it); on_action(Action) is
@@ -234,6 +235,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
             rules.append((3, f.read()))
     if max_delete is not None and (not isinstance(max_delete, int) or max_delete < 0):
         raise ValueError("max_delete=%r: expected a count (an int >= 0) or None" % (max_delete,))
+    if max_size is not None and (not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0):
+        raise ValueError("max_size=%r: expected a size in bytes (an int >= 0) or None" % (max_size,))
     if not isinstance(jobs, int) or not 0 <= jobs <= 1024:
         raise ValueError("jobs=%r: expected a worker count (0-1024)" % (jobs,))
     if inplace and backup_dir is not None:
@@ -265,6 +268,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
         "xattrs": bool(xattrs), "backup_dir": _fspath_bytes(backup_dir, "backup_dir"),
         "state": _fspath_bytes(state, "state"), "durable": bool(durable), "dry_run": bool(dry_run),
         "allow_empty_source": bool(allow_empty_source), "stop_on_error": bool(stop_on_error),
+        "max_size": max_size,
         "on_action": action if on_action is not None else None,
         "progress": progress_cb if progress is not None else None,
         "progress_interval": float(progress_interval), "cancel": cancel,

@@ -109,6 +109,7 @@ def sync(
     progress: Optional[Callable[[Progress], object]] = None,
     progress_interval: float = 0.1,
     cancel: Optional[Union[threading.Event, _Event]] = None,
+    max_size: Optional[int] = None,
 ) -> Report: ...
 
 def sync_tree(src: _Path, dst: _Path, exclude: _Patterns = ()) -> None: ...

@@ -795,6 +795,13 @@ class engine {
   // destination of another type, the same or nested directories, an unsafe backup directory.
   std::error_code preflight(const std::filesystem::path& src, const std::filesystem::path& dst, stat_info& ss,
                             stat_info& ds, bool& dst_exists) {
+    // What the filesystem declares it cannot do is refused before anything is read or written,
+    // never half done entry by entry (nor, for durable and xattrs, silently skipped).
+    constexpr filesystem_capabilities can = filesystem_capabilities_v<FS>;
+    const options& o = s_.opt;
+    if (((o.owner || o.group) && !can.owners) || (o.specials && !can.specials) ||
+        (o.hard_links && !can.hard_links) || (o.xattrs && !can.xattrs) || (o.durable && !can.durable))
+      return errc::unsupported;
     std::error_code ec;
     ss = s_.fs.stat_path(src, true, ec);
     if (is_enoent(ec)) return errc::source_missing;
