@@ -5,7 +5,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 using treesync::file_type;
@@ -658,4 +662,38 @@ TEST_CASE("keep_on_source_error: without a source failure deletions happen; a dr
   CHECK(r.deleted == 3);  // b, d/e and d
   CHECK_FALSE(ok.exists("/dst/b"));
   CHECK_FALSE(ok.exists("/dst/d"));
+}
+
+// ---- differences from rsync found by examples/rsync_diff_test.py (issue 24) ---------------------
+
+TEST_CASE("an extraneous directory kept for its excluded entries keeps its mode (rsync_diff blocker_excluded_in_extraneous_dir)") {
+  mock_fs fs;
+  fs.write("/src/f", "f");
+  fs.write("/dst/x/keep.o", "excluded");
+  fs.write("/dst/x/junk", "extraneous");
+  fs.write("/dst/x/sub/deep.o", "excluded");
+  fs.chmod("/dst/x/sub", 0500);
+  fs.chmod("/dst/x", 0555);
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"}, treesync::deletion::extraneous);
+  CHECK(r.ok());
+  CHECK(r.deleted == 1);
+  CHECK_FALSE(fs.exists("/dst/x/junk"));
+  CHECK(fs.exists("/dst/x/keep.o"));
+  CHECK(fs.lstat("/dst/x").mode == 0555);  // opened up for the deletion, and closed again
+  CHECK(fs.lstat("/dst/x/sub").mode == 0500);  // nothing removed in it: never opened up
+}
+
+TEST_CASE("an entry that cannot replace a non-empty directory leaves the directory's mode (rsync_diff blocker_nonempty_dir_mode)") {
+  mock_fs fs;
+  fs.write("/src/x", "a file now");
+  fs.write("/dst/x/inside", "kept");
+  fs.chmod("/dst/x", 0555);
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::deletion::keep);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].code == std::errc::directory_not_empty);
+  CHECK(fs.lstat("/dst/x").type == file_type::directory);
+  CHECK(fs.lstat("/dst/x").mode == 0555);
+  CHECK(fs.read("/dst/x/inside") == "kept");
 }

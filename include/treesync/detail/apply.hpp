@@ -100,6 +100,8 @@ class pruner {
     std::size_t next = 0;
     bool ok = true;
     bool kept = false;
+    bool opened = false;  // made writable for a removal in it (open_up): `was` is its mode before
+    std::uint32_t was = 0;
     std::size_t rel_size = 0;  // rel's length without this level's name
   };
   enum class entered { pushed, gone, swapped, failed };
@@ -126,7 +128,6 @@ class pruner {
       j_.fail(side::destination, operation::list, ec);
       return entered::failed;
     }
-    if (ap_ && !l.children.empty()) ap_->open_up(l.h);
     l.name = name;
     levels.push_back(std::move(l));
     return entered::pushed;
@@ -201,6 +202,7 @@ class pruner {
       return rel.resize(saved), true;
     }
     removal r = removal::done;
+    if (ct != file_type::directory) writable(l);
     if (ct == file_type::directory) {
       const entered en = enter_level(l.h, c.name, levels);  // may move the levels: `l` is stale
       if (en == entered::pushed) {
@@ -209,7 +211,10 @@ class pruner {
         return true;
       }
       if (en == entered::failed) r = removal::failed;
-      if (en == entered::swapped) r = remove_entry(levels.back().h, c.name, file_type::symlink, !leftover, leftover);
+      if (en == entered::swapped) {
+        writable(levels.back());
+        r = remove_entry(levels.back().h, c.name, file_type::symlink, !leftover, leftover);
+      }
     } else {
       r = remove_entry(l.h, c.name, ct, !leftover, leftover);
     }
@@ -217,6 +222,23 @@ class pruner {
     rel.resize(saved);
     return leftover || !s_.halted();
   }
+
+  // A directory of the tree is made writable before the first removal in it (never when nothing
+  // in it is removed: a directory that stays keeps its mode, as in rsync).
+  void writable(level& l) {
+    if (l.opened || !ap_ || !l.open) return;
+    l.opened = true;
+    l.was = ap_->open_up(l.h);
+  }
+  // A directory opened up that stays (it keeps an entry, or a removal in it failed) gets its mode
+  // back.
+  void restore(level& l) {
+    if (!ap_ || !l.open || l.was == no_mode) return;
+    std::error_code ec;
+    fs_.set_mode(l.h, ".", l.was, ec);
+    if (ec) j_.fail(side::destination, operation::chmod, ec);
+  }
+  static constexpr std::uint32_t no_mode = static_cast<std::uint32_t>(-1);
 
   // Whether the deletion policy removes the entry at rel inside a directory being deleted.
   bool removes(file_type t) {
@@ -233,7 +255,9 @@ class pruner {
     levels.pop_back();
     if (!levels.empty() && !levels.back().open && !reopen_level(levels, top, done)) return removal::failed;
     removal r = !done.ok ? removal::failed : done.kept ? removal::kept : removal::done;
+    if (r != removal::done && done.opened) restore(done);  // it stays: with the mode it had
     if (r == removal::done) {
+      if (!levels.empty()) writable(levels.back());
       done.h = handle{};
       if (ap_ && !ap_->remove_dir(levels.empty() ? top : levels.back().h, done.name)) {
         r = removal::failed;
@@ -405,11 +429,14 @@ class applier {
     if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::rmdir, ec), false;
     return true;
   }
-  /// A directory about to be emptied is made writable first.
-  void open_up(handle& d) {
+  /// A directory about to be emptied is made writable first.  Returns its mode before, or -1
+  /// when it was not changed.
+  std::uint32_t open_up(handle& d) {
     std::error_code ec;
     const stat_info self = fs_.stat(d, ".", false, ec);
-    if (!ec && (self.mode & 0200) == 0 && s_.before_write()) fs_.set_mode(d, ".", self.mode | 0700, ec);
+    if (ec || (self.mode & 0200) != 0 || !s_.before_write()) return static_cast<std::uint32_t>(-1);
+    fs_.set_mode(d, ".", self.mode | 0700, ec);
+    return ec ? static_cast<std::uint32_t>(-1) : self.mode & 07777;
   }
 
   /// A destination directory without write permission is made writable before its first change;
