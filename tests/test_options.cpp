@@ -666,6 +666,56 @@ TEST_CASE("keep_on_source_error: without a source failure deletions happen; a dr
 
 // ---- differences from rsync found by examples/rsync_diff_test.py (issue 24) ---------------------
 
+TEST_CASE("a file written afresh for its metadata keeps the owner and group the run does not set (rsync_diff blocker_fresh_copy_owner)") {
+  // rsync chowns or chmods such a file in place: what it is not asked to set stays
+  mock_fs fs;
+  fs.write("/src/linked", "same");
+  fs.write("/src/grouped", "same");
+  fs.advance(10s);
+  (void)treesync::sync(fs, "/src", "/dst");
+  fs.hard_link("/dst/linked", "/elsewhere");  // another link: a mode change writes it afresh
+  fs.chown("/dst/linked", 1000, 200);
+  fs.chmod("/src/linked", 0600);
+  fs.chown("/dst/grouped", 1000, 200);  // preserve_group: a group change writes it afresh
+  fs.chown("/src/grouped", 0, 100);
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::preserve_group);
+  CHECK(r.meta_updated == 2);
+  CHECK(fs.lstat("/dst/linked").nlink == 1);  // a new inode
+  CHECK(fs.lstat("/dst/linked").mode == 0600);
+  CHECK(fs.lstat("/dst/linked").uid == 1000);
+  CHECK(fs.lstat("/dst/linked").gid == 0);  // the source's: preserve_group
+  CHECK(fs.lstat("/dst/grouped").uid == 1000);
+  CHECK(fs.lstat("/dst/grouped").gid == 100);
+  CHECK(fs.lstat("/elsewhere").uid == 1000);  // the other link is left as it was
+  CHECK(fs.lstat("/elsewhere").gid == 200);
+  CHECK(fs.lstat("/elsewhere").mode == 0644);
+}
+
+TEST_CASE("specials: a FIFO whose owner or group changes is made afresh with them (rsync_diff excluded_special_owner)") {
+  mock_fs fs;
+  fs.fifo("/src/p");
+  fs.advance(10s);
+  treesync::options o;
+  o.specials = true;
+  o.owner = o.group = true;
+  (void)treesync::sync(fs, "/src", "/dst", o);
+  fs.chown("/src/p", 1000, 100);
+  fs.advance(10s);
+  std::vector<treesync::action> seen;
+  const auto r = treesync::sync(fs, "/src", "/dst", o, [&](const treesync::action& a) { seen.push_back(a); });
+  CHECK(r.meta_updated == 1);
+  CHECK(fs.lstat("/dst/p").type == file_type::fifo);
+  CHECK(fs.lstat("/dst/p").uid == 1000);
+  CHECK(fs.lstat("/dst/p").gid == 100);
+  REQUIRE(seen.size() == 1);  // rsync: .S....og...
+  CHECK(seen[0].kind == treesync::action_kind::update_meta);
+  CHECK(seen[0].changes == (treesync::changed::owner | treesync::changed::group));
+  fs.reset_counters();
+  (void)treesync::sync(fs, "/src", "/dst", o);
+  CHECK(fs.ops()[op::mknod] == 0);  // then it is current
+}
+
 TEST_CASE("an extraneous directory kept for its excluded entries keeps its mode (rsync_diff blocker_excluded_in_extraneous_dir)") {
   mock_fs fs;
   fs.write("/src/f", "f");

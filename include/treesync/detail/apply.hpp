@@ -477,6 +477,23 @@ class applier {
     j_.touched(p);
   }
 
+  // The owner and group a new node gets: the source's where the run keeps them (owner, group).
+  // A node written afresh for its metadata only (plan::current), where rsync chowns or chmods the
+  // existing one in place, keeps the destination's for the ones the run does not set, where the
+  // run can give them (as root, or on a filesystem without users): a file that had other links,
+  // or whose group alone changes, is not handed to the user the run acts as.
+  void ids(const plan& p, stat_info& st, bool& owner, bool& group) const {
+    owner = s_.opt.owner;
+    group = s_.opt.group;
+    if (!p.current || p.old != p.type || (owner && group)) return;
+    if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
+      if (fs_.user_id() != 0) return;
+    }
+    if (!owner) st.uid = p.dst.uid;
+    if (!group) st.gid = p.dst.gid;
+    owner = group = true;
+  }
+
   // A partial or unfinished new file never reaches a final path: made under a temporary name
   // (or a new name in a staged directory) it is discarded.  Returns whether `d` changed.
   bool write_file(node& n, const std::string& name, const plan& p) {
@@ -487,12 +504,12 @@ class applier {
     opts.follow = p.follow;
     opts.replace = p.in_place;
     opts.sync = s_.opt.durable;
-    opts.owner = s_.opt.owner;
-    opts.group = s_.opt.group;
     opts.xattrs = s_.opt.xattrs;
     opts.cancel = s_.opt.cancel;
+    stat_info want = p.src;  // with the destination's owner and group, for a copy made for its metadata
+    ids(p, want, opts.owner, opts.group);
     std::error_code ec;
-    const copy_result copied = fs_.copy_file(n.src, name, d, made, p.src, opts, ec);
+    const copy_result copied = fs_.copy_file(n.src, name, d, made, want, opts, ec);
     if (ec) {  // reported first, then cleaned up: see journal::fail
       if (ec == std::errc::operation_canceled && s_.halted()) {
         // cancel_on: the run reports it; the partial copy goes
@@ -527,8 +544,11 @@ class applier {
     // owner and group of the link itself (rsync -o/-g; set_owner never follows a link), then its
     // own mtime (rsync -t): never followed
     // (only where the filesystem sets a link's own metadata: time_model::link_meta)
-    if ((s_.opt.owner || s_.opt.group) && s_.time.link_meta) {
-      fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(p.src.uid) : -1, s_.opt.group ? std::int64_t(p.src.gid) : -1, ec);
+    stat_info want = p.src;
+    bool owner = false, group = false;
+    ids(p, want, owner, group);
+    if ((owner || group) && s_.time.link_meta) {
+      fs_.set_owner(d, made, owner ? std::int64_t(want.uid) : -1, group ? std::int64_t(want.gid) : -1, ec);
       if (ec) {
         j_.fail(side::destination, operation::chown, ec);
         discard(d, made);
@@ -548,7 +568,9 @@ class applier {
 
   // A FIFO, socket or device node, made (never opened) with its owner, mode and mtime.
   bool write_special(handle& d, const std::string& name, const plan& p) {
-    const stat_info& st = p.src;
+    stat_info st = p.src;
+    bool owner = false, group = false;
+    ids(p, st, owner, group);
     const std::string made = s_.temp_name();
     std::error_code ec;
     fs_.make_special(d, made, st, ec);
@@ -556,10 +578,9 @@ class applier {
     if constexpr (has_op<op_settle_special, typename S::fs_type>::value) {
       // on the node just made, through a descriptor: a name swapped in is never chowned or
       // given set-ID bits (issue 23, B)
-      fs_.settle_special(d, made, st, s_.opt.owner, s_.opt.group, ec);
+      fs_.settle_special(d, made, st, owner, group, ec);
     } else {
-      if (s_.opt.owner || s_.opt.group)
-        fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(st.uid) : -1, s_.opt.group ? std::int64_t(st.gid) : -1, ec);
+      if (owner || group) fs_.set_owner(d, made, owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
       if (!ec) fs_.set_mode(d, made, st.mode, ec);
       if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
     }

@@ -575,6 +575,8 @@ class journal {
       if (same_type)
         what = (p.current ? changed::none : changed::size) | (what & (changed::mtime | changed::owner | changed::group));
       note(kind, p.type, p.src.size, 0, {}, what);
+    } else if (p.current) {  // a special file made afresh for its metadata: what differs
+      note(kind, p.type, 0, 0, {}, what & (changed::mtime | changed::mode | changed::owner | changed::group));
     } else {
       note(kind, p.type, 0, 0, {}, changed::all | (what & changed::replaced));
     }
