@@ -666,6 +666,76 @@ TEST_CASE("keep_on_source_error: without a source failure deletions happen; a dr
 
 // ---- differences from rsync found by examples/rsync_diff_test.py (issue 24) ---------------------
 
+TEST_CASE("keep_on_source_error with jobs: a deletion waits until no source failure can come before it (rsync_diff blocker_parallel_deletion_after_source_error)") {
+  // "a" comes before "z" in name order: one worker sees a/b/bad fail before it deletes z/old, so
+  // nothing is deleted.  Here the worker in "a" is held (at its observer call for a/a0, before it
+  // enters a/b) until z/old is gone or a second has passed: a deletion carried out while an
+  // earlier directory is still walked would show.
+  mock_fs fs;
+  fs.write("/src/a/a0", "a0");
+  fs.write("/src/a/b/bad", "unreadable");
+  fs.write("/src/z/keep", "k");
+  fs.write("/dst/z/keep", "k");
+  fs.write("/dst/z/old", "extraneous");
+  fs.advance(10s);
+  fs.fail_path("/src/a/b/bad", std::errc::io_error);
+  treesync::options o;
+  o.jobs = 4;
+  o.keep_on_source_error = true;
+  const auto held = [&fs](const treesync::action& a) {
+    if (a.path != "a/a0") return;
+    for (int k = 0; k < 100 && fs.exists("/dst/z/old"); ++k) std::this_thread::sleep_for(10ms);
+  };
+  const auto r = treesync::sync(fs, "/src", "/dst", o, treesync::deletion::extraneous, held);
+  CHECK(r.errors.size() == 1);
+  CHECK(r.deleted == 0);
+  CHECK(fs.exists("/dst/z/old"));
+  CHECK(fs.read("/dst/a/a0") == "a0");
+  REQUIRE(r.notices.size() == 1);
+  CHECK(r.notices[0].code == treesync::errc::deletions_skipped);
+  // without a failure the deferred deletions are carried out at the end, and the directory keeps
+  // its mode and mtime (a read-only one is opened up for them and closed again)
+  mock_fs ok;
+  ok.write("/src/a/a0", "a0");
+  ok.write("/src/z/keep", "k");
+  ok.write("/dst/z/keep", "k");
+  ok.write("/dst/z/old", "extraneous");
+  ok.write("/dst/z/sub/deep", "extraneous");
+  ok.chmod("/src/z", 0555);
+  ok.chmod("/dst/z", 0555);
+  ok.advance(10s);
+  const auto done = treesync::sync(ok, "/src", "/dst", o, treesync::deletion::extraneous);
+  CHECK(done.ok());
+  CHECK(done.deleted == 3);  // z/old, z/sub/deep, z/sub
+  CHECK_FALSE(ok.exists("/dst/z/old"));
+  CHECK_FALSE(ok.exists("/dst/z/sub"));
+  CHECK(ok.lstat("/dst/z").mode == 0555);
+  CHECK(ok.lstat("/dst/z").mtime_ns == ok.lstat("/src/z").mtime_ns);
+}
+
+TEST_CASE("keep_on_source_error: a source failure anywhere stops every deletion, also one walked before it (rsync -H, --delete-after)") {
+  // rsync without its incremental walk (-H, --delete-after) lists everything before it deletes
+  // anything: an error in a later directory stops the deletions in the root too (seed 240008 case
+  // 388 with -H); treesync's deletions all wait for the end of the run, with any number of jobs
+  for (const unsigned jobs : {1u, 2u}) {
+    CAPTURE(jobs);
+    mock_fs fs;
+    fs.write("/src/a", "a");
+    fs.write("/src/sub/bad", "unreadable");
+    fs.write("/dst/extra", "extraneous, in the root: its directory is done before sub is entered");
+    fs.advance(10s);
+    fs.fail_path("/src/sub/bad", std::errc::io_error);
+    treesync::options o;
+    o.jobs = jobs;
+    o.keep_on_source_error = true;
+    const auto r = treesync::sync(fs, "/src", "/dst", o, treesync::deletion::extraneous);
+    CHECK(r.errors.size() == 1);
+    CHECK(r.deleted == 0);
+    CHECK(fs.exists("/dst/extra"));
+    CHECK(fs.read("/dst/a") == "a");
+  }
+}
+
 TEST_CASE("a file written afresh for its metadata keeps the owner and group the run does not set (rsync_diff blocker_fresh_copy_owner)") {
   // rsync chowns or chmods such a file in place: what it is not asked to set stays
   mock_fs fs;
