@@ -6,7 +6,11 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string>
+#include <thread>
+#include <vector>
 
 namespace {
 using treesync::file_type;
@@ -689,4 +693,157 @@ TEST_CASE("the switch table: a flag's tag and options' member are one switch; a 
   for (const auto& row : treesync::switch_table) values += row.value;
   CHECK(values == 1);
   static_assert(treesync::is_flag_policy_v<treesync::max_size> && treesync::is_flag_policy_v<treesync::durable_t>);
+
+// ---- differences from rsync found by examples/rsync_diff_test.py (issue 24) ---------------------
+
+TEST_CASE("keep_on_source_error with jobs: a deletion waits until no source failure can come before it (rsync_diff blocker_parallel_deletion_after_source_error)") {
+  // "a" comes before "z" in name order: one worker sees a/b/bad fail before it deletes z/old, so
+  // nothing is deleted.  Here the worker in "a" is held (at its observer call for a/a0, before it
+  // enters a/b) until z/old is gone or a second has passed: a deletion carried out while an
+  // earlier directory is still walked would show.
+  mock_fs fs;
+  fs.write("/src/a/a0", "a0");
+  fs.write("/src/a/b/bad", "unreadable");
+  fs.write("/src/z/keep", "k");
+  fs.write("/dst/z/keep", "k");
+  fs.write("/dst/z/old", "extraneous");
+  fs.advance(10s);
+  fs.fail_path("/src/a/b/bad", std::errc::io_error);
+  treesync::options o;
+  o.jobs = 4;
+  o.keep_on_source_error = true;
+  const auto held = [&fs](const treesync::action& a) {
+    if (a.path != "a/a0") return;
+    for (int k = 0; k < 100 && fs.exists("/dst/z/old"); ++k) std::this_thread::sleep_for(10ms);
+  };
+  const auto r = treesync::sync(fs, "/src", "/dst", o, treesync::deletion::extraneous, held);
+  CHECK(r.errors.size() == 1);
+  CHECK(r.deleted == 0);
+  CHECK(fs.exists("/dst/z/old"));
+  CHECK(fs.read("/dst/a/a0") == "a0");
+  REQUIRE(r.notices.size() == 1);
+  CHECK(r.notices[0].code == treesync::errc::deletions_skipped);
+  // without a failure the deferred deletions are carried out at the end, and the directory keeps
+  // its mode and mtime (a read-only one is opened up for them and closed again)
+  mock_fs ok;
+  ok.write("/src/a/a0", "a0");
+  ok.write("/src/z/keep", "k");
+  ok.write("/dst/z/keep", "k");
+  ok.write("/dst/z/old", "extraneous");
+  ok.write("/dst/z/sub/deep", "extraneous");
+  ok.chmod("/src/z", 0555);
+  ok.chmod("/dst/z", 0555);
+  ok.advance(10s);
+  const auto done = treesync::sync(ok, "/src", "/dst", o, treesync::deletion::extraneous);
+  CHECK(done.ok());
+  CHECK(done.deleted == 3);  // z/old, z/sub/deep, z/sub
+  CHECK_FALSE(ok.exists("/dst/z/old"));
+  CHECK_FALSE(ok.exists("/dst/z/sub"));
+  CHECK(ok.lstat("/dst/z").mode == 0555);
+  CHECK(ok.lstat("/dst/z").mtime_ns == ok.lstat("/src/z").mtime_ns);
+}
+
+TEST_CASE("keep_on_source_error: a source failure anywhere stops every deletion, also one walked before it (rsync -H, --delete-after)") {
+  // rsync without its incremental walk (-H, --delete-after) lists everything before it deletes
+  // anything: an error in a later directory stops the deletions in the root too (seed 240008 case
+  // 388 with -H); treesync's deletions all wait for the end of the run, with any number of jobs
+  for (const unsigned jobs : {1u, 2u}) {
+    CAPTURE(jobs);
+    mock_fs fs;
+    fs.write("/src/a", "a");
+    fs.write("/src/sub/bad", "unreadable");
+    fs.write("/dst/extra", "extraneous, in the root: its directory is done before sub is entered");
+    fs.advance(10s);
+    fs.fail_path("/src/sub/bad", std::errc::io_error);
+    treesync::options o;
+    o.jobs = jobs;
+    o.keep_on_source_error = true;
+    const auto r = treesync::sync(fs, "/src", "/dst", o, treesync::deletion::extraneous);
+    CHECK(r.errors.size() == 1);
+    CHECK(r.deleted == 0);
+    CHECK(fs.exists("/dst/extra"));
+    CHECK(fs.read("/dst/a") == "a");
+  }
+}
+
+TEST_CASE("a file written afresh for its metadata keeps the owner and group the run does not set (rsync_diff blocker_fresh_copy_owner)") {
+  // rsync chowns or chmods such a file in place: what it is not asked to set stays
+  mock_fs fs;
+  fs.write("/src/linked", "same");
+  fs.write("/src/grouped", "same");
+  fs.advance(10s);
+  (void)treesync::sync(fs, "/src", "/dst");
+  fs.hard_link("/dst/linked", "/elsewhere");  // another link: a mode change writes it afresh
+  fs.chown("/dst/linked", 1000, 200);
+  fs.chmod("/src/linked", 0600);
+  fs.chown("/dst/grouped", 1000, 200);  // preserve_group: a group change writes it afresh
+  fs.chown("/src/grouped", 0, 100);
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::preserve_group);
+  CHECK(r.meta_updated == 2);
+  CHECK(fs.lstat("/dst/linked").nlink == 1);  // a new inode
+  CHECK(fs.lstat("/dst/linked").mode == 0600);
+  CHECK(fs.lstat("/dst/linked").uid == 1000);
+  CHECK(fs.lstat("/dst/linked").gid == 0);  // the source's: preserve_group
+  CHECK(fs.lstat("/dst/grouped").uid == 1000);
+  CHECK(fs.lstat("/dst/grouped").gid == 100);
+  CHECK(fs.lstat("/elsewhere").uid == 1000);  // the other link is left as it was
+  CHECK(fs.lstat("/elsewhere").gid == 200);
+  CHECK(fs.lstat("/elsewhere").mode == 0644);
+}
+
+TEST_CASE("specials: a FIFO whose owner or group changes is made afresh with them (rsync_diff excluded_special_owner)") {
+  mock_fs fs;
+  fs.fifo("/src/p");
+  fs.advance(10s);
+  treesync::options o;
+  o.specials = true;
+  o.owner = o.group = true;
+  (void)treesync::sync(fs, "/src", "/dst", o);
+  fs.chown("/src/p", 1000, 100);
+  fs.advance(10s);
+  std::vector<treesync::action> seen;
+  const auto r = treesync::sync(fs, "/src", "/dst", o, [&](const treesync::action& a) { seen.push_back(a); });
+  CHECK(r.meta_updated == 1);
+  CHECK(fs.lstat("/dst/p").type == file_type::fifo);
+  CHECK(fs.lstat("/dst/p").uid == 1000);
+  CHECK(fs.lstat("/dst/p").gid == 100);
+  REQUIRE(seen.size() == 1);  // rsync: .S....og...
+  CHECK(seen[0].kind == treesync::action_kind::update_meta);
+  CHECK(seen[0].changes == (treesync::changed::owner | treesync::changed::group));
+  fs.reset_counters();
+  (void)treesync::sync(fs, "/src", "/dst", o);
+  CHECK(fs.ops()[op::mknod] == 0);  // then it is current
+}
+
+TEST_CASE("an extraneous directory kept for its excluded entries keeps its mode (rsync_diff blocker_excluded_in_extraneous_dir)") {
+  mock_fs fs;
+  fs.write("/src/f", "f");
+  fs.write("/dst/x/keep.o", "excluded");
+  fs.write("/dst/x/junk", "extraneous");
+  fs.write("/dst/x/sub/deep.o", "excluded");
+  fs.chmod("/dst/x/sub", 0500);
+  fs.chmod("/dst/x", 0555);
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::exclude{"*.o"}, treesync::deletion::extraneous);
+  CHECK(r.ok());
+  CHECK(r.deleted == 1);
+  CHECK_FALSE(fs.exists("/dst/x/junk"));
+  CHECK(fs.exists("/dst/x/keep.o"));
+  CHECK(fs.lstat("/dst/x").mode == 0555);  // opened up for the deletion, and closed again
+  CHECK(fs.lstat("/dst/x/sub").mode == 0500);  // nothing removed in it: never opened up
+}
+
+TEST_CASE("an entry that cannot replace a non-empty directory leaves the directory's mode (rsync_diff blocker_nonempty_dir_mode)") {
+  mock_fs fs;
+  fs.write("/src/x", "a file now");
+  fs.write("/dst/x/inside", "kept");
+  fs.chmod("/dst/x", 0555);
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::deletion::keep);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].code == std::errc::directory_not_empty);
+  CHECK(fs.lstat("/dst/x").type == file_type::directory);
+  CHECK(fs.lstat("/dst/x").mode == 0555);
+  CHECK(fs.read("/dst/x/inside") == "kept");
 }

@@ -679,12 +679,16 @@ struct options {
   chmod_rules chmod;          ///< rsync --chmod: the source's permission bits as the run sees them
   bool existing = false;         ///< rsync --existing: no entry is created (a new directory is not entered)
   bool ignore_existing = false;  ///< rsync --ignore-existing: no entry that exists is changed (directories are entered)
-  /// rsync's rule for deletions after an I/O error (its --ignore-errors turns it off): once any
-  /// source-side failure has happened in the run (a vanished entry is none), no further entry is
-  /// deleted, and the skip is reported once as a notice (errc::deletions_skipped).  Within a
-  /// directory's batch the deletions come after the batch's other entries, so a failure among
-  /// them stops the deletions of the batch.  Type replacements and leftover temporaries are not
-  /// deletions.  False: deletions go on whatever failed (the library's default).
+  /// rsync's rule for deletions after an I/O error (its --ignore-errors turns it off): when a
+  /// source-side failure happens anywhere in the run (a vanished entry is none), nothing is
+  /// deleted, and the skip is reported once as a notice (errc::deletions_skipped).  So that this
+  /// holds whatever the workers' order (rsync itself, walking incrementally, may delete in a
+  /// directory it finished before the error; with -H or --delete-after it deletes nothing), every
+  /// deletion waits for the end of the run and is carried out only if no source failure
+  /// happened: never more is deleted than rsync deletes.  The wait costs memory for the names
+  /// to delete, and the space they hold is freed last.  Type replacements and leftover temporaries
+  /// are not deletions.  False: deletions go on in each directory whatever failed (the library's
+  /// default).
   bool keep_on_source_error = false;
 };
 

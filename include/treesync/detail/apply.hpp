@@ -89,6 +89,8 @@ class pruner {
     std::size_t next = 0;
     bool ok = true;
     bool kept = false;
+    bool opened = false;  // made writable for a removal in it (open_up): `was` is its mode before
+    std::uint32_t was = 0;
     std::size_t rel_size = 0;  // rel's length without this level's name
   };
   enum class entered { pushed, gone, swapped, failed };
@@ -115,7 +117,6 @@ class pruner {
       j_.fail(side::destination, operation::list, ec);
       return entered::failed;
     }
-    if (ap_ && !l.children.empty()) ap_->open_up(l.h);
     l.name = name;
     levels.push_back(std::move(l));
     return entered::pushed;
@@ -190,6 +191,7 @@ class pruner {
       return rel.resize(saved), true;
     }
     removal r = removal::done;
+    if (ct != file_type::directory) writable(l);
     if (ct == file_type::directory) {
       const entered en = enter_level(l.h, c.name, levels);  // may move the levels: `l` is stale
       if (en == entered::pushed) {
@@ -198,7 +200,10 @@ class pruner {
         return true;
       }
       if (en == entered::failed) r = removal::failed;
-      if (en == entered::swapped) r = remove_entry(levels.back().h, c.name, file_type::symlink, !leftover, leftover);
+      if (en == entered::swapped) {
+        writable(levels.back());
+        r = remove_entry(levels.back().h, c.name, file_type::symlink, !leftover, leftover);
+      }
     } else {
       r = remove_entry(l.h, c.name, ct, !leftover, leftover);
     }
@@ -206,6 +211,23 @@ class pruner {
     rel.resize(saved);
     return leftover || !s_.halted();
   }
+
+  // A directory of the tree is made writable before the first removal in it (never when nothing
+  // in it is removed: a directory that stays keeps its mode, as in rsync).
+  void writable(level& l) {
+    if (l.opened || !ap_ || !l.open) return;
+    l.opened = true;
+    l.was = ap_->open_up(l.h);
+  }
+  // A directory opened up that stays (it keeps an entry, or a removal in it failed) gets its mode
+  // back.
+  void restore(level& l) {
+    if (!ap_ || !l.open || l.was == no_mode) return;
+    std::error_code ec;
+    fs_.set_mode(l.h, ".", l.was, ec);
+    if (ec) j_.fail(side::destination, operation::chmod, ec);
+  }
+  static constexpr std::uint32_t no_mode = static_cast<std::uint32_t>(-1);
 
   // Whether the deletion policy removes the entry at rel inside a directory being deleted.
   bool removes(file_type t) {
@@ -222,7 +244,9 @@ class pruner {
     levels.pop_back();
     if (!levels.empty() && !levels.back().open && !reopen_level(levels, top, done)) return removal::failed;
     removal r = !done.ok ? removal::failed : done.kept ? removal::kept : removal::done;
+    if (r != removal::done && done.opened) restore(done);  // it stays: with the mode it had
     if (r == removal::done) {
+      if (!levels.empty()) writable(levels.back());
       done.h = handle{};
       if (ap_ && !ap_->remove_dir(levels.empty() ? top : levels.back().h, done.name)) {
         r = removal::failed;
@@ -396,11 +420,14 @@ class applier {
     if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::rmdir, ec), false;
     return true;
   }
-  /// A directory about to be emptied is made writable first.
-  void open_up(handle& d) {
+  /// A directory about to be emptied is made writable first.  Returns its mode before, or -1
+  /// when it was not changed.
+  std::uint32_t open_up(handle& d) {
     std::error_code ec;
     const stat_info self = fs_.stat(d, ".", false, ec);
-    if (!ec && (self.mode & 0200) == 0 && s_.before_write()) fs_.set_mode(d, ".", self.mode | 0700, ec);
+    if (ec || (self.mode & 0200) != 0 || !s_.before_write()) return static_cast<std::uint32_t>(-1);
+    fs_.set_mode(d, ".", self.mode | 0700, ec);
+    return ec ? static_cast<std::uint32_t>(-1) : self.mode & 07777;
   }
 
   /// A destination directory without write permission is made writable before its first change;
@@ -441,6 +468,23 @@ class applier {
     j_.touched(p);
   }
 
+  // The owner and group a new node gets: the source's where the run keeps them (owner, group).
+  // A node written afresh for its metadata only (plan::current), where rsync chowns or chmods the
+  // existing one in place, keeps the destination's for the ones the run does not set, where the
+  // run can give them (as root, or on a filesystem without users): a file that had other links,
+  // or whose group alone changes, is not handed to the user the run acts as.
+  void ids(const plan& p, stat_info& st, bool& owner, bool& group) const {
+    owner = s_.opt.owner;
+    group = s_.opt.group;
+    if (!p.current || p.old != p.type || (owner && group)) return;
+    if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
+      if (fs_.user_id() != 0) return;
+    }
+    if (!owner) st.uid = p.dst.uid;
+    if (!group) st.gid = p.dst.gid;
+    owner = group = true;
+  }
+
   // A partial or unfinished new file never reaches a final path: made under a temporary name
   // (or a new name in a staged directory) it is discarded.  Returns whether `d` changed.
   bool write_file(node& n, const std::string& name, const plan& p) {
@@ -451,12 +495,12 @@ class applier {
     opts.follow = p.follow;
     opts.replace = p.in_place;
     opts.sync = s_.opt.durable;
-    opts.owner = s_.opt.owner;
-    opts.group = s_.opt.group;
     opts.xattrs = s_.opt.xattrs;
     opts.cancel = s_.opt.cancel;
+    stat_info want = p.src;  // with the destination's owner and group, for a copy made for its metadata
+    ids(p, want, opts.owner, opts.group);
     std::error_code ec;
-    const copy_result copied = fs_.copy_file(n.src, name, d, made, p.src, opts, ec);
+    const copy_result copied = fs_.copy_file(n.src, name, d, made, want, opts, ec);
     if (ec) {  // reported first, then cleaned up: see journal::fail
       if (ec == std::errc::operation_canceled && s_.halted()) {
         // cancel_on: the run reports it; the partial copy goes
@@ -491,8 +535,11 @@ class applier {
     // owner and group of the link itself (rsync -o/-g; set_owner never follows a link), then its
     // own mtime (rsync -t): never followed
     // (only where the filesystem sets a link's own metadata: time_model::link_meta)
-    if ((s_.opt.owner || s_.opt.group) && s_.time.link_meta) {
-      fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(p.src.uid) : -1, s_.opt.group ? std::int64_t(p.src.gid) : -1, ec);
+    stat_info want = p.src;
+    bool owner = false, group = false;
+    ids(p, want, owner, group);
+    if ((owner || group) && s_.time.link_meta) {
+      fs_.set_owner(d, made, owner ? std::int64_t(want.uid) : -1, group ? std::int64_t(want.gid) : -1, ec);
       if (ec) {
         j_.fail(side::destination, operation::chown, ec);
         discard(d, made);
@@ -512,7 +559,9 @@ class applier {
 
   // A FIFO, socket or device node, made (never opened) with its owner, mode and mtime.
   bool write_special(handle& d, const std::string& name, const plan& p) {
-    const stat_info& st = p.src;
+    stat_info st = p.src;
+    bool owner = false, group = false;
+    ids(p, st, owner, group);
     const std::string made = s_.temp_name();
     std::error_code ec;
     fs_.make_special(d, made, st, ec);
@@ -520,10 +569,9 @@ class applier {
     if constexpr (has_op<op_settle_special, typename S::fs_type>::value) {
       // on the node just made, through a descriptor: a name swapped in is never chowned or
       // given set-ID bits (issue 23, B)
-      fs_.settle_special(d, made, st, s_.opt.owner, s_.opt.group, ec);
+      fs_.settle_special(d, made, st, owner, group, ec);
     } else {
-      if (s_.opt.owner || s_.opt.group)
-        fs_.set_owner(d, made, s_.opt.owner ? std::int64_t(st.uid) : -1, s_.opt.group ? std::int64_t(st.gid) : -1, ec);
+      if (owner || group) fs_.set_owner(d, made, owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
       if (!ec) fs_.set_mode(d, made, st.mode, ec);
       if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
     }

@@ -107,6 +107,7 @@ class worker {
     if (removals.empty()) return;
     std::sort(removals.begin(), removals.end());
     journal_.set_rel_of(n);
+    if (!s_.halted() && s_.deletions_allowed() && defer(n, removals)) return;
     bool modified = false;
     for (const auto& [k, t] : removals) {
       const std::string& name = n.dl[n.merged[k].second].name;
@@ -124,6 +125,55 @@ class worker {
       }
     }
     if (modified) n.modified.store(true);
+  }
+
+  /// keep_on_source_error: the deletions run_removals deferred (run_state::deferred),
+  /// once every worker is done: none if a source failure happened anywhere in the run (reported
+  /// once), else all of them, directory by directory in name order.  Each directory is entered
+  /// from the destination root's handle one component at a time, never following a link, and
+  /// must still be the one the walk saw (device and inode); it was finished before (mode, mtime):
+  /// a read-only one is opened up for the deletions and both are put back after.  Its record in
+  /// the state file is dropped (the next run reads it again).
+  void deferred_pass() {
+    auto& dirs = s_.deferred;
+    if (dirs.empty() || !s_.root || !s_.root->have_dst) return;
+    if (!s_.deletions_allowed()) {
+      journal_.rel.clear();
+      return note_deletions_skipped();
+    }
+    std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.rel < b.rel; });
+    const std::string& sub = s_.opt.subtree;
+    for (auto& d : dirs) {
+      if (s_.halted()) return;
+      journal_.rel = d.rel;
+      if (s_.recording) s_.state.forget(d.rel);
+      std::string below = d.rel.substr(std::min(d.rel.size(), sub.size()));  // below the root node
+      if (!below.empty() && below[0] == '/') below.erase(0, 1);
+      std::error_code ec;
+      handle h = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+      stat_info before;
+      if (!ec && descend(s_.fs, h, below, false, ec)) before = s_.fs.stat(h, ".", false, ec);
+      if (!ec && (before.dev != d.dev || before.ino != d.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+      if (ec) {
+        journal_.fail(side::destination, operation::opendir, ec);
+        continue;
+      }
+      const bool opened = apply_ && (before.mode & 0200) == 0 && apply_->open_up(h) != static_cast<std::uint32_t>(-1);
+      bool modified = false;
+      for (const auto& [name, t] : d.entries) {
+        if (s_.halted()) break;
+        rel_scope scope(journal_.rel, name);
+        modified |= pruner_.remove_entry(h, name, t, true) == removal::done;
+      }
+      if (apply_ && (modified || opened) && s_.before_write()) {
+        if (modified) s_.fs.set_mtime(h, ".", before.mtime_ns, ec);
+        if (ec) journal_.fail(side::destination, operation::utime, ec);
+        ec.clear();
+        if (opened) s_.fs.set_mode(h, ".", before.mode & 07777, ec);
+        if (ec) journal_.fail(side::destination, operation::chmod, ec);
+      }
+      std::vector<std::pair<std::string, file_type>>().swap(d.entries);
+    }
   }
 
   /// Directory metadata, after the content is complete; then, with a state file, the directory's
@@ -257,6 +307,34 @@ class worker {
     n.made.emplace_back(key, std::move(lines));
     n.made_count += made.size();
     made.clear();
+  }
+
+  // keep_on_source_error: a directory's deletions wait for the end of the run (deferred_pass);
+  // until then its entries stay, and are recorded as they are.  False when the directory's
+  // identity cannot be taken (the deletions are then carried out now, as before).
+  bool defer(node& n, const std::vector<std::pair<std::size_t, file_type>>& removals) {
+    std::error_code ec;
+    const stat_info id = s_.fs.stat(n.dst, ".", false, ec);
+    if (ec) return false;
+    typename S::deferred_dir d;
+    d.rel = journal_.rel;
+    d.dev = id.dev;
+    d.ino = id.ino;
+    d.entries.reserve(removals.size());
+    for (const auto& [k, t] : removals) {
+      const std::string& name = n.dl[n.merged[k].second].name;
+      d.entries.emplace_back(name, t);
+      if (s_.recording) {  // the entry stays for now: its record, in its place
+        rel_scope scope(journal_.rel, name);
+        std::vector<entry_record> made;
+        record_entry(n, name, nullptr, verdict::remove, plan{}, t, false, false, made);
+        std::lock_guard<std::mutex> lock(n.mu);
+        if (!made.empty()) put_made(n, 2 * k + 1, made);
+      }
+    }
+    std::lock_guard<std::mutex> lock(s_.deferred_mu);
+    s_.deferred.push_back(std::move(d));
+    return true;
   }
 
   // keep_on_source_error: the deletions a source failure stopped, reported once for the run.
@@ -403,6 +481,7 @@ class scheduler {
     }
     work(first);
     for (auto& th : threads) th.join();
+    if (!s_.deferred.empty() && !s_.halted() && !s_.exception) first.deferred_pass();
     if (!s_.link_requests.empty() && !s_.halted() && !s_.exception) first.link_pass();
     first.record().merge_into(s_.out);
     for (auto& h : helpers) h->record().merge_into(s_.out);

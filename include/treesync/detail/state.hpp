@@ -384,6 +384,20 @@ struct run_state {
   // deleted.  deletions_noted: the skip is reported once.
   std::atomic<bool> source_failed{false};
   std::atomic<bool> deletions_noted{false};
+  // keep_on_source_error: a source failure in a directory another worker still walks may come
+  // after a deletion elsewhere, where one worker (name order, depth first) would have seen it
+  // first; and rsync -H (no incremental walk) deletes nothing after an error anywhere.  So every
+  // deletion waits for the end of the run (worker::deferred_pass), and is carried out only if no
+  // source failure happened at all: never more deleted than rsync deletes, whatever the jobs.
+  // Kept per directory (its path, identity, and the names to delete): memory bounded by what is
+  // deleted.
+  struct deferred_dir {
+    std::string rel;  // as journal::rel has it (with the roots' own relative path, subtree)
+    std::uint64_t dev = 0, ino = 0;
+    std::vector<std::pair<std::string, file_type>> entries;
+  };
+  std::mutex deferred_mu;
+  std::vector<deferred_dir> deferred;
 
   /// keep_on_source_error: a deletion may go ahead (no source failure so far, or the option off).
   bool deletions_allowed() const noexcept {
@@ -572,6 +586,8 @@ class journal {
       if (same_type)
         what = (p.current ? changed::none : changed::size) | (what & (changed::mtime | changed::owner | changed::group));
       note(kind, p.type, p.src.size, 0, {}, what);
+    } else if (p.current) {  // a special file made afresh for its metadata: what differs
+      note(kind, p.type, 0, 0, {}, what & (changed::mtime | changed::mode | changed::owner | changed::group));
     } else {
       note(kind, p.type, 0, 0, {}, changed::all | (what & changed::replaced));
     }

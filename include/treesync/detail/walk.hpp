@@ -475,13 +475,21 @@ class walker {
     return verdict::apply;
   }
 
-  // The same kind of node needs its metadata only, unless it has other links (a hard link planted
-  // from outside would have its mode changed): then it is made afresh like a node of another kind.
+  // The same kind of node needs its metadata only.  It is made afresh (with its metadata: reported
+  // as such, .S....o....) when its owner or group must change (never a chown of a node treesync
+  // did not make, as for a file), or when it has other links (a hard link planted from outside
+  // would have its mode changed).  A node of another kind or device number is replaced.
   verdict decide_special(node& n, const std::string& name, const dir_entry* de, plan& p) {
     if (!probe_dst(n, name, de, p)) return verdict::none;
     source_mode(p);
-    if (p.old == p.type && p.dst.rdev == p.src.rdev && p.dst.nlink <= 1) {
-      if (p.dst.mode == p.src.mode && s_.same_mtime(p.dst, p.src)) return verdict::none;
+    if (p.old == p.type && p.dst.rdev == p.src.rdev) {
+      const bool ids = owner_changes(p.src, p.dst);
+      if (!ids && p.dst.mode == p.src.mode && s_.same_mtime(p.dst, p.src)) return verdict::none;
+      if (ids || p.dst.nlink > 1) {
+        p.what = plan::step::write;
+        p.current = true;
+        return verdict::apply;
+      }
       p.what = plan::step::meta;
       p.set_mode = p.set_mtime = true;
       p.op = operation::chmod;
