@@ -693,6 +693,7 @@ TEST_CASE("the switch table: a flag's tag and options' member are one switch; a 
   for (const auto& row : treesync::switch_table) values += row.value;
   CHECK(values == 1);
   static_assert(treesync::is_flag_policy_v<treesync::max_size> && treesync::is_flag_policy_v<treesync::durable_t>);
+}
 
 // ---- differences from rsync found by examples/rsync_diff_test.py (issue 24) ---------------------
 
