@@ -817,3 +817,47 @@ TEST_CASE("an entry that cannot replace a non-empty directory leaves the directo
   CHECK(fs.lstat("/dst/x").mode == 0555);
   CHECK(fs.read("/dst/x/inside") == "kept");
 }
+
+TEST_CASE("a directory gets its set-group-ID bit before anything is made in it (rsync_diff setgid_first)") {
+  // rsync sets an existing directory's mode before it fills it, so without -g what it makes there
+  // takes the group the bit then gives (seed 240008 cases 118 366, seed 1306349741 case 841); the
+  // bit is checked here at each write in the directory (mock_fs has no group inheritance)
+  mock_fs fs;
+  fs.write("/src/gains/new", "n");
+  fs.write("/src/loses/new", "n");
+  fs.write("/src/loses/newdir/f", "f");  // a new directory in a parent that has the bit: it has it too, until cleared
+  fs.mkdir("/src/gains", 02755);
+  fs.mkdir("/src/loses", 0755);
+  fs.mkdir("/dst/gains", 0755);
+  fs.mkdir("/dst/loses", 02755);
+  fs.advance(10s);
+  std::map<std::string, std::set<bool>> setgid_at_write;  // the directory's bit at each entry made in it
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k != op::open_write && k != op::mkdir) return;
+    const std::string dir = path.substr(0, path.rfind('/'));
+    if (dir == "/dst/gains" || dir == "/dst/loses") setgid_at_write[dir].insert((fs.lstat(dir).mode & 02000) != 0);
+  });
+  treesync::options o;
+  o.jobs = 1;
+  const auto r = treesync::sync(fs, "/src", "/dst", o);
+  fs.on_operation(nullptr);
+  CHECK(r.ok());
+  CHECK(setgid_at_write["/dst/gains"] == std::set<bool>{true});
+  CHECK(setgid_at_write["/dst/loses"] == std::set<bool>{false});
+  CHECK(fs.lstat("/dst/gains").mode == 02755);
+  CHECK(fs.lstat("/dst/loses").mode == 0755);
+  // with preserve_group every entry made gets its group explicitly: the bit waits for the end
+  mock_fs g;
+  g.write("/src/gains/new", "n");
+  g.mkdir("/src/gains", 02755);
+  g.mkdir("/dst/gains", 0755);
+  g.advance(10s);
+  bool early = false;
+  g.on_operation([&](op k, const std::string& path) {
+    if (k == op::open_write && path.rfind("/dst/gains/", 0) == 0) early = (g.lstat("/dst/gains").mode & 02000) != 0;
+  });
+  (void)treesync::sync(g, "/src", "/dst", o, treesync::preserve_group);
+  g.on_operation(nullptr);
+  CHECK_FALSE(early);
+  CHECK(g.lstat("/dst/gains").mode == 02755);
+}

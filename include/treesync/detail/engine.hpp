@@ -54,7 +54,14 @@ class worker {
       s_.hand_out(std::string_view(journal_.rel));
       return false;  // not entered, not finished: the subtree's own sync does both
     }
-    return walker_.list_and_merge(n, false);
+    if (!walker_.list_and_merge(n, false)) return false;
+    if (apply_) apply_->setgid_first(n);  // before any entry is made in it
+    return true;
+  }
+
+  /// The root's setgid_first (the root is not started by start_dir).
+  void setgid_first(node& n) {
+    if (apply_) apply_->setgid_first(n);
   }
 
   /// Entries [begin, end) of a node's merged listing; directories found become `children`.
@@ -762,6 +769,7 @@ class engine {
       first.record().merge_into(s_.out);
       return s_.refusal ? s_.refusal : s_.stop_error;
     }
+    first.setgid_first(*r);
     sched.schedule_batches(*r);
     sched.release(first, r);
     sched.run(first);
