@@ -861,3 +861,24 @@ TEST_CASE("a directory gets its set-group-ID bit before anything is made in it (
   CHECK_FALSE(early);
   CHECK(g.lstat("/dst/gains").mode == 02755);
 }
+
+TEST_CASE("perms off: a new directory keeps the set-group-ID bit its parent gives it (rsync_diff --no-perms)") {
+  // rsync --no-perms never chmods a new directory: mkdir's bits under the umask, and the
+  // set-group-ID bit a parent that has it passes on (seed 240008 cases 452 471)
+  mock_fs fs;
+  fs.mkdir("/src/p", 02755);
+  fs.mkdir("/src/p/new", 0775);
+  fs.write("/src/p/new/f", "f");
+  fs.mkdir("/src/q", 0755);
+  fs.mkdir("/src/q/new", 02775);
+  fs.mkdir("/dst/p", 02755);
+  fs.mkdir("/dst/q", 0755);
+  fs.advance(10s);
+  treesync::options o;
+  o.perms = false;
+  const auto r = treesync::sync(fs, "/src", "/dst", o);
+  CHECK(r.ok());
+  CHECK(fs.lstat("/dst/p/new").mode == 02755);
+  CHECK(fs.lstat("/dst/q/new").mode == 0755);  // neither the source's bit nor a parent's
+  CHECK(fs.lstat("/dst/p").mode == 02755);
+}

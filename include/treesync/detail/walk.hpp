@@ -331,6 +331,13 @@ class walker {
     if (!s_.opt.perms) p.src.mode = p.old == p.type ? p.dst.mode : (p.src.mode & 0777u & ~s_.opt.umask);
   }
 
+  // The set-group-ID bit the destination directory of `n` has while its entries are made: the one
+  // setgid_first gives it (the source's, as the run sees it), unless the run sets the group of
+  // what it makes; then an existing directory's own until it is finished.
+  std::uint32_t setgid_while_filled(const node& n) const {
+    return (s_.opt.group && !n.cold ? n.dst_st.mode : n.src_st.mode) & 02000u;
+  }
+
   // Whether owner or group of the destination file `d` must change to match the source's `s`.
   bool owner_changes(const stat_info& s, const stat_info& d) const {
     return (s_.opt.owner && d.uid != s.uid) || (s_.opt.group && d.gid != s.gid);
@@ -518,6 +525,9 @@ class walker {
     }
     if (!probe_dst(n, name, de, p)) return;
     source_mode(p);  // st is p.src
+    // without perms a new directory keeps the set-group-ID bit mkdir gives it in a parent that has
+    // it (rsync --no-perms never chmods it)
+    if (!s_.opt.perms && p.old != file_type::directory) p.src.mode |= setgid_while_filled(n);
     auto child = std::make_unique<node>();
     child->dst_type = p.old;
     child->dst_st = p.dst;
