@@ -818,6 +818,24 @@ TEST_CASE("an entry that cannot replace a non-empty directory leaves the directo
   CHECK(fs.read("/dst/x/inside") == "kept");
 }
 
+TEST_CASE("a dangling link a directory rule excludes is excluded, not an error (rsync_diff excluded_L_dangling_filtered)") {
+  // rsync asks the rules about an entry it cannot stat as a file and as a directory
+  mock_fs fs;
+  fs.write("/src/f", "f");
+  fs.symlink("/src/gone", "nowhere");
+  fs.write("/dst/gone", "a file of that name");
+  fs.write("/dst/extra", "extraneous");
+  fs.advance(10s);
+  treesync::options o;
+  o.keep_on_source_error = true;
+  const auto r = treesync::sync(fs, "/src", "/dst", o, treesync::exclude{"gone/"}, treesync::deletion::extraneous,
+                                treesync::links::dereference);
+  CHECK(r.errors.empty());
+  CHECK(r.notices.empty());
+  CHECK_FALSE(fs.exists("/dst/extra"));  // no source error: the deletions go on
+  CHECK_FALSE(fs.exists("/dst/gone"));   // DST's own file is not what 'gone/' names: deleted, as rsync
+}
+
 TEST_CASE("a directory gets its set-group-ID bit before anything is made in it (rsync_diff setgid_first)") {
   // rsync sets an existing directory's mode before it fills it, so without -g what it makes there
   // takes the group the bit then gives (seed 240008 cases 118 366, seed 1306349741 case 841); the

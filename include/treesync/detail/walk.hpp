@@ -100,6 +100,10 @@ class source_reader {
       return true;
     }
     if (excluded(file_type::symlink)) return true;  // excluded: its failure is nobody's business (rsync)
+    // rsync asks the rules about an entry it cannot stat both as a file and as a directory: a
+    // rule for a directory of that name excludes the link too (then what the destination has at
+    // the name is dealt with as for any excluded entry)
+    if (excluded(file_type::directory)) return p.type = file_type::directory, true;
     if (!is_enoent(ec)) return j_.fail(side::source, operation::stat, ec), false;
     std::error_code probe;
     fs_.stat(s, name, false, probe);
