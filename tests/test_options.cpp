@@ -900,3 +900,27 @@ TEST_CASE("perms off: a new directory keeps the set-group-ID bit its parent give
   CHECK(fs.lstat("/dst/q/new").mode == 0755);  // neither the source's bit nor a parent's
   CHECK(fs.lstat("/dst/p").mode == 02755);
 }
+
+TEST_CASE("existing: a new source directory is walked for its source errors, nothing in it is made (rsync_diff --existing)") {
+  // rsync's sender lists every directory whatever --existing says: an error there stops the
+  // deletions and fails the run (seed 240008 case 412)
+  mock_fs fs;
+  fs.write("/src/f", "f");
+  fs.write("/src/new/deeper/bad", "unreadable");
+  fs.write("/src/new/g", "g");
+  fs.write("/dst/f", "old");
+  fs.write("/dst/extra", "extraneous");
+  fs.advance(10s);
+  fs.fail_path("/src/new/deeper/bad", std::errc::io_error);
+  treesync::options o;
+  o.existing = true;
+  o.keep_on_source_error = true;
+  const auto r = treesync::sync(fs, "/src", "/dst", o, treesync::deletion::extraneous);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].path == "new/deeper/bad");
+  CHECK(r.created == 0);
+  CHECK_FALSE(fs.exists("/dst/new"));
+  CHECK(fs.read("/dst/f") == "f");   // what exists is still synced
+  CHECK(fs.exists("/dst/extra"));    // the source error stops the deletions
+  CHECK(r.deleted == 0);
+}

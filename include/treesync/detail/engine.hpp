@@ -49,6 +49,7 @@ class worker {
   bool start_dir(node& n) {
     journal_.set_rel_of(n);
     if (!walker_.open(n)) return false;
+    if (n.scan) return n.cold = true, walker_.list_and_merge(n, false);  // existing: nothing made, nothing handed out
     if (n.dst_type != file_type::directory && !create_dir(n)) return false;
     if (s_.opt.frontier_depth != 0 && n.depth > s_.opt.frontier_depth) {
       s_.hand_out(std::string_view(journal_.rel));
@@ -186,6 +187,7 @@ class worker {
   /// Directory metadata, after the content is complete; then, with a state file, the directory's
   /// record.
   void finish_dir(node& n) {
+    if (n.scan) return;  // not in the destination
     const dir_plan p = walker_.finish(n);
     const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
     if (apply_ && writes && n.dst_exists() && (!walker_.need_dst(n) || !apply_->finish_dir(n, p))) return;

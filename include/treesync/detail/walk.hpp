@@ -218,9 +218,15 @@ class walker {
       ++j_.rep.excluded;
       return de && n.dst_exists() ? verdict::remove : verdict::none;
     }
-    // rsync --existing: nothing new (a new directory is not entered); --ignore-existing: nothing
-    // that exists is changed (an existing directory is still entered)
-    if (s_.opt.existing && !de) return verdict::none;
+    // rsync --existing: nothing new (a new directory is walked for its source errors only, as
+    // rsync's sender lists it, but nothing is made); --ignore-existing: nothing that exists is
+    // changed (an existing directory is still entered)
+    if (s_.opt.existing && !de) {
+      const std::size_t before = children.size();
+      if (p.type == file_type::directory) enter_dir(n, e.name, nullptr, p, children);
+      if (children.size() > before) children.back()->scan = true;
+      return verdict::none;
+    }
     if (s_.opt.ignore_existing && de &&
         !(p.type == file_type::directory && (de->type == file_type::directory || de->type == file_type::unknown)))
       return verdict::none;
