@@ -924,3 +924,19 @@ TEST_CASE("existing: a new source directory is walked for its source errors, not
   CHECK(fs.exists("/dst/extra"));    // the source error stops the deletions
   CHECK(r.deleted == 0);
 }
+
+TEST_CASE("hard_links: a directory reached through a followed link gets its mtime back after the link pass (rsync_diff -H -L)") {
+  // the link pass restored a directory's mtime from the source directory, found again from the
+  // root without following links: under links::dereference a source error (seed 240008 case 216)
+  mock_fs fs;
+  fs.write("/src/real/a", "data");
+  fs.hard_link("/src/real/a", "/src/real/b");
+  fs.symlink("/src/via", "real");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::hard_links, treesync::links::dereference);
+  CHECK(r.errors.empty());
+  CHECK(fs.lstat("/dst/via").type == file_type::directory);
+  CHECK(fs.lstat("/dst/via/b").ino == fs.lstat("/dst/real/a").ino);
+  CHECK(fs.lstat("/dst/via").mtime_ns == fs.lstat("/src/real").mtime_ns);
+  CHECK(fs.lstat("/dst/real").mtime_ns == fs.lstat("/src/real").mtime_ns);
+}

@@ -414,8 +414,10 @@ class worker {
     const file_type dt = ec ? file_type::none : current.type;
     if (dt == file_type::regular && same_identity(current, target)) return;
     if (apply_) {
+      const stat_info dir_before = s_.fs.stat(parent, ".", false, ec);
+      if (ec) return journal_.fail(side::destination, operation::stat, ec);
       if (!apply_->link(fparent, fname, parent, name, dt)) return;
-      restore_dir_mtime(parent, dir);
+      restore_dir_mtime(parent, dir_before.mtime_ns);
     }
     const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
     journal_.count(kind);
@@ -423,15 +425,13 @@ class worker {
                   changed::all | changed::linked, copy_method::none, false, first);
   }
 
-  // The link changed the directory: it gets back the source directory's mtime.
-  void restore_dir_mtime(handle& parent, const std::string& dir) {
+  // The link changed the directory: it gets back the mtime it had, the one it was finished with
+  // (the source directory's is not read again: under links::dereference the source path may go
+  // through symlinks, which the walk followed and a descent from the root would not).
+  void restore_dir_mtime(handle& parent, std::int64_t mtime_ns) {
     std::error_code ec;
-    handle sdir = s_.fs.open_dir(s_.root->src, ".", false, ec);
-    stat_info sst;
-    if (!ec && descend(s_.fs, sdir, dir, false, ec)) sst = s_.fs.stat(sdir, ".", false, ec);
-    if (ec) return journal_.fail(side::source, operation::utime, ec);  // the mtime to restore: unreadable
     if (!s_.before_write()) return;
-    s_.fs.set_mtime(parent, ".", sst.mtime_ns, ec);
+    s_.fs.set_mtime(parent, ".", mtime_ns, ec);
     if (ec) journal_.fail(side::destination, operation::utime, ec);
   }
 
