@@ -2540,7 +2540,118 @@ def test_io_error_deletions():
           "--ignore-errors: the extraneous entries are deleted")
 
 
+def test_rsync_diff_fixes():
+    """Differences from rsync that examples/rsync_diff_test.py found and that were fixed in the CLI
+    or the library (each named for its rule there); compared with rsync itself where it is here."""
+    have_rsync = shutil.which("rsync") is not None
+    root = os.geteuid() == 0
+
+    # excluded_filter_on_src_name: rsync matches the rules against SRC's NAME itself (SRC without a
+    # trailing slash): an excluded NAME copies nothing, deletes nothing and makes no DST
+    w = fresh("fixes-name")
+    write(os.path.join(w, "s", "a.c"), "a\n")
+    write(os.path.join(w, "s", "sub", "b"), "b\n")
+    write(os.path.join(w, "d", "s", "old"), "old\n")
+    before = snapshot(os.path.join(w, "d"))
+    for args in (["-a", "--exclude=*"], ["-a", "--delete", "--include=*.c", "--exclude=*", "--include=*/"],
+                 ["-a", "--delete", "--exclude=/s"], ["-a", "--exclude=s/"]):
+        rc, out, err = run_as_given(*(args + ["-i", "s", "d"]), cwd=w)
+        check(rc == 0 and itemized(out) == [] and snapshot(os.path.join(w, "d")) == before,
+              "excluded_filter_on_src_name: %s s d: NAME excluded, nothing done, exit 0 (exit %d, %r)"
+              % (" ".join(args), rc, out))
+        rc, out, err = run_as_given(*(args + ["-i", "s", "new"]), cwd=w)
+        check(rc == 0 and not os.path.lexists(os.path.join(w, "new")),
+              "excluded_filter_on_src_name: %s s new: no DST made (exit %d)" % (" ".join(args), rc))
+        if have_rsync:
+            rrc, rout, _ = run_rsync(*(args + ["-i", "s", "rnew"]), cwd=w)
+            check(rrc == 0 and itemized(rout) == [] and not os.path.lexists(os.path.join(w, "rnew")),
+                  "excluded_filter_on_src_name: rsync %s does the same" % " ".join(args))
+    rc, out, err = run_as_given("-a", "--include=s/", "--exclude=*", "-i", "s", "inc", cwd=w)
+    check(rc == 0 and os.path.isdir(os.path.join(w, "inc", "s")) and not os.path.exists(os.path.join(w, "inc", "s", "a.c")),
+          "excluded_filter_on_src_name: an included NAME is copied with what the rules include below it")
+
+    # setgid_first (seed 240008 cases 118 366, seed 1306349741 case 841): rsync sets a directory's
+    # mode before it fills it, so without -g a new entry's group follows the set-group-ID bit the
+    # directory gets from SRC (set or cleared), in DST directories that exist and new ones
+    if root:
+        w = fresh("fixes-setgid")
+        for who in ("t", "r"):
+            for d, mode in (("gains", 0o755), ("loses", 0o2755)):
+                os.makedirs(os.path.join(w, who, d))
+                os.chown(os.path.join(w, who, d), 0, 1234)
+                os.chmod(os.path.join(w, who, d), mode)
+        for d, mode in (("gains", 0o2755), ("loses", 0o755)):
+            write(os.path.join(w, "s", d, "new"), "n\n")
+            os.makedirs(os.path.join(w, "s", d, "newdir"))
+            write(os.path.join(w, "s", d, "newdir", "f"), "f\n")
+            os.chown(os.path.join(w, "s", d), 0, 1234)
+            os.chmod(os.path.join(w, "s", d), mode)
+        os.makedirs(os.path.join(w, "s", "loses", "plain"))  # made in a set-group-ID parent, without the bit
+        write(os.path.join(w, "s", "loses", "plain", "f"), "f\n")
+        os.chown(os.path.join(w, "s", "loses", "plain"), 0, 0)
+        rc, out, err = run_as_given("-rlpt", "s/", "t", cwd=w)
+        groups = lambda top: {p: (os.lstat(os.path.join(w, top, p)).st_gid, oct(os.lstat(os.path.join(w, top, p)).st_mode))
+                              for p in ("gains/new", "gains/newdir", "gains/newdir/f", "loses/new", "loses/newdir",
+                                        "loses/newdir/f", "loses/plain", "loses/plain/f")}
+        got = groups("t")
+        check(rc == 0 and got["gains/new"][0] == 1234 and got["loses/new"][0] == 0 and got["loses/plain/f"][0] == 0,
+              "setgid_first: without -g a new file's group follows the set-group-ID bit SRC gives its directory (%r)" % got)
+        if have_rsync:
+            run_rsync("-rlpt", "s/", "r", cwd=w)
+            check(got == groups("r"), "setgid_first: groups and modes as rsync's (%r vs %r)" % (got, groups("r")))
+    else:
+        print("  skip setgid_first: needs root (chown)")
+
+    # blocker_fresh_copy_owner: a file written afresh for its metadata (here: another link in DST
+    # and a mode change) keeps DST's owner and group without -o/-g, as rsync's chmod in place does
+    if root:
+        w = fresh("fixes-owner")
+        for who in ("t", "r"):
+            write(os.path.join(w, who, "f"), "same\n", mode=0o644, mtime=1_500_000_000_000_000_000)
+            os.link(os.path.join(w, who, "f"), os.path.join(w, who + "-elsewhere"))
+            os.chown(os.path.join(w, who, "f"), 1000, 1234)
+        write(os.path.join(w, "s", "f"), "same\n", mode=0o600, mtime=1_500_000_000_000_000_000)
+        rc, out, err = run_as_given("-rlpt", "-i", "s/", "t", cwd=w)
+        st = os.lstat(os.path.join(w, "t", "f"))
+        check(rc == 0 and (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, 1234, 0o600),
+              "blocker_fresh_copy_owner: without -o/-g the fresh copy keeps DST's owner and group (%r)"
+              % ((st.st_uid, st.st_gid, oct(st.st_mode)),))
+        if have_rsync:
+            run_rsync("-rlpt", "s/", "r", cwd=w)
+            rst = os.lstat(os.path.join(w, "r", "f"))
+            check((rst.st_uid, rst.st_gid) == (st.st_uid, st.st_gid), "blocker_fresh_copy_owner: as rsync's")
+    else:
+        print("  skip blocker_fresh_copy_owner: needs root (chown)")
+
+    # blocker_excluded_in_extraneous_dir: an extraneous directory that keeps an excluded entry
+    # keeps its mode; blocker_nonempty_dir_mode: so does one that another type cannot replace
+    w = fresh("fixes-modes")
+    write(os.path.join(w, "s", "f"), "f\n")
+    write(os.path.join(w, "s", "x"), "x is a file now\n")
+    for who in ("t", "r"):
+        write(os.path.join(w, who, "ex", "keep.o"), "o\n")
+        write(os.path.join(w, who, "ex", "junk"), "j\n")
+        write(os.path.join(w, who + "2", "x", "inside"), "i\n")
+        os.chmod(os.path.join(w, who, "ex"), 0o555)
+        os.chmod(os.path.join(w, who + "2", "x"), 0o555)
+    rc, out, err = run_as_given("-a", "--delete", "--exclude=*.o", "-i", "s/", "t", cwd=w)
+    check(rc == 0 and stat.S_IMODE(os.lstat(os.path.join(w, "t", "ex")).st_mode) == 0o555 and
+          os.path.exists(os.path.join(w, "t", "ex", "keep.o")) and not os.path.exists(os.path.join(w, "t", "ex", "junk")),
+          "blocker_excluded_in_extraneous_dir: the extraneous directory kept for keep.o keeps mode 0555 (exit %d)" % rc)
+    rc2, out, err = run_as_given("-a", "-i", "s/", "t2", cwd=w)
+    check(rc2 == 23 and "rmdir x (destination" in err and stat.S_IMODE(os.lstat(os.path.join(w, "t2", "x")).st_mode) == 0o555,
+          "blocker_nonempty_dir_mode: without --delete the non-empty directory x stays, mode 0555 (exit %d, %r)" % (rc2, err))
+    if have_rsync:
+        rrc, _, _ = run_rsync("-a", "--delete", "--exclude=*.o", "s/", "r", cwd=w)
+        rrc2, _, _ = run_rsync("-a", "s/", "r2", cwd=w)
+        check((rrc, rrc2) == (rc, rc2) and stat.S_IMODE(os.lstat(os.path.join(w, "r", "ex")).st_mode) == 0o555 and
+              stat.S_IMODE(os.lstat(os.path.join(w, "r2", "x")).st_mode) == 0o555,
+              "blocker_*_mode: rsync leaves both modes too, with the same exit statuses (%d, %d)" % (rrc, rrc2))
+    make_writable(w)
+
+
 GROUPS = {
+    "rsync_diff_fixes": test_rsync_diff_fixes,
     "io_error": test_io_error_deletions,
     "help": test_help_version,
     "usage": test_usage_errors,

@@ -145,6 +145,14 @@ int main(int argc, char** argv) {
     return usage_exit(tool, opt.json, std::string("treesync: ") + e.what() + "\n");
   }
 
+  // SRC without a trailing slash: rsync matches the rules against NAME itself too; an excluded
+  // NAME transfers nothing, deletes nothing and makes no DST (exit 0)
+  if (!opt.name.empty() && patterns.excluded(opt.name, treesync::file_type::directory)) {
+    printer nothing(opt);
+    nothing.finish();
+    return print_report(opt, treesync::report{}, outcome{}, refusal_text{}, opt.itemize || opt.verbose ? &nothing.json_actions() : nullptr);
+  }
+
   install_signal_handlers();
   prepare_destination(opt);  // SRC without a trailing slash: DST is made when missing (rsync)
 

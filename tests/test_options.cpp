@@ -848,3 +848,126 @@ TEST_CASE("an entry that cannot replace a non-empty directory leaves the directo
   CHECK(fs.lstat("/dst/x").mode == 0555);
   CHECK(fs.read("/dst/x/inside") == "kept");
 }
+
+TEST_CASE("a dangling link a directory rule excludes is excluded, not an error (rsync_diff excluded_L_dangling_filtered)") {
+  // rsync asks the rules about an entry it cannot stat as a file and as a directory
+  mock_fs fs;
+  fs.write("/src/f", "f");
+  fs.symlink("/src/gone", "nowhere");
+  fs.write("/dst/gone", "a file of that name");
+  fs.write("/dst/extra", "extraneous");
+  fs.advance(10s);
+  treesync::options o;
+  o.keep_on_source_error = true;
+  const auto r = treesync::sync(fs, "/src", "/dst", o, treesync::exclude{"gone/"}, treesync::deletion::extraneous,
+                                treesync::links::dereference);
+  CHECK(r.errors.empty());
+  CHECK(r.notices.empty());
+  CHECK_FALSE(fs.exists("/dst/extra"));  // no source error: the deletions go on
+  CHECK_FALSE(fs.exists("/dst/gone"));   // DST's own file is not what 'gone/' names: deleted, as rsync
+}
+
+TEST_CASE("a directory gets its set-group-ID bit before anything is made in it (rsync_diff setgid_first)") {
+  // rsync sets an existing directory's mode before it fills it, so without -g what it makes there
+  // takes the group the bit then gives (seed 240008 cases 118 366, seed 1306349741 case 841); the
+  // bit is checked here at each write in the directory (mock_fs has no group inheritance)
+  mock_fs fs;
+  fs.write("/src/gains/new", "n");
+  fs.write("/src/loses/new", "n");
+  fs.write("/src/loses/newdir/f", "f");  // a new directory in a parent that has the bit: it has it too, until cleared
+  fs.mkdir("/src/gains", 02755);
+  fs.mkdir("/src/loses", 0755);
+  fs.mkdir("/dst/gains", 0755);
+  fs.mkdir("/dst/loses", 02755);
+  fs.advance(10s);
+  std::map<std::string, std::set<bool>> setgid_at_write;  // the directory's bit at each entry made in it
+  fs.on_operation([&](op k, const std::string& path) {
+    if (k != op::open_write && k != op::mkdir) return;
+    const std::string dir = path.substr(0, path.rfind('/'));
+    if (dir == "/dst/gains" || dir == "/dst/loses") setgid_at_write[dir].insert((fs.lstat(dir).mode & 02000) != 0);
+  });
+  treesync::options o;
+  o.jobs = 1;
+  const auto r = treesync::sync(fs, "/src", "/dst", o);
+  fs.on_operation(nullptr);
+  CHECK(r.ok());
+  CHECK(setgid_at_write["/dst/gains"] == std::set<bool>{true});
+  CHECK(setgid_at_write["/dst/loses"] == std::set<bool>{false});
+  CHECK(fs.lstat("/dst/gains").mode == 02755);
+  CHECK(fs.lstat("/dst/loses").mode == 0755);
+  // with preserve_group every entry made gets its group explicitly: the bit waits for the end
+  mock_fs g;
+  g.write("/src/gains/new", "n");
+  g.mkdir("/src/gains", 02755);
+  g.mkdir("/dst/gains", 0755);
+  g.advance(10s);
+  bool early = false;
+  g.on_operation([&](op k, const std::string& path) {
+    if (k == op::open_write && path.rfind("/dst/gains/", 0) == 0) early = (g.lstat("/dst/gains").mode & 02000) != 0;
+  });
+  (void)treesync::sync(g, "/src", "/dst", o, treesync::preserve_group);
+  g.on_operation(nullptr);
+  CHECK_FALSE(early);
+  CHECK(g.lstat("/dst/gains").mode == 02755);
+}
+
+TEST_CASE("perms off: a new directory keeps the set-group-ID bit its parent gives it (rsync_diff --no-perms)") {
+  // rsync --no-perms never chmods a new directory: mkdir's bits under the umask, and the
+  // set-group-ID bit a parent that has it passes on (seed 240008 cases 452 471)
+  mock_fs fs;
+  fs.mkdir("/src/p", 02755);
+  fs.mkdir("/src/p/new", 0775);
+  fs.write("/src/p/new/f", "f");
+  fs.mkdir("/src/q", 0755);
+  fs.mkdir("/src/q/new", 02775);
+  fs.mkdir("/dst/p", 02755);
+  fs.mkdir("/dst/q", 0755);
+  fs.advance(10s);
+  treesync::options o;
+  o.perms = false;
+  const auto r = treesync::sync(fs, "/src", "/dst", o);
+  CHECK(r.ok());
+  CHECK(fs.lstat("/dst/p/new").mode == 02755);
+  CHECK(fs.lstat("/dst/q/new").mode == 0755);  // neither the source's bit nor a parent's
+  CHECK(fs.lstat("/dst/p").mode == 02755);
+}
+
+TEST_CASE("existing: a new source directory is walked for its source errors, nothing in it is made (rsync_diff --existing)") {
+  // rsync's sender lists every directory whatever --existing says: an error there stops the
+  // deletions and fails the run (seed 240008 case 412)
+  mock_fs fs;
+  fs.write("/src/f", "f");
+  fs.write("/src/new/deeper/bad", "unreadable");
+  fs.write("/src/new/g", "g");
+  fs.write("/dst/f", "old");
+  fs.write("/dst/extra", "extraneous");
+  fs.advance(10s);
+  fs.fail_path("/src/new/deeper/bad", std::errc::io_error);
+  treesync::options o;
+  o.existing = true;
+  o.keep_on_source_error = true;
+  const auto r = treesync::sync(fs, "/src", "/dst", o, treesync::deletion::extraneous);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].path == "new/deeper/bad");
+  CHECK(r.created == 0);
+  CHECK_FALSE(fs.exists("/dst/new"));
+  CHECK(fs.read("/dst/f") == "f");   // what exists is still synced
+  CHECK(fs.exists("/dst/extra"));    // the source error stops the deletions
+  CHECK(r.deleted == 0);
+}
+
+TEST_CASE("hard_links: a directory reached through a followed link gets its mtime back after the link pass (rsync_diff -H -L)") {
+  // the link pass restored a directory's mtime from the source directory, found again from the
+  // root without following links: under links::dereference a source error (seed 240008 case 216)
+  mock_fs fs;
+  fs.write("/src/real/a", "data");
+  fs.hard_link("/src/real/a", "/src/real/b");
+  fs.symlink("/src/via", "real");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::hard_links, treesync::links::dereference);
+  CHECK(r.errors.empty());
+  CHECK(fs.lstat("/dst/via").type == file_type::directory);
+  CHECK(fs.lstat("/dst/via/b").ino == fs.lstat("/dst/real/a").ino);
+  CHECK(fs.lstat("/dst/via").mtime_ns == fs.lstat("/src/real").mtime_ns);
+  CHECK(fs.lstat("/dst/real").mtime_ns == fs.lstat("/src/real").mtime_ns);
+}

@@ -13,7 +13,8 @@
 //
 //   - a source entry that is excluded (by its type after following, for dereferenced links), a
 //     skipped link, a dangling link or a link cycle under dereference is neither copied nor
-//     deleted: whatever the destination had at that name stays as it was;
+//     deleted: whatever the destination had at that name stays as it was (a dangling link a rule
+//     excludes as a link or as a directory is excluded: its counterpart is judged as extraneous);
 //   - otherwise the destination has the entry: a file with the source's (or the link target's)
 //     bytes, mode and mtime; a directory with its mode and mtime and, recursively, its content;
 //     a preserved symlink with the same target text;
@@ -203,8 +204,9 @@ struct model {
         if (c.lnk == lnk_kind::dereference) {
           std::error_code ec;
           const treesync::stat_info st = fs.stat_path(abs, true, ec);
-          if (ec) {  // dangling, or a loop of links: an error unless excluded (rsync checks first)
-            if (model_excluded(c.exclude, r, file_type::symlink)) {
+          if (ec) {  // dangling, or a loop of links: an error unless excluded (rsync checks first,
+                     // as a file and as a directory)
+            if (model_excluded(c.exclude, r, file_type::symlink) || model_excluded(c.exclude, r, file_type::directory)) {
               if (before.count(r)) extraneous(r);
             } else {
               expect_errors = true;

@@ -677,7 +677,9 @@ struct options {
   bool perms = true;
   std::uint32_t umask = 022;  ///< see perms and chmod_rules; a CLI passes the process's
   chmod_rules chmod;          ///< rsync --chmod: the source's permission bits as the run sees them
-  bool existing = false;         ///< rsync --existing: no entry is created (a new directory is not entered)
+  /// rsync --existing: no entry is created (a new directory is walked for its source errors
+  /// only, as rsync's sender lists it; nothing in it is made)
+  bool existing = false;
   bool ignore_existing = false;  ///< rsync --ignore-existing: no entry that exists is changed (directories are entered)
   /// rsync's rule for deletions after an I/O error (its --ignore-errors turns it off): when a
   /// source-side failure happens anywhere in the run (a vanished entry is none), nothing is

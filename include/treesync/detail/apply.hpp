@@ -438,8 +438,37 @@ class applier {
     if (n.made_writable) return;
     std::error_code ec;
     n.mode_before_writable = n.dst_st.mode;
-    fs_.set_mode(n.dst, ".", n.dst_st.mode | 0700, ec);
+    fs_.set_mode(n.dst, ".", setgid_now(n, n.dst_st.mode | 0700), ec);
     n.made_writable = !ec;
+  }
+
+  /// rsync sets an existing directory's permissions before it fills it, so what it creates there
+  /// without -g gets the group the set-group-ID bit it then has gives; treesync sets them once
+  /// the content is complete (finish_dir).  The one bit that decides the group of what is made in
+  /// the directory, set-group-ID, is set (or cleared) first, before its entries are processed.
+  /// A directory this run made (0700) has the bit when its parent had it (the parent's own
+  /// setgid_first, or for the root, a stat).
+  void setgid_first(node& n) {
+    if (s_.opt.group || !n.dst_exists()) return;
+    std::error_code ec;
+    std::uint32_t now = n.dst_st.mode & 07777;  // what the directory has
+    if (n.cold && n.parent) {
+      now = 0700 | (n.parent->src_st.mode & 02000);
+    } else if (n.cold) {
+      if (!n.have_dst) return;
+      now = fs_.stat(n.dst, ".", false, ec).mode & 07777;
+      if (ec) return j_.fail(side::destination, operation::stat, ec);
+    }
+    if (((now ^ n.src_st.mode) & 02000) == 0) return;
+    if (!open_dst(fs_, n, ec)) return j_.fail(side::destination, operation::opendir, ec ? ec : std::make_error_code(std::errc::bad_file_descriptor));
+    if (!s_.before_write()) return;
+    fs_.set_mode(n.dst, ".", setgid_now(n, now), ec);
+    if (ec) j_.fail(side::destination, operation::chmod, ec);
+  }
+  /// `mode` with the set-group-ID bit the directory `n` has while its entries are made
+  /// (setgid_first): the source's, unless the run sets the group of everything it makes (group).
+  std::uint32_t setgid_now(const node& n, std::uint32_t mode) const {
+    return s_.opt.group ? mode : (mode & ~02000u) | (n.src_st.mode & 02000u);
   }
 
   void discard(handle& d, const std::string& name) {

@@ -49,12 +49,20 @@ class worker {
   bool start_dir(node& n) {
     journal_.set_rel_of(n);
     if (!walker_.open(n)) return false;
+    if (n.scan) return n.cold = true, walker_.list_and_merge(n, false);  // existing: nothing made, nothing handed out
     if (n.dst_type != file_type::directory && !create_dir(n)) return false;
     if (s_.opt.frontier_depth != 0 && n.depth > s_.opt.frontier_depth) {
       s_.hand_out(std::string_view(journal_.rel));
       return false;  // not entered, not finished: the subtree's own sync does both
     }
-    return walker_.list_and_merge(n, false);
+    if (!walker_.list_and_merge(n, false)) return false;
+    if (apply_) apply_->setgid_first(n);  // before any entry is made in it
+    return true;
+  }
+
+  /// The root's setgid_first (the root is not started by start_dir).
+  void setgid_first(node& n) {
+    if (apply_) apply_->setgid_first(n);
   }
 
   /// Entries [begin, end) of a node's merged listing; directories found become `children`.
@@ -179,6 +187,7 @@ class worker {
   /// Directory metadata, after the content is complete; then, with a state file, the directory's
   /// record.
   void finish_dir(node& n) {
+    if (n.scan) return;  // not in the destination
     const dir_plan p = walker_.finish(n);
     const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
     if (apply_ && writes && n.dst_exists() && (!walker_.need_dst(n) || !apply_->finish_dir(n, p))) return;
@@ -405,8 +414,10 @@ class worker {
     const file_type dt = ec ? file_type::none : current.type;
     if (dt == file_type::regular && same_identity(current, target)) return;
     if (apply_) {
+      const stat_info dir_before = s_.fs.stat(parent, ".", false, ec);
+      if (ec) return journal_.fail(side::destination, operation::stat, ec);
       if (!apply_->link(fparent, fname, parent, name, dt)) return;
-      restore_dir_mtime(parent, dir);
+      restore_dir_mtime(parent, dir_before.mtime_ns);
     }
     const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
     journal_.count(kind);
@@ -414,15 +425,13 @@ class worker {
                   changed::all | changed::linked, copy_method::none, false, first);
   }
 
-  // The link changed the directory: it gets back the source directory's mtime.
-  void restore_dir_mtime(handle& parent, const std::string& dir) {
+  // The link changed the directory: it gets back the mtime it had, the one it was finished with
+  // (the source directory's is not read again: under links::dereference the source path may go
+  // through symlinks, which the walk followed and a descent from the root would not).
+  void restore_dir_mtime(handle& parent, std::int64_t mtime_ns) {
     std::error_code ec;
-    handle sdir = s_.fs.open_dir(s_.root->src, ".", false, ec);
-    stat_info sst;
-    if (!ec && descend(s_.fs, sdir, dir, false, ec)) sst = s_.fs.stat(sdir, ".", false, ec);
-    if (ec) return journal_.fail(side::source, operation::utime, ec);  // the mtime to restore: unreadable
     if (!s_.before_write()) return;
-    s_.fs.set_mtime(parent, ".", sst.mtime_ns, ec);
+    s_.fs.set_mtime(parent, ".", mtime_ns, ec);
     if (ec) journal_.fail(side::destination, operation::utime, ec);
   }
 
@@ -760,6 +769,7 @@ class engine {
       first.record().merge_into(s_.out);
       return s_.refusal ? s_.refusal : s_.stop_error;
     }
+    first.setgid_first(*r);
     sched.schedule_batches(*r);
     sched.release(first, r);
     sched.run(first);

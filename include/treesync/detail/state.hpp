@@ -96,6 +96,9 @@ struct dir_node {
   // written or must be read (open_dst); the state file stands in for its listing and stats.
   bool dst_deferred = false;
   bool cold = false;             // the destination directory is known to be empty: never read it
+  // existing (rsync --existing): a source directory the destination lacks, not made, walked only
+  // for its source errors (rsync's sender lists it: an error there stops the deletions)
+  bool scan = false;
   const dir_record* rec = nullptr;      // the state file's record of this directory (a trusted file's)
   const dir_record* vouched = nullptr;  // the state file's record, taken for its listing
   std::size_t slot = no_record;         // its place in the state file written at the end (state_keeper::slot)

@@ -98,6 +98,10 @@ class source_reader {
       return true;
     }
     if (excluded(file_type::symlink)) return true;  // excluded: its failure is nobody's business (rsync)
+    // rsync asks the rules about an entry it cannot stat both as a file and as a directory: a
+    // rule for a directory of that name excludes the link too (then what the destination has at
+    // the name is dealt with as for any excluded entry)
+    if (excluded(file_type::directory)) return p.type = file_type::directory, true;
     if (!is_enoent(ec)) return j_.fail(side::source, operation::stat, ec), false;
     std::error_code probe;
     fs_.stat(s, name, false, probe);
@@ -212,9 +216,15 @@ class walker {
       ++j_.rep.excluded;
       return de && n.dst_exists() ? verdict::remove : verdict::none;
     }
-    // rsync --existing: nothing new (a new directory is not entered); --ignore-existing: nothing
-    // that exists is changed (an existing directory is still entered)
-    if (s_.opt.existing && !de) return verdict::none;
+    // rsync --existing: nothing new (a new directory is walked for its source errors only, as
+    // rsync's sender lists it, but nothing is made); --ignore-existing: nothing that exists is
+    // changed (an existing directory is still entered)
+    if (s_.opt.existing && !de) {
+      const std::size_t before = children.size();
+      if (p.type == file_type::directory) enter_dir(n, e.name, nullptr, p, children);
+      if (children.size() > before) children.back()->scan = true;
+      return verdict::none;
+    }
     if (s_.opt.ignore_existing && de &&
         !(p.type == file_type::directory && (de->type == file_type::directory || de->type == file_type::unknown)))
       return verdict::none;
@@ -328,6 +338,13 @@ class walker {
     if (!s_.opt.chmod.empty())
       p.src.mode = s_.opt.chmod.apply(p.src.mode, p.type == file_type::directory, s_.opt.umask);
     if (!s_.opt.perms) p.src.mode = p.old == p.type ? p.dst.mode : (p.src.mode & 0777u & ~s_.opt.umask);
+  }
+
+  // The set-group-ID bit the destination directory of `n` has while its entries are made: the one
+  // setgid_first gives it (the source's, as the run sees it), unless the run sets the group of
+  // what it makes; then an existing directory's own until it is finished.
+  std::uint32_t setgid_while_filled(const node& n) const {
+    return (s_.opt.group && !n.cold ? n.dst_st.mode : n.src_st.mode) & 02000u;
   }
 
   // Whether owner or group of the destination file `d` must change to match the source's `s`.
@@ -517,6 +534,9 @@ class walker {
     }
     if (!probe_dst(n, name, de, p)) return;
     source_mode(p);  // st is p.src
+    // without perms a new directory keeps the set-group-ID bit mkdir gives it in a parent that has
+    // it (rsync --no-perms never chmods it)
+    if (!s_.opt.perms && p.old != file_type::directory) p.src.mode |= setgid_while_filled(n);
     auto child = std::make_unique<node>();
     child->dst_type = p.old;
     child->dst_st = p.dst;
