@@ -1,5 +1,6 @@
 # Included by the CMake consumer projects (add_subdirectory/, fetch_content/) after treesync was
-# added as a subproject: treesync must contribute its library target and nothing else.
+# added as a subproject: treesync must contribute its library targets (treesync, and treesync_core,
+# built only when linked) and nothing else.
 #
 #   treesync_check_subproject(<treesync source dir>)
 
@@ -21,8 +22,9 @@ function(treesync_check_subproject dir)
   get_property(_targets DIRECTORY "${dir}" PROPERTY BUILDSYSTEM_TARGETS)
   get_property(_subdirs DIRECTORY "${dir}" PROPERTY SUBDIRECTORIES)
   get_property(_tests DIRECTORY "${dir}" PROPERTY TESTS)
-  if(NOT _targets STREQUAL "treesync" OR _subdirs OR _tests)
-    message(FATAL_ERROR "treesync as a subproject should define only the target treesync; it has "
+  # treesync_core (treesync::core, the engine compiled once) is built only when linked
+  if(NOT _targets STREQUAL "treesync;treesync_core" OR _subdirs OR _tests)
+    message(FATAL_ERROR "treesync as a subproject should define only the targets treesync and treesync_core; it has "
       "targets '${_targets}', subdirectories '${_subdirs}', tests '${_tests}'")
   endif()
   foreach(_leak IN ITEMS treesync_tests_cxx17 treesync_tests_cxx20 treesync_version_check treesync_cli)
