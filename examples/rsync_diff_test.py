@@ -109,7 +109,8 @@ RULES = {
         "README: with --delete (without --delete-excluded) an extraneous DST directory that holds excluded "
         "entries is kept by both (the rest of it deleted, its mode left as it was); rsync says 'cannot delete "
         "non-empty directory: NAME' on stdout, treesync says nothing (nothing failed: exit 0 in both) -> "
-        "rsync's line is taken out of its -i output where SRC has nothing at NAME",
+        "rsync's line is taken out of its -i output where SRC has nothing at NAME, or (an excluded SRC "
+        "entry of that name: seed 31292831 case 629) under --delete; the exit statuses and trees are compared",
     "io_error_deletion_order":
         "README: after a source error neither deletes any more; rsync may already have deleted in the "
         "directories it finished before the error reached it, treesync deletes nothing (its deletions wait "
@@ -119,32 +120,24 @@ RULES = {
         "both tools leave a directory they could not complete (an entry of another type could not "
         "replace it) with the mtime of the run ('now'), a few ms apart -> mtimes both within the run "
         "are equal",
+    "setid_owner_itemize":
+        "README: rsync itemizes an owner or group change of a set-user/group-ID file as a mode change "
+        "('.f...p.....': its chown clears the bit, which it sets again), or under --no-perms not at all; "
+        "treesync as the change it is ('.f....o....', '.f.....g...') -> for such a file (a set-ID bit in "
+        "SRC's or DST's mode) rsync's line without o/g and treesync's with them are accepted when their "
+        "other letters agree, and treesync's o/g-only line when rsync has none (the trees are compared: "
+        "seed 240008 cases 105 343 1383 1533 1838, seed 1306349741 case 375, seed 563300701 case 453)",
     "summary_line":
         "README: without -q treesync ends with a summary line (rsync -i prints none) -> that line is dropped",
 }
-# Differences that belong to work in flight (issue 24 items 5 and 6: hard-link -i lines, symlink
-# mtimes, type replacement and owner/group-only -i codes).  Each is accepted only in its exact
+# Differences that belong to work in flight (issue 24 item 5).  Each is accepted only in its exact
 # shape, counted, and reported at the end; once the CLI matches rsync the rule simply stops firing.
 PENDING = {
-    "pending_hardlink_itemize":
-        "issue 24 item 6: rsync itemizes a hard link as 'hf... NAME => TARGET' (and may list the "
-        "group's members in another order); treesync as a copy '>f... NAME'",
     "pending_symlink_mtime":
         "issue 24 item 5: treesync does not set symlink mtimes yet (probed at start; enforced once it does)",
-    "pending_type_replacement_itemize":
-        "issue 24 item 6: an entry replaced by one of another type: rsync '>f+++++++++'/'cL+++++++++'/"
-        "'cd+++++++++', treesync with attribute letters",
     "pending_existing_makes_dst_name":
         "issue 24 item 5 (--existing): with SRC without a slash treesync makes DST/NAME (cd+++++++++ NAME/) "
         "where rsync --existing creates nothing -> --existing is only generated with SRC/",
-    "pending_owner_group_metadata_lines":
-        "issue 24 item 6: a file's metadata-only -i line ('.f' with p/o/g/t letters) differs in those "
-        "letters, or is printed by one tool only, e.g. rsync '.f..tp.....', treesync '.f..t.og...' (seed "
-        "1835041965 cases 102 940; the trees are equal) -> p/o/g/t letters of '.f' lines are not compared",
-    "pending_owner_group_itemize":
-        "issue 24 item 6: an owner/group-only change: rsync '.f....o....'/'.f.....g...', treesync '>fc........' "
-        "or with other letters; and rsync '.f...p.....' where treesync says '.f.....g...' (seed 240008 cases "
-        "105 343; trees equal)",
 }
 # Differences that delete or overwrite what rsync keeps: never documented away.  Until fixed the
 # generator avoids them (counted and named at the end, so the exclusion stays visible).  None is
@@ -572,7 +565,6 @@ def compare_itemized(t_lines, r_lines, ctx):
                     continue  # rule io_error_deletion_order (the tree comparison checks what was kept)
                 diffs.append("-i rsync only:    %r" % l)
     t_other, r_other = split_link_itemize(t_other, r_other, ctx)
-    t_other, r_other = pending_itemize(t_other, r_other, ctx)
     if "-H" in ctx["opts"] and t_other != r_other:
         t_n, r_n = hardlink_normal(t_other), hardlink_normal(r_other)
         if t_n == r_n:
@@ -610,8 +602,25 @@ def split_link_itemize(t_lines, r_lines, ctx):
     t_paths = {line_path(l): l for l in t_lines if l[1:2] == "f"}
     r_paths = {line_path(l): l for l in r_lines if l[1:2] == "f"}
     drop_t, drop_r = set(), set()
+    src_meta = ctx.get("src_meta") or {}
     for p in set(t_paths) | set(r_paths):
         a, b = t_paths.get(p), r_paths.get(p)
+        if p not in linked:
+            # rule setid_owner_itemize: rsync's chown of a set-user/group-ID file clears the bit,
+            # which it sets again, and it itemizes the change as a mode change alone ('p'; under
+            # --no-perms no line at all)
+            setid = any(m is not None and m[0] == "f" and m[2] & 0o6000
+                        for m in (src_meta.get(p), (ctx.get("dst_before") or {}).get(p)))
+            if not setid or a is None or a[0] != "." or not re.search(r"[og]", a[2:11]):
+                continue
+            if b is not None and b[0] == "." and not re.search(r"[og]", b[2:11]) and \
+                    re.sub(r"[pog]", ".", a[:11]) == re.sub(r"[pog]", ".", b[:11]):
+                drop_t.add(a), drop_r.add(b)
+                fire("setid_owner_itemize")
+            elif b is None and re.match(r"^\.f\.{4}[.o][.g]\.{3} ", a):
+                drop_t.add(a)
+                fire("setid_owner_itemize")
+            continue
         if a is not None and b is not None and a != b and norm(a) == norm(b):
             drop_t.add(a), drop_r.add(b)
         elif a is not None and b is None and META_ONLY.match(a):
@@ -620,62 +629,8 @@ def split_link_itemize(t_lines, r_lines, ctx):
             drop_r.add(b)
         else:
             continue
-        # pending_owner_group_metadata_lines where DST held no hard link (the trees are compared anyway)
-        fire("fresh_inode_breaks_dst_links" if p in linked else "pending_owner_group_metadata_lines")
+        fire("fresh_inode_breaks_dst_links")
     return [l for l in t_lines if l not in drop_t], [l for l in r_lines if l not in drop_r]
-
-
-def pending_itemize(t_lines, r_lines, ctx):
-    """Accepts the in-flight -i formats (PENDING) in their exact shapes; returns the lines left to
-    compare (the accepted ones removed from both sides)."""
-    t_by_path = {}
-    for i, l in enumerate(t_lines):
-        t_by_path.setdefault(line_path(l), []).append(i)
-    drop_t, drop_r = set(), set()
-    hard = False
-    for j, l in enumerate(r_lines):
-        p = line_path(l)
-        m = HARDLINK.match(l)
-        cands = [i for i in t_by_path.get(p, []) if i not in drop_t]
-        if m and "-H" in ctx["opts"] and False:
-            # rsync links NAME to TARGET; treesync copies NAME or itemizes it as metadata/nothing
-            for i in cands:
-                if re.match(r"^[>.c]f\S{9} ", t_lines[i]):
-                    drop_t.add(i)
-                    break
-            drop_r.add(j)
-            hard = True
-            fire("pending_hardlink_itemize")
-            continue
-        if not cands:
-            continue
-        i = cands[0]
-        t = t_lines[i]
-        if t == l:
-            continue
-        if re.match(r"^(>f|cL|cd)\+{9} ", l) and t[:2] == l[:2] and "+" not in t[2:11]:
-            drop_t.add(i), drop_r.add(j)
-            fire("pending_type_replacement_itemize")
-        elif re.match(r"^\.f\S{9} ", l) and re.match(r"^\.f\S{9} ", t) and \
-                re.sub(r"[og]", ".", t[:11]) == re.sub(r"[og]", ".", l[:11]):
-            drop_t.add(i), drop_r.add(j)  # the same change but for the owner/group letters
-            fire("pending_owner_group_itemize")
-        elif re.match(r"^\.f\.{3}p\.{5} ", l) and re.match(r"^\.f\.{4}[.o][.g]\.{3} ", t):
-            drop_t.add(i), drop_r.add(j)  # rsync a mode change, treesync an owner/group one
-            fire("pending_owner_group_itemize")
-        elif re.match(r"^\.[fdL]\.{4}[.o][.g]\.{3} ", l) and ("o" in l[:11] or "g" in l[:11]) \
-                and t[1] == l[1] and t[0] in ">.c" and "+" not in t[:11]:
-            drop_t.add(i), drop_r.add(j)
-            fire("pending_owner_group_itemize")
-    if hard:
-        # rsync prints a hard-link group's first member where treesync prints its last, and so on:
-        # the members' file lines are compared as sets below
-        t_files = [t_lines[i] for i in range(len(t_lines)) if i not in drop_t and re.match(r"^[>.]f", t_lines[i])]
-        r_files = [r_lines[j] for j in range(len(r_lines)) if j not in drop_r and re.match(r"^[>.]f", r_lines[j])]
-        t_rest = [t_lines[i] for i in range(len(t_lines)) if i not in drop_t and t_lines[i] not in t_files]
-        r_rest = [r_lines[j] for j in range(len(r_lines)) if j not in drop_r and r_lines[j] not in r_files]
-        return t_rest + sorted(t_files), r_rest + sorted(r_files)
-    return ([l for i, l in enumerate(t_lines) if i not in drop_t], [l for j, l in enumerate(r_lines) if j not in drop_r])
 
 
 def line_diff(a, b):
@@ -984,7 +939,7 @@ class Runner:
                     rel = l[1][len(name) + 1:] if name else l[1]
                     if ("rmdir %s (destination " % rel) in t_err and "Directory not empty" in t_err:
                         fire("nonempty_dir_message")
-                    elif l[1] not in ctx["src_meta"]:
+                    elif l[1] not in ctx["src_meta"] or "--delete" in opts or "--delete-excluded" in opts:
                         fire("extraneous_dir_kept_message")  # kept by both: the trees are compared
                     else:
                         diffs.append("rsync's 'cannot delete non-empty directory: %s' has no rmdir error on "

@@ -402,6 +402,56 @@ TEST_CASE("state_file: a directory where a write failed is left out of the state
 
 // ---- what each level reads --------------------------------------------------------------------
 
+TEST_CASE("state_file: deletions that wait for the end of the run (keep_on_source_error) are recorded as they end") {
+  // the records of a directory whose deletions wait are put once they are done: without the
+  // deleted entries when they were carried out, with them when a source failure stopped them;
+  // either way every directory stays listed, so the next run trusts the file
+  for (const unsigned jobs : {1u, 3u}) {
+    CAPTURE(jobs);
+    mock_fs fs;
+    small_tree(fs);
+    fs.write("/src/bad", "unreadable");
+    fs.write("/dst/a/extra", "extraneous");
+    fs.write("/dst/gone/deep", "extraneous");
+    fs.chmod("/src/a", 0555);
+    fs.advance(10s);
+    fs.fail_path("/src/bad", std::errc::io_error);
+    treesync::options o = with_state(verify_level::none);
+    o.jobs = jobs;
+    o.keep_on_source_error = true;
+    auto r = treesync::sync(fs, "/src", "/dst", o, treesync::links::preserve);
+    CHECK(r.errors.size() == 1);
+    CHECK(r.deleted == 0);  // stopped by the failure: the entries stay, and are recorded
+    CHECK(state_lies(fs) == "");
+    treesync::detail::manifest m;
+    REQUIRE(m.parse(fs.read("/state/mirror.state")));
+    CHECK(listed(m, ""));
+    CHECK(listed(m, "a"));
+    CHECK(m.find("a")->find("extra") != nullptr);
+    fs.clear_faults();
+    fs.advance(10s);
+    r = treesync::sync(fs, "/src", "/dst", o, treesync::links::preserve);
+    CHECK(r.ok());
+    CHECK(r.deleted == 3);  // a/extra, gone/deep, gone
+    CHECK_FALSE(fs.exists("/dst/a/extra"));
+    CHECK(fs.lstat("/dst/a").mode == 0555);
+    CHECK(state_lies(fs) == "");
+    REQUIRE(m.parse(fs.read("/state/mirror.state")));
+    CHECK(listed(m, ""));
+    CHECK(listed(m, "a"));
+    CHECK(m.find("a")->find("extra") == nullptr);
+    // and the next run trusts it: a no-op that reads nothing below the root
+    fs.advance(10s);
+    dst_ops ops;
+    ops.watch(fs);
+    r = treesync::sync(fs, "/src", "/dst", o, treesync::links::preserve);
+    fs.on_operation(nullptr);
+    CHECK(r.ok());
+    CHECK(r.deleted == 0);
+    CHECK(ops.seen.empty());
+  }
+}
+
 TEST_CASE("verify::none: a no-op run reads nothing below the destination root") {
   mock_fs fs;
   small_tree(fs);

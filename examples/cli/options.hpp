@@ -297,6 +297,8 @@ inline const char* help_text() {
       "  | stdout                                 | an extraneous directory kept for its excluded         |\n"
       "  |                                        | entries (--delete): nothing                           |\n"
       "  | -i adds no summary line                | a summary line ends the output (-q drops it)          |\n"
+      "  | -i: an owner/group change of a set-ID  | .f....o.... / .f.....g..., the change it is           |\n"
+      "  | file is .f...p..... (chown clears it)  |                                                       |\n"
       "  | chown/chmod keeps a DST file's inode   | an owner change (or metadata of a file with other     |\n"
       "  |                                        | links) writes it afresh, with DST's owner and group   |\n"
       "  |                                        | where -o/-g do not set them: a DST hard link is split |\n"

@@ -144,42 +144,53 @@ class worker {
   /// the state file is dropped (the next run reads it again).
   void deferred_pass() {
     auto& dirs = s_.deferred;
-    if (dirs.empty() || !s_.root || !s_.root->have_dst) return;
-    if (!s_.deletions_allowed()) {
+    if (dirs.empty()) return;
+    const bool allowed = s_.deletions_allowed();
+    if (!allowed) {
       journal_.rel.clear();
-      return note_deletions_skipped();
+      note_deletions_skipped();
     }
     std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.rel < b.rel; });
     const std::string& sub = s_.opt.subtree;
     for (auto& d : dirs) {
       if (s_.halted()) return;
       journal_.rel = d.rel;
-      if (s_.recording) s_.state.forget(d.rel);
-      std::string below = d.rel.substr(std::min(d.rel.size(), sub.size()));  // below the root node
-      if (!below.empty() && below[0] == '/') below.erase(0, 1);
-      std::error_code ec;
-      handle h = s_.fs.open_dir(s_.root->dst, ".", false, ec);
-      stat_info before;
-      if (!ec && descend(s_.fs, h, below, false, ec)) before = s_.fs.stat(h, ".", false, ec);
-      if (!ec && (before.dev != d.dev || before.ino != d.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
-      if (ec) {
-        journal_.fail(side::destination, operation::opendir, ec);
-        continue;
+      std::vector<bool> removed(d.entries.size(), false);
+      stat_info after;  // the directory once its deletions are done (for its record), when changed
+      bool changed = false;
+      if (allowed && s_.root && s_.root->have_dst) {
+        std::string below = d.rel.substr(std::min(d.rel.size(), sub.size()));  // below the root node
+        if (!below.empty() && below[0] == '/') below.erase(0, 1);
+        std::error_code ec;
+        handle h = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+        stat_info before;
+        if (!ec && descend(s_.fs, h, below, false, ec)) before = s_.fs.stat(h, ".", false, ec);
+        if (!ec && (before.dev != d.dev || before.ino != d.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+        if (ec) {
+          journal_.fail(side::destination, operation::opendir, ec);
+          continue;  // no record: the next run reads the directory again
+        }
+        const bool opened = apply_ && (before.mode & 0200) == 0 && apply_->open_up(h) != static_cast<std::uint32_t>(-1);
+        for (std::size_t i = 0; i < d.entries.size() && !s_.halted(); ++i) {
+          rel_scope scope(journal_.rel, d.entries[i].first);
+          removed[i] = pruner_.remove_entry(h, d.entries[i].first, d.entries[i].second, true) == removal::done;
+          changed |= removed[i];
+        }
+        if (apply_ && (changed || opened) && s_.before_write()) {
+          if (changed) s_.fs.set_mtime(h, ".", before.mtime_ns, ec);
+          if (ec) journal_.fail(side::destination, operation::utime, ec);
+          ec.clear();
+          if (opened) s_.fs.set_mode(h, ".", before.mode & 07777, ec);
+          if (ec) journal_.fail(side::destination, operation::chmod, ec);
+        }
+        if (s_.recording && d.stashed && (changed || opened)) {
+          ec.clear();
+          after = s_.fs.stat(h, ".", false, ec);
+          if (ec) continue;
+          changed = true;
+        }
       }
-      const bool opened = apply_ && (before.mode & 0200) == 0 && apply_->open_up(h) != static_cast<std::uint32_t>(-1);
-      bool modified = false;
-      for (const auto& [name, t] : d.entries) {
-        if (s_.halted()) break;
-        rel_scope scope(journal_.rel, name);
-        modified |= pruner_.remove_entry(h, name, t, true) == removal::done;
-      }
-      if (apply_ && (modified || opened) && s_.before_write()) {
-        if (modified) s_.fs.set_mtime(h, ".", before.mtime_ns, ec);
-        if (ec) journal_.fail(side::destination, operation::utime, ec);
-        ec.clear();
-        if (opened) s_.fs.set_mode(h, ".", before.mode & 07777, ec);
-        if (ec) journal_.fail(side::destination, operation::chmod, ec);
-      }
+      if (s_.recording && d.stashed) put_deferred_record(d, removed, changed ? &after : nullptr);
       std::vector<std::pair<std::string, file_type>>().swap(d.entries);
     }
   }
@@ -285,10 +296,47 @@ class worker {
       made = std::move(n.made);
       count = n.made_count;
     }
+    if (n.deferred != static_cast<std::size_t>(-1)) {  // its deletions wait: put with their outcome (deferred_pass)
+      const std::size_t slot = s_.state.slot(n);
+      std::lock_guard<std::mutex> lock(s_.deferred_mu);
+      auto& dd = s_.deferred[n.deferred];
+      dd.stashed = true;
+      dd.holds_state_file = holds_state_file(journal_.rel);
+      dd.slot = slot;
+      dd.record = d;
+      dd.count = count;
+      dd.made = std::move(made);
+      return;
+    }
     std::sort(made.begin(), made.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::string lines;
     for (const auto& m : made) lines += m.second;
     s_.state.put(s_.state.slot(n), d, count, lines);
+  }
+
+  // state_file: the record of a directory whose deletions waited (stashed by record_dir), with the
+  // entries that stay, and its own stat taken again when the deletions changed it.
+  void put_deferred_record(typename S::deferred_dir& d, const std::vector<bool>& removed, const stat_info* now) {
+    if (now) {
+      d.record.self = *now;
+      d.record.settled = s_.settled(std::max(now->mtime_ns, now->ctime_ns));
+      if (d.holds_state_file) {
+        d.record.self.ctime_ns = 0;
+        d.record.settled = false;
+      }
+    }
+    std::size_t count = d.count;
+    for (std::size_t i = 0; i < d.staying.size() && i < removed.size(); ++i) {
+      if (removed[i] || d.staying[i].second.empty()) continue;
+      d.made.push_back(std::move(d.staying[i]));
+      ++count;
+    }
+    std::sort(d.made.begin(), d.made.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string lines;
+    for (const auto& m : d.made) lines += m.second;
+    s_.state.put(d.slot, d.record, count, lines);
+    std::vector<std::pair<std::size_t, std::string>>().swap(d.made);
+    std::vector<std::pair<std::size_t, std::string>>().swap(d.staying);
   }
 
   bool holds_state_file(const std::string& rel) const {
@@ -333,15 +381,17 @@ class worker {
     for (const auto& [k, t] : removals) {
       const std::string& name = n.dl[n.merged[k].second].name;
       d.entries.emplace_back(name, t);
-      if (s_.recording) {  // the entry stays for now: its record, in its place
+      if (s_.recording) {  // its record as it stands, in its place: put if it stays (deferred_pass)
         rel_scope scope(journal_.rel, name);
         std::vector<entry_record> made;
         record_entry(n, name, nullptr, verdict::remove, plan{}, t, false, false, made);
-        std::lock_guard<std::mutex> lock(n.mu);
-        if (!made.empty()) put_made(n, 2 * k + 1, made);
+        std::string line;
+        for (const entry_record& r : made) manifest::put_entry(r, line);
+        d.staying.emplace_back(2 * k + 1, std::move(line));
       }
     }
     std::lock_guard<std::mutex> lock(s_.deferred_mu);
+    n.deferred = s_.deferred.size();
     s_.deferred.push_back(std::move(d));
     return true;
   }
@@ -490,7 +540,7 @@ class scheduler {
     }
     work(first);
     for (auto& th : threads) th.join();
-    if (!s_.deferred.empty() && !s_.halted() && !s_.exception) first.deferred_pass();
+    if (!s_.deferred.empty() && !s_.halted() && !s_.exception) first.deferred_pass();  // a halted run saves no state
     if (!s_.link_requests.empty() && !s_.halted() && !s_.exception) first.link_pass();
     first.record().merge_into(s_.out);
     for (auto& h : helpers) h->record().merge_into(s_.out);

@@ -114,6 +114,9 @@ struct dir_node {
   // keep_on_source_error, under `mu`: the subdirectories found, by batch, entered once every entry
   // of this directory is done (rsync knows a directory's source errors before it goes deeper)
   std::vector<std::pair<std::size_t, std::vector<dir_node*>>> held;
+  // keep_on_source_error: its place in run_state::deferred, when its deletions wait for the end
+  // of the run (its record in the state file is put then); under run_state::deferred_mu
+  std::size_t deferred = static_cast<std::size_t>(-1);
   std::atomic<bool> record_failed{false};  // an entry written could not be stat'ed: no record
   bool dst_exists() const noexcept { return have_dst || dst_deferred; }
   // A directory this run creates is populated under a temporary name (`staged`, in the parent)
@@ -398,6 +401,13 @@ struct run_state {
     std::string rel;  // as journal::rel has it (with the roots' own relative path, subtree)
     std::uint64_t dev = 0, ino = 0;
     std::vector<std::pair<std::string, file_type>> entries;
+    // state_file: each entry's record as it stands ((key, E line), see dir_node::made), and the
+    // directory's own record, stashed by record_dir and put once the deletions are done
+    std::vector<std::pair<std::size_t, std::string>> staying;
+    bool stashed = false, holds_state_file = false;
+    std::size_t slot = 0, count = 0;
+    dir_record record;
+    std::vector<std::pair<std::size_t, std::string>> made;
   };
   std::mutex deferred_mu;
   std::vector<deferred_dir> deferred;
