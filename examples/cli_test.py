@@ -2650,8 +2650,98 @@ def test_rsync_diff_fixes():
     make_writable(w)
 
 
+def test_links_and_rule_files():
+    """Issue 24, the last of the differential test's gaps (examples/rsync_diff_test.py): -H's -i
+    lines for a name that was a file (rsync's hf.st...... NAME => FIRST, all spaces when nothing
+    differs), -H never overwriting a name when the group's first name was left other than SRC (-u),
+    -F --delete keeping what DST's own rule files exclude, and -L stopping at a symlink cycle."""
+    have_rsync = shutil.which("rsync") is not None
+    root = os.geteuid() == 0
+    t0 = 1_500_000_000_000_000_000
+    files_itemized = lambda text: [l for l in itemized(text) if not l.startswith(".d")]  # DST's own mtime aside
+
+    # -H: the itemize code of a name that existed as a separate file, as rsync's
+    w = fresh("links-itemize")
+    write(os.path.join(w, "s", "a"), "old\n", mode=0o640, mtime=t0)
+    os.link(os.path.join(w, "s", "a"), os.path.join(w, "s", "b"))
+    shapes = {"same": ("old\n", 0o640, t0, None, "hf          b => a"),
+              "mode_time": ("olx\n", 0o600, t0 - 10**9, None, "hf..tp..... b => a"),
+              "size": ("longer\n", 0o640, t0, None, "hf.s....... b => a")}
+    if root:
+        shapes["owner"] = ("old\n", 0o640, t0, (1000, 100), "hf....og... b => a")
+    for what, (data, mode, mtime, owner, want) in sorted(shapes.items()):
+        for who in ("t", "r"):
+            d = os.path.join(w, what + "-" + who)
+            write(os.path.join(d, "a"), "old\n", mode=0o640, mtime=t0)
+            write(os.path.join(d, "b"), data, mode=mode, mtime=mtime)
+            if owner:
+                os.chown(os.path.join(d, "b"), *owner)
+        args = ["-rtpl", "-H"] + (["-o", "-g"] if owner else [])
+        rc, out, err = run_as_given(*(args + ["-i", "s/", what + "-t"]), cwd=w)
+        st_a, st_b = (os.lstat(os.path.join(w, what + "-t", n)) for n in ("a", "b"))
+        check(rc == 0 and files_itemized(out) == [want] and st_a.st_ino == st_b.st_ino,
+              "-H %s: b becomes a link to a, itemized %r (exit %d, %r)" % (what, want, rc, files_itemized(out)))
+        if have_rsync:
+            rrc, rout, _ = run_rsync(*(args + ["-i", "s/", what + "-r"]), cwd=w)
+            check(rrc == 0 and files_itemized(rout) == [want], "-H %s: rsync itemizes it so (%r)" % (what, files_itemized(rout)))
+
+    # -H -u: the first name is newer in DST (kept); another name of the group that DST holds is
+    # left alone (rsync syncs it on its own: -u keeps it too), never overwritten by a link to it
+    w = fresh("links-update")
+    write(os.path.join(w, "s", "a"), "old\n", mtime=t0)
+    os.link(os.path.join(w, "s", "a"), os.path.join(w, "s", "b"))
+    for who in ("t", "r"):
+        write(os.path.join(w, who, "a"), "newer a\n", mtime=t0 + 10**11)
+        write(os.path.join(w, who, "b"), "newer b\n", mtime=t0 + 10**11)
+    rc, out, err = run_as_given("-a", "-H", "-u", "-i", "s/", "t", cwd=w)
+    check(rc == 0 and open(os.path.join(w, "t", "b")).read() == "newer b\n" and files_itemized(out) == [],
+          "-H -u: DST's newer b is kept, not replaced by a link to the kept a (exit %d, %r)" % (rc, files_itemized(out)))
+    if have_rsync:
+        run_rsync("-a", "-H", "-u", "s/", "r", cwd=w)
+        check(contents(os.path.join(w, "r")) == contents(os.path.join(w, "t")), "-H -u: as rsync's tree")
+
+    # -F --delete: an extraneous entry that DST's own .rsync-filter excludes is kept (rsync reads
+    # DST's rule files where it deletes); one that SRC's excludes is kept too (treesync reads both)
+    w = fresh("rule-files-dst")
+    write(os.path.join(w, "s", "d", "f"), "f\n")
+    write(os.path.join(w, "s", "e", ".rsync-filter"), "- *.tmp\n")
+    for who in ("t", "r"):
+        write(os.path.join(w, who, "d", ".rsync-filter"), "- x\n")
+        write(os.path.join(w, who, "d", "x"), "protected by DST's rule file\n")
+        write(os.path.join(w, who, "d", "y"), "extraneous\n")
+        write(os.path.join(w, who, "e", "keep.tmp"), "protected by SRC's rule file\n")
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
+    got = contents(os.path.join(w, "t"))
+    check(rc == 0 and "d/x" in got and "d/y" not in got and "e/keep.tmp" in got and "d/.rsync-filter" not in got,
+          "-F --delete: d/x (DST's rule file) and e/keep.tmp (SRC's) kept, d/y deleted (exit %d, %r)" % (rc, sorted(got)))
+    if have_rsync:
+        run_rsync("-a", "-F", "--delete", "s/", "r", cwd=w)
+        rgot = contents(os.path.join(w, "r"))
+        check("d/x" in rgot and set(rgot) <= set(got),
+              "-F --delete: rsync keeps d/x too, and nothing treesync deletes (%r)" % sorted(rgot))
+
+    # -L and a symlink cycle (a link to an ancestor): treesync stops at the link with an error
+    # naming it, copies the rest, deletes nothing (a source error), exit 23; rsync goes round the
+    # loop until the kernel's 40 links (ELOOP), making DST/d/e/up/e/up/... , exit 23 too
+    w = fresh("links-cycle")
+    write(os.path.join(w, "s", "d", "e", "f"), "f\n")
+    os.symlink("..", os.path.join(w, "s", "d", "e", "up"))
+    write(os.path.join(w, "t", "old", "k"), "k\n")
+    rc, out, err = run_as_given("-a", "-L", "--delete", "-i", "s/", "t", cwd=w, timeout=60)
+    got = contents(os.path.join(w, "t"))
+    check(rc == 23 and "opendir d/e/up (source s/d/e/up): symbolic link cycle" in err and "d/e/f" in got and
+          "old/k" in got and not any(p.startswith("d/e/up") for p in got),
+          "-L cycle: reported (symbolic link cycle), not entered, the rest copied, nothing deleted, exit 23 "
+          "(exit %d, %r, %r)" % (rc, err, sorted(got)))
+    if have_rsync:
+        rrc, rout, _ = run_rsync("-a", "-L", "-i", "s/", "r", cwd=w)
+        check(rrc == 23 and os.path.isdir(os.path.join(w, "r", "d", "e", "up", "e", "up")),
+              "-L cycle: rsync exits 23 too, after copying round the loop (exit %d)" % rrc)
+
+
 GROUPS = {
     "rsync_diff_fixes": test_rsync_diff_fixes,
+    "links_rule_files": test_links_and_rule_files,
     "io_error": test_io_error_deletions,
     "help": test_help_version,
     "usage": test_usage_errors,

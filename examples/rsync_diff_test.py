@@ -729,7 +729,7 @@ def pick_options(rng, have, specials_in_tree, slash):
             opts.append("-g")
         if specials_in_tree and rng.random() < 0.5:
             opts.append("-D")
-    if rng.random() < 0.3 and False:
+    if rng.random() < 0.3:
         # EXCLUDED (open, issue 24 item 6: -H): rsync's leader of a group is an existing DST member it
         # keeps (chmod/chown in place) or the last name in its file list; treesync's is the first name
         # the walk reaches, copied afresh when its metadata changes: so the other names' -i lines
@@ -838,9 +838,6 @@ class Runner:
         else:
             rule_files = []
         opts = pick_options(rng, self.have, any(e.kind == "p" for e in src.values()), slash)
-        if rule_files and "--delete" in opts:
-            rule_files = []
-            fire("excluded_F_with_delete")
         if not slash and "--existing" in self.have:
             fire("pending_existing_makes_dst_name")
         if rng.random() < 0.35:
@@ -850,6 +847,12 @@ class Runner:
         opts += rule_files
         rng.shuffle(opts)
         jobs = rng.choice([None, 1, 2, 4])
+        if rule_files and dst is not None and rng.random() < 0.4:
+            # rule files in DST's directories too (rsync -F --delete reads those where it deletes)
+            for d in [p for p, e in dst.items() if e.kind == "d"][:3]:
+                if join(d, ".rsync-filter") not in dst:
+                    dst[join(d, ".rsync-filter")] = Entry("f", rng.choice([b"- *.o\n", b"- a\n- Z\n", b"- sub/\n"]),
+                                                          0o644, gen.mtime())
         return self.run_case(seed, k, src, dst, opts, slash, name, state, jobs)
 
     def run_case(self, seed, k, src_tree, dst_tree, opts, slash, name, state, jobs=None):

@@ -144,6 +144,17 @@ int main(int argc, char** argv) {
   } catch (const treesync::filter_error& e) {
     return usage_exit(tool, opt.json, std::string("treesync: ") + e.what() + "\n");
   }
+  // --delete with per-directory rule files (-F, dir-merge): what DST's rule files exclude is kept
+  // too (rsync reads those where it deletes; cli_deletion)
+  cli_deletion deletion{opt.deletion, treesync::unlimited};
+  if (opt.deletion == deletion_mode::extraneous &&
+      std::any_of(opt.filters.begin(), opt.filters.end(), [](const filter_arg& f) {
+        return f.kind == filter_arg::rule && (f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0);
+      })) {
+    auto dst_rules = std::make_shared<treesync::filter>();
+    const std::string dst_side = opt.name.empty() ? opt.dst_root : opt.operands[1];
+    if (make_filter(opt, read_file, *dst_rules, bad, &dst_side)) deletion = deletion.with_dst_rules(dst_rules, opt.name);
+  }
 
   // SRC without a trailing slash: rsync matches the rules against NAME itself too; an excluded
   // NAME transfers nothing, deletes nothing and makes no DST (exit 0)
@@ -166,7 +177,7 @@ int main(int argc, char** argv) {
   }
   printer observer(opt, meter.get());
   run_context context{opt,
-                      cli_deletion{opt.deletion, opt.max_delete ? *opt.max_delete : treesync::unlimited},
+                      [&] { cli_deletion d = deletion; d.max = opt.max_delete ? *opt.max_delete : treesync::unlimited; return d; }(),
                       patterns,
                       opt.jobs,
                       &cancel_flag,
@@ -198,7 +209,7 @@ int main(int argc, char** argv) {
       counting.lib.dry_run = true;
       counting.itemize = counting.verbose = counting.json = counting.progress = false;
       printer quiet(counting);
-      run_context plan{counting, cli_deletion{opt.deletion, treesync::unlimited}, patterns, opt.jobs,
+      run_context plan{counting, deletion, patterns, opt.jobs,
                        &cancel_flag, quiet, std::string()};
       std::error_code plan_ec;
       would_delete = run(plan, plan_ec).deleted;
@@ -209,7 +220,7 @@ int main(int argc, char** argv) {
       // without the cap, with its deletions cut at N
       printer listing(opt);
       listing.limit_removals(*opt.max_delete);
-      run_context plan{opt, cli_deletion{opt.deletion, treesync::unlimited}, patterns, opt.jobs, &cancel_flag,
+      run_context plan{opt, deletion, patterns, opt.jobs, &cancel_flag,
                        listing, std::string()};
       std::error_code plan_ec;
       treesync::report planned = run(plan, plan_ec);

@@ -49,7 +49,19 @@ inline std::string itemize_code(const treesync::action& a, bool checksum) {
   code[1] = type_letter(a.type);
   if (treesync::any(a.changes & changed::linked)) {  // -H: hf+++++++++ NAME => FIRST
     code[0] = 'h';
-    for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
+    if (a.kind == action_kind::create || treesync::any(a.changes & changed::replaced)) {
+      for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
+      return code;
+    }
+    // a file that was there: what it had that differs from FIRST (hf.st...... NAME => FIRST); as
+    // rsync, all spaces when nothing does (hf          NAME => FIRST)
+    if (treesync::any(a.changes & changed::size)) code[3] = 's';
+    if (treesync::any(a.changes & changed::mtime)) code[4] = 't';
+    if (treesync::any(a.changes & changed::mode)) code[5] = 'p';
+    if (treesync::any(a.changes & changed::owner)) code[6] = 'o';
+    if (treesync::any(a.changes & changed::group)) code[7] = 'g';
+    if (code.find_first_not_of('.', 2) == std::string::npos)
+      for (std::size_t k = 2; k < code.size(); ++k) code[k] = ' ';
     return code;
   }
   if (a.kind == action_kind::update && treesync::any(a.changes & changed::replaced)) {

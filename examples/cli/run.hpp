@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -46,8 +47,36 @@ struct cli_compare {
   }
 };
 
-/// --no-delete, --delete-excluded, --max-delete: `cli_deletion{mode, max}`.
-using cli_deletion = treesync::deletion::chosen;
+/// --no-delete, --delete-excluded, --max-delete: `cli_deletion{mode, max}`, and (with_dst_rules())
+/// the rule files of DST's directories: rsync -F/dir-merge with --delete reads them where it deletes
+/// (an entry they exclude is kept), treesync reads SRC's for the transfer and both for deletion, so
+/// an entry either side's rule files exclude is kept (README: rule_files_both_sides).
+struct cli_deletion {
+  treesync::deletion::kind k = treesync::deletion::kind::extraneous;
+  std::size_t max = treesync::unlimited;
+  std::shared_ptr<const treesync::filter> dst_rules;  // the same rules, rule files read from DST
+  std::string prefix;                                 // SRC without a slash: "NAME/" (named_filter)
+
+  cli_deletion(treesync::deletion::kind mode, std::size_t cap) : k(mode), max(cap) {}
+
+  const char* state_key() const { return treesync::deletion::chosen{k, max}.state_key(); }
+  std::size_t limit() const { return max; }
+  bool removes(std::string_view rel, treesync::file_type t, bool excluded) const {
+    if (!treesync::deletion::chosen{k, max}.removes(rel, t, excluded)) return false;
+    if (k != treesync::deletion::kind::extraneous || !dst_rules) return true;
+    try {
+      return !dst_rules->excluded(prefix + std::string(rel), t);
+    } catch (const treesync::filter_error&) {
+      return false;  // a bad rule file in DST: what it may protect is kept
+    }
+  }
+  cli_deletion with_dst_rules(std::shared_ptr<const treesync::filter> rules, std::string name) const {
+    cli_deletion d = *this;
+    d.dst_rules = std::move(rules);
+    d.prefix = name.empty() ? std::string() : name + '/';
+    return d;
+  }
+};
 
 /// -L, -l, --copy-unsafe-links, --no-links.  It needs the link's target (--copy-unsafe-links), so
 /// the engine reads each source symlink once more than links::dereference would.
@@ -191,10 +220,12 @@ struct filter_error {
 /// --include-from file (read_file(), or the text rank 0 read and broadcast).  Returns false, with
 /// `error` set, on the first rule or file that fails.
 template <class Read>
-bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filter_error& error) {
+bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filter_error& error,
+                 const std::string* side_root = nullptr) {
   // rule files are read from SRC down, or, for SRC without a trailing slash, from its parent down
-  // (rsync's transfer root; named_filter asks paths as NAME/...)
-  std::filesystem::path rules_root = o.src_root;
+  // (rsync's transfer root; named_filter asks paths as NAME/...); `side_root`: from DST's (the
+  // deletion policy's rules, cli_deletion)
+  std::filesystem::path rules_root = side_root ? *side_root : o.src_root;
   if (!o.name.empty()) {
     rules_root = rules_root.parent_path();
     if (rules_root.empty()) rules_root = ".";  // SRC "s": its parent is the working directory

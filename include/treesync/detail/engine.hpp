@@ -226,10 +226,10 @@ class worker {
     auto& requests = s_.link_requests;
     std::sort(requests.begin(), requests.end());
     if (!s_.root->have_dst) return journal_.fail(side::destination, operation::open, std::make_error_code(std::errc::no_such_file_or_directory));
-    for (const auto& [rel, first] : requests) {
+    for (const auto& r : requests) {
       if (s_.halted()) return;
-      journal_.rel = rel;
-      link_one(rel, first);
+      journal_.rel = r.rel;
+      link_one(r.rel, r.first, r.src);
     }
   }
 
@@ -443,8 +443,11 @@ class worker {
   }
 
   // One link request: `rel` becomes a hard link to `first`, both reached from the destination
-  // root's handle (never its path).
-  void link_one(const std::string& rel, const std::string& first) {
+  // root's handle (never its path).  `src` is the source file of both names.  A first name the run
+  // left other than the source (-u kept a newer one, --ignore-existing an existing one, its copy
+  // failed) is linked to only where `rel` does not exist: an existing `rel` is then left alone, as
+  // rsync does (it syncs such a name on its own; treesync never overwrites it with another copy).
+  void link_one(const std::string& rel, const std::string& first, const stat_info& src) {
     const auto split = [](const std::string& r) {
       const auto slash = r.rfind('/');
       return slash == std::string::npos ? std::make_pair(std::string(), r)
@@ -463,6 +466,18 @@ class worker {
     const stat_info current = s_.fs.stat(parent, name, false, ec);
     const file_type dt = ec ? file_type::none : current.type;
     if (dt == file_type::regular && same_identity(current, target)) return;
+    const bool first_synced = target.size == src.size && s_.same_mtime(target, src);
+    if (dt != file_type::none && !first_synced) return;
+    // -i: what the name had that differs from the file it becomes (rsync: hf.st...... NAME => FIRST;
+    // all '+' for a name that was not a file)
+    changed what = dt == file_type::none ? changed::all : changed::all | changed::replaced;
+    if (dt == file_type::regular) {
+      what = (current.size != target.size ? changed::size : changed::none) |
+             (!s_.same_mtime(current, target) ? changed::mtime : changed::none) |
+             (s_.opt.perms && current.mode != target.mode ? changed::mode : changed::none) |
+             (s_.opt.owner && current.uid != target.uid ? changed::owner : changed::none) |
+             (s_.opt.group && current.gid != target.gid ? changed::group : changed::none);
+    }
     if (apply_) {
       const stat_info dir_before = s_.fs.stat(parent, ".", false, ec);
       if (ec) return journal_.fail(side::destination, operation::stat, ec);
@@ -472,7 +487,7 @@ class worker {
     const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
     journal_.count(kind);
     journal_.note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {},
-                  changed::all | changed::linked, copy_method::none, false, first);
+                  what | changed::linked, copy_method::none, false, first);
   }
 
   // The link changed the directory: it gets back the mtime it had, the one it was finished with

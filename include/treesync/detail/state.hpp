@@ -378,7 +378,12 @@ struct run_state {
 
   std::mutex links_mu;  // hard_links: the first name seen of each multiply-linked source inode
   std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_name;
-  std::vector<std::pair<std::string, std::string>> link_requests;  // (relative path, first's)
+  struct link_request {
+    std::string rel, first;  // relative paths: the further name, the first name
+    stat_info src;           // the source file (the group's size and mtime)
+    bool operator<(const link_request& o) const { return std::tie(rel, first) < std::tie(o.rel, o.first); }
+  };
+  std::vector<link_request> link_requests;
 
   std::mutex mu;  // stop_error, exception
   std::atomic<bool> stopped{false};

@@ -35,7 +35,7 @@ class source_reader {
   bool first_name(const stat_info& st) {
     std::lock_guard<std::mutex> lock(s_.links_mu);
     const auto seen = s_.first_name.emplace(std::make_pair(st.dev, st.ino), j_.rel);
-    if (!seen.second) s_.link_requests.emplace_back(j_.rel, seen.first->second);
+    if (!seen.second) s_.link_requests.push_back({j_.rel, seen.first->second, st});
     return seen.second;
   }
 
