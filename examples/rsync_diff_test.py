@@ -44,6 +44,7 @@ import time
 DEFAULT_SEED = 240008
 DEFAULT_CASES = 2000
 DEFAULT_JOBS = min(4, max(2, os.cpu_count() or 2))  # a process pool; each case in its own directory
+RSYNC_TIMEOUT = 20  # seconds: rsync 3.5 -H can hang (rule rsync_hard_link_failure)
 
 # The documented differences (README, "Where treesync differs from rsync on purpose"), one rule each.
 # The generator or the comparison applies a rule only where its row says the tools differ; the
@@ -91,9 +92,24 @@ RULES = {
         "in the tree, such a file's metadata may be SRC's or DST's own, and its data SRC's (a same-size, "
         "same-mtime edit rsync's quick check misses is copied by the fresh write: seed 240008 case 440)",
     "hardlink_leader":
-        "README: -H picks as the group's first member (>f, the others hf ... => FIRST) another member "
-        "than rsync may, and prints hf lines in walk order -> under -H, hf lines read as '>f+++++++++ NAME' "
-        "and the file lines are compared as a set",
+        "README: -H picks as the group's first member (>f, the others hf ... => FIRST) the first name its "
+        "walk reaches, copied afresh when its metadata changes; rsync an existing DST member it keeps (chmod/"
+        "chown in place) or the last name of its file list -> under -H, the file lines (>f, hf, .f) of names "
+        "in a hard-link group of SRC or DST are not compared (the others are, in order); in the tree such a "
+        "name's mode, mtime, owner and group, and the grouping of those names, may differ; its type must "
+        "not, and its content must be SRC's, rsync's, or (a first name -u or --ignore-existing kept) that of "
+        "a DST member of its group (rule hardlink_first_kept), and never other than DST's where rsync kept "
+        "DST's (seed 240008 cases 53 155 322 340 422 463 494 503 585)",
+    "hardlink_first_kept":
+        "README: -H with a first name -u or --ignore-existing left as DST has it: rsync syncs the group's "
+        "other names each on its own; treesync leaves an existing one alone and links a new one to DST's copy "
+        "of the first name -> a name of a SRC group whose content is that of a DST member of its group (not "
+        "SRC's) is accepted where DST had nothing rsync kept at that name (seed 240008 case 340)",
+    "rule_files_both_sides":
+        "README: with -F (dir-merge) and --delete an extraneous DST entry that the rule files of SRC or of "
+        "DST exclude is kept; rsync reads only DST's where it deletes -> DST entries treesync kept unchanged "
+        "(and their directory's mtime) where rsync deleted them are accepted, never the other way round "
+        "(seed 240008 cases 159 233 247 340 342 1169 1380)",
     "rsync_single_entry_dst":
         "README: rsync copies a one-entry file list (SRC without a slash that is an empty directory, or "
         "whose contents are all filtered out) to DST itself when DST is missing; treesync makes DST/NAME "
@@ -148,19 +164,22 @@ PENDING = {
 BLOCKERS = {
 }
 GENERATOR = {
-    "excluded_F_with_delete":
-        "open gap: with -F and --delete rsync reads a directory's .rsync-filter from DST when it deletes "
-        "there, treesync from SRC, so rsync deletes what SRC's rule file protects (seed 240008 cases 159 "
-        "233 247 340 342: treesync keeps more) -> -F is not generated with --delete",
-    "excluded_L_symlink_loop":
-        "open gap: under -L a symlink loop in SRC (a link into a directory that links back): rsync copies "
-        "round the loop until names get too long, treesync reports 'symbolic link cycle' and does not "
-        "enter it (creates less, deletes nothing) -> such a case runs with -l instead of -L",
+    "rsync_L_symlink_cycle":
+        "README (row '-L and a symlink cycle'): under -L a symlink loop in SRC (a link to an ancestor "
+        "directory): rsync copies round the loop until the kernel's 40 links (ELOOP), which with two such "
+        "links is more paths than a test can wait for; treesync reports 'symbolic link cycle', does not enter "
+        "it and deletes nothing (cli_test.py group links_rule_files compares both on one loop) -> such a "
+        "case runs with -l instead of -L",
     "rsync_ignore_existing_dir_over_other":
         "rsync 3.5 --ignore-existing with a SRC directory where DST has a file or symlink: rsync sets that "
         "entry's mtime to the directory's and may look for entries below it ('failed to stat NAME/...', exit "
         "23); treesync leaves the existing entry alone, as --ignore-existing says (seed 240008 cases 17 221 "
         "476 846) -> --ignore-existing is dropped from such a case",
+    "rsync_hard_link_failure":
+        "rsync 3.5 -H sometimes fails on its own: 'File-list index N not in M - K (finish_hard_link)', "
+        "protocol incompatibility, exit 2 (seed 240008 case 1764), or hangs, its three processes polling each "
+        "other (a case with -H --ignore-existing) -> such a case (rsync exit 2 with finish_hard_link, or no "
+        "exit within %d s, under -H only) is not compared" % RSYNC_TIMEOUT,
     "rsync_untrusted_symlink":
         "rsync 3.5 refuses to follow (-L) a symlink owned by another user ('refusing to follow a "
         "symlink owned by an untrusted user'); treesync follows it -> under -L links in SRC are root's",
@@ -374,6 +393,23 @@ def dir_over_other(src_root, dst_tree, name, follow):
     return False
 
 
+def source_link_groups(root, follow):
+    """The names (relative to root) that reach one regular file by more than one path: hard links,
+    and under -L (`follow`) symlinks to files and paths through symlinked directories too (rule
+    hardlink_leader)."""
+    inodes = {}
+    for dirpath, dirs, files in os.walk(root, followlinks=follow):
+        for n in dirs + files:
+            full = os.path.join(dirpath, n)
+            try:
+                st = os.stat(full) if follow else os.lstat(full)
+            except OSError:
+                continue
+            if stat.S_ISREG(st.st_mode):
+                inodes.setdefault((st.st_dev, st.st_ino), []).append(os.path.relpath(full, root))
+    return [tuple(sorted(g)) for g in inodes.values() if len(g) > 1]
+
+
 def has_link_loop(root):
     """A directory reached through symlinks that is one of its own ancestors (followed, -L)."""
     todo = [(root, (os.path.realpath(root),))]
@@ -563,10 +599,12 @@ def compare_itemized(t_lines, r_lines, ctx):
             for l in sorted(b - a):
                 if ctx.get("io_error_both") and line_path(l).rstrip("/") in (ctx.get("dst_before") or {}):
                     continue  # rule io_error_deletion_order (the tree comparison checks what was kept)
+                if ctx.get("rule_files_delete") and line_path(l).rstrip("/") in (ctx.get("dst_before") or {}):
+                    continue  # rule rule_files_both_sides (the tree comparison checks what was kept)
                 diffs.append("-i rsync only:    %r" % l)
     t_other, r_other = split_link_itemize(t_other, r_other, ctx)
     if "-H" in ctx["opts"] and t_other != r_other:
-        t_n, r_n = hardlink_normal(t_other), hardlink_normal(r_other)
+        t_n, r_n = hardlink_normal(t_other, ctx), hardlink_normal(r_other, ctx)
         if t_n == r_n:
             fire("hardlink_leader")
             t_other, r_other = t_n, r_n
@@ -578,12 +616,15 @@ def compare_itemized(t_lines, r_lines, ctx):
 HARDLINK = re.compile(r"^hf(\S{9}) (.*) => (.*)$", re.S)  # names may hold a newline
 
 
-def hardlink_normal(lines):
-    """Rule hardlink_leader: 'hf... NAME => FIRST' as '>f+++++++++ NAME'; file lines as a sorted set
-    after the others."""
-    out = [">f+++++++++ " + HARDLINK.match(l).group(2) if HARDLINK.match(l) else l for l in lines]
-    files = sorted(l for l in out if l[1] == "f")
-    return [l for l in out if l[1] != "f"] + files
+def group_members(ctx):
+    """The names in a hard-link group of SRC or of DST (rule hardlink_leader)."""
+    return set(p for g in (ctx.get("src_groups") or []) + (ctx.get("dst_groups") or []) for p in g)
+
+
+def hardlink_normal(lines, ctx):
+    """Rule hardlink_leader: the file lines (>f, hf, .f) of names in a hard-link group are left out."""
+    members = group_members(ctx)
+    return [l for l in lines if l[1] != "f" or line_path(l) not in members]
 
 
 META_ONLY = re.compile(r"^\.f[.pogt]{9} ")
@@ -651,12 +692,22 @@ def compare_trees(t_snap, r_snap, ctx):
         return diffs
     symlink_mtime = ctx["symlink_mtime"]
     kept_io = set()  # rule io_error_deletion_order: kept by treesync, deleted by rsync
+    kept_rules = set()  # rule rule_files_both_sides: the same for what SRC's rule files protect
+    hard_h = "-H" in ctx["opts"]
+    members = group_members(ctx) if hard_h else set()
+    before = ctx.get("dst_before") or {}
+    kept_any = set(p for p in t if p not in r and p in before and before[p][:2] == t[p][:2] and
+                   (ctx.get("io_error_both") or ctx.get("rule_files_delete")))
     for p in sorted(set(t) | set(r)):
         if p not in r:
             old = (ctx.get("dst_before") or {}).get(p)
             if ctx.get("io_error_both") and old is not None and old[:2] == t[p][:2]:
                 fire("io_error_deletion_order")
                 kept_io.add(p)
+                continue
+            if ctx.get("rule_files_delete") and old is not None and old[:2] == t[p][:2]:
+                fire("rule_files_both_sides")
+                kept_rules.add(p)
                 continue
             diffs.append("treesync only: %r %s" % (p, t[p][0]))
             continue
@@ -675,6 +726,26 @@ def compare_trees(t_snap, r_snap, ctx):
                 continue  # DST itself when SRC has no slash: neither tool sets it (made 'now' by both)
             src = ctx.get("src_meta", {}).get(p)
             old = (ctx.get("dst_before") or {}).get(p)
+            if name == "mtime" and a[0] == "d" == b[0] and any(parent(q) == p for q in kept_any):
+                # rules rule_files_both_sides / io_error_deletion_order: a directory treesync kept
+                # entries in, which rsync emptied ('now')
+                fire("io_error_deletion_order" if ctx.get("io_error_both") else "rule_files_both_sides")
+                continue
+            if hard_h and p in members and a[0] == "f" == b[0] and name != "type":
+                if name != "content":
+                    fire("hardlink_leader")  # the group's inode: another first name's metadata
+                    continue
+                kept_by_rsync = old is not None and old[0] == "f" and b[1] == old[1]
+                group_dst = set()
+                for g in ctx.get("src_groups") or []:
+                    if p in g:
+                        group_dst |= set(v[1] for q, v in (ctx.get("dst_before") or {}).items() if q in g and v[0] == "f")
+                if not (kept_by_rsync and a[1] != old[1]) and src is not None and a[1] == src[1]:
+                    fire("hardlink_leader")
+                    continue
+                if not (kept_by_rsync and a[1] != old[1]) and a[1] in group_dst:
+                    fire("hardlink_first_kept")  # linked to the first name's copy -u / --ignore-existing kept
+                    continue
             if name == "content" and a[0] == "f" == b[0] and src is not None and old is not None and \
                     a[k] == src[k] and b[k] == old[k]:
                 # rule fresh_inode_breaks_dst_links: treesync wrote the file afresh (owner, group, or
@@ -694,10 +765,12 @@ def compare_trees(t_snap, r_snap, ctx):
                 continue
             diffs.append("%r %s: treesync %s, rsync %s" % (p, name, fmt(name, a[k]), fmt(name, b[k])))
             break
-    if kept_io:  # a hard link of DST that treesync kept where rsync deleted its names
-        tg = [g for g in (tuple(p for p in g if p not in kept_io) for g in tg) if len(g) > 1]
+    if kept_io or kept_rules:  # a hard link of DST that treesync kept where rsync deleted its names
+        tg = [g for g in (tuple(p for p in g if p not in kept_io | kept_rules) for g in tg) if len(g) > 1]
     if tg != rg and "-H" not in ctx["opts"] and all(any(set(g) <= set(h) for h in rg) for g in tg):
         fire("fresh_inode_breaks_dst_links")
+    elif tg != rg and hard_h and set(p for g in tg + rg for p in g) - set(p for g in tg if g in rg for p in g) <= members:
+        fire("hardlink_leader")  # which names a group's first name was linked to
     elif tg != rg:
         diffs.append("hard-link groups: treesync %s, rsync %s" % (tg, rg))
     return diffs
@@ -730,13 +803,7 @@ def pick_options(rng, have, specials_in_tree, slash):
         if specials_in_tree and rng.random() < 0.5:
             opts.append("-D")
     if rng.random() < 0.3:
-        # EXCLUDED (open, issue 24 item 6: -H): rsync's leader of a group is an existing DST member it
-        # keeps (chmod/chown in place) or the last name in its file list; treesync's is the first name
-        # the walk reaches, copied afresh when its metadata changes: so the other names' -i lines
-        # (hf with attribute letters, 'hf          ' for one already linked) and, without -o/-g, the
-        # owner/group of the group's inode differ (seed 240008 cases 53 155 251 322 340 422 463 465
-        # 494 503 585 with -H drawn); no case deleted what rsync kept once deletions wait for the
-        # end of the run (-H: rsync deletes nothing after a source error).
+        # -H: rule hardlink_leader (which name leads a group), rsync_hard_link_failure (rsync's own)
         opts.append("-H")
     k = rng.random()
     if k < 0.12:
@@ -864,7 +931,7 @@ class Runner:
             fire("rsync_ignore_existing_dir_over_other")
         if "-L" in opts and has_link_loop(os.path.join(d, "src")):
             opts = ["-l" if o == "-L" else o for o in opts]
-            fire("excluded_L_symlink_loop")
+            fire("rsync_L_symlink_cycle")
         if "-L" in opts:
             for root, dirs, files in os.walk(os.path.join(d, "src")):
                 for n in dirs + files:
@@ -885,7 +952,14 @@ class Runner:
         src_snap = snapshot(os.path.join(d, "src"), follow_files="-L" in opts)
         started_ns = time.time_ns() - 10**9 if hasattr(time, "time_ns") else int((time.time() - 1) * 1e9)
         tp = subprocess.run(t_cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        rp = subprocess.run(r_cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        rp = run_bounded(r_cmd, d)
+        if "-H" in opts and (rp is None or (rp.returncode == 2 and b"(finish_hard_link)" in rp.stderr)):
+            # generator constraint rsync_hard_link_failure: rsync itself failed, nothing to compare
+            fire("rsync_hard_link_failure")
+            shutil.rmtree(d, ignore_errors=True)
+            return True
+        if rp is None:
+            rp = subprocess.CompletedProcess(r_cmd, -9, b"", b"rsync timed out")
         t_out = tp.stdout.decode("utf-8", "surrogateescape")
         r_out = rp.stdout.decode("utf-8", "surrogateescape")
         ctx = {"opts": opts, "symlink_mtime": self.symlink_mtime, "dst_mtime_free": bool(name),
@@ -895,7 +969,11 @@ class Runner:
                # that rsync met too (rsync says so only when a deletion came after it)
                "io_error_both": b"IO error encountered -- skipping file deletion" in tp.stderr and
                                 rp.returncode == 23,
-               "src_meta": {(join(name, p) if name else p): v for p, v in (src_snap[0] or {}).items()}}
+               "src_meta": {(join(name, p) if name else p): v for p, v in (src_snap[0] or {}).items()},
+               "src_groups": [tuple(join(name, p) if name else p for p in g)
+                              for g in (source_link_groups(os.path.join(d, "src"), "-L" in opts) if "-H" in opts else [])],
+               "dst_groups": before[1] if before[0] is not None else [],
+               "rule_files_delete": "-F" in opts and "--delete" in opts and "--delete-excluded" not in opts}
         diffs = []
         t_snap = snapshot(os.path.join(d, "t"))
         r_snap = snapshot(os.path.join(d, "r"))
@@ -972,6 +1050,22 @@ class Runner:
         if os.path.lexists(d) and (not diffs or not self.keep):
             shutil.rmtree(d, ignore_errors=True)
         return not diffs
+
+
+def run_bounded(cmd, cwd):
+    """Runs rsync in a process group of its own; None when it is still running after RSYNC_TIMEOUT
+    (the whole group is killed: its other processes hold the pipes open)."""
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=RSYNC_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, 9)
+        except OSError:
+            pass
+        p.communicate()
+        return None
+    return subprocess.CompletedProcess(cmd, p.returncode, out, err)
 
 
 def regressions(r):
@@ -1105,7 +1199,7 @@ def main():
         print("    %-32s %6d  %s" % (name, FIRED.get(name, 0), RULES[name]))
     for title, rules in (("pending (issue 24 work in flight)", PENDING),
                          ("BLOCKERS (delete what rsync keeps; avoided by the generator until fixed)", BLOCKERS),
-                         ("generator constraints (rsync's own restrictions)", GENERATOR)):
+                         ("generator constraints (rsync's own restrictions and failures)", GENERATOR)):
         print("  %s:" % title)
         for name in sorted(rules):
             print("    %-32s %6d  %s" % (name, FIRED.get(name, 0), rules[name]))
