@@ -109,7 +109,9 @@ RULES = {
         "README: with -F (dir-merge) and --delete an extraneous DST entry that the rule files of SRC or of "
         "DST exclude is kept; rsync reads only DST's where it deletes -> DST entries treesync kept unchanged "
         "(and their directory's mtime) where rsync deleted them are accepted, never the other way round "
-        "(seed 240008 cases 159 233 247 340 342 1169 1380)",
+        "(seed 240008 cases 159 233 247 340 342 1169 1380); a DST directory SRC replaces by another type that "
+        "holds what DST's rule files exclude is replaced by rsync, kept by treesync ('rmdir NAME ...: Directory "
+        "not empty', exit 23 where rsync's is 0: seed 563300701 case 252, seed 31292831 case 144)",
     "rsync_single_entry_dst":
         "README: rsync copies a one-entry file list (SRC without a slash that is an empty directory, or "
         "whose contents are all filtered out) to DST itself when DST is missing; treesync makes DST/NAME "
@@ -599,10 +601,14 @@ def compare_itemized(t_lines, r_lines, ctx):
             for l in sorted(b - a):
                 if ctx.get("io_error_both") and line_path(l).rstrip("/") in (ctx.get("dst_before") or {}):
                     continue  # rule io_error_deletion_order (the tree comparison checks what was kept)
-                if ctx.get("rule_files_delete") and line_path(l).rstrip("/") in (ctx.get("dst_before") or {}):
+                if ctx.get("rule_files_delete") and (line_path(l).rstrip("/") in (ctx.get("dst_before") or {})):
                     continue  # rule rule_files_both_sides (the tree comparison checks what was kept)
                 diffs.append("-i rsync only:    %r" % l)
     t_other, r_other = split_link_itemize(t_other, r_other, ctx)
+    replaced_kept = ctx.get("replaced_kept") or set()
+    if replaced_kept:  # rule rule_files_both_sides: rsync's line for the entry that replaced the directory
+        r_other = [l for l in r_other if not any(line_path(l).rstrip("/") == q or line_path(l).startswith(q + "/")
+                                                for q in replaced_kept)]
     if "-H" in ctx["opts"] and t_other != r_other:
         t_n, r_n = hardlink_normal(t_other, ctx), hardlink_normal(r_other, ctx)
         if t_n == r_n:
@@ -698,7 +704,11 @@ def compare_trees(t_snap, r_snap, ctx):
     before = ctx.get("dst_before") or {}
     kept_any = set(p for p in t if p not in r and p in before and before[p][:2] == t[p][:2] and
                    (ctx.get("io_error_both") or ctx.get("rule_files_delete")))
+    replaced_kept = ctx.get("replaced_kept") or set()
     for p in sorted(set(t) | set(r)):
+        if any(p == q or p.startswith(q + "/") for q in replaced_kept):
+            fire("rule_files_both_sides")
+            continue
         if p not in r:
             old = (ctx.get("dst_before") or {}).get(p)
             if ctx.get("io_error_both") and old is not None and old[:2] == t[p][:2]:
@@ -998,8 +1008,23 @@ class Runner:
             if not diffs:
                 fire(rule)
         else:
+            # rule rule_files_both_sides: a DST directory SRC replaces by another type, holding what
+            # DST's rule files exclude: rsync replaces it, treesync keeps it ('rmdir NAME ...: Directory
+            # not empty', exit 23)
+            t_err0 = decode_treesync(tp.stderr.decode("utf-8", "surrogateescape"))
+            ctx["replaced_kept"] = set()
+            if ctx["rule_files_delete"] and t_snap[0] is not None and r_snap[0] is not None:
+                for p_, v in t_snap[0].items():
+                    rv, ov = r_snap[0].get(p_), (before[0] or {}).get(p_)
+                    rel = p_[len(name) + 1:] if name else p_
+                    if v[0] == "d" and ov is not None and ov[0] == "d" and rv is not None and rv[0] != "d" and \
+                            ("rmdir %s (destination " % rel) in t_err0 and "Directory not empty" in t_err0:
+                        ctx["replaced_kept"].add(p_)
             if tp.returncode != rp.returncode:
-                diffs.append("exit status: treesync %d, rsync %d" % (tp.returncode, rp.returncode))
+                if ctx["replaced_kept"] and (tp.returncode, rp.returncode) == (23, 0):
+                    fire("rule_files_both_sides")
+                else:
+                    diffs.append("exit status: treesync %d, rsync %d" % (tp.returncode, rp.returncode))
             if state == "missing" and name and r_snap[0] is not None and set(r_snap[0]) == {""} \
                     and t_snap[0] is not None and set(t_snap[0]) == {"", name}:
                 fire("rsync_single_entry_dst")

@@ -152,8 +152,7 @@ int main(int argc, char** argv) {
         return f.kind == filter_arg::rule && (f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0);
       })) {
     auto dst_rules = std::make_shared<treesync::filter>();
-    // DST itself, or for SRC without a slash DST/NAME (make_filter reads from its parent, DST)
-    if (make_filter(opt, read_file, *dst_rules, bad, &opt.dst_root)) deletion = deletion.with_dst_rules(dst_rules, opt.name);
+    if (make_filter(opt, read_file, *dst_rules, bad, dst_rule_files(opt))) deletion = deletion.with_dst_rules(dst_rules, opt.name);
   }
 
   // SRC without a trailing slash: rsync matches the rules against NAME itself too; an excluded

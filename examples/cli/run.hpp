@@ -20,7 +20,10 @@
 #include <cstddef>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <vector>
+#include <algorithm>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -221,16 +224,16 @@ struct filter_error {
 /// `error` set, on the first rule or file that fails.
 template <class Read>
 bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filter_error& error,
-                 const std::string* side_root = nullptr) {
+                 treesync::filter::loader rule_files = {}) {
   // rule files are read from SRC down, or, for SRC without a trailing slash, from its parent down
-  // (rsync's transfer root; named_filter asks paths as NAME/...); `side_root`: from DST's (the
-  // deletion policy's rules, cli_deletion)
-  std::filesystem::path rules_root = side_root ? *side_root : o.src_root;
+  // (rsync's transfer root; named_filter asks paths as NAME/...); `rule_files`: another side's
+  // (DST's, for the deletion policy: cli_deletion)
+  std::filesystem::path rules_root = o.src_root;
   if (!o.name.empty()) {
     rules_root = rules_root.parent_path();
     if (rules_root.empty()) rules_root = ".";  // SRC "s": its parent is the working directory
   }
-  patterns = treesync::filter::reading(rules_root);
+  patterns = rule_files ? treesync::filter(std::move(rule_files)) : treesync::filter::reading(rules_root);
   for (const auto& f : o.filters) {
     switch (f.kind) {
       case filter_arg::exclude: patterns.add_plain(f.value, false); break;
@@ -257,6 +260,53 @@ bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filt
     }
   }
   return true;
+}
+
+/// -F / dir-merge with --delete: the per-directory rule files of DST as they are before the run
+/// (rsync reads them where it deletes, before it writes there; the run may copy SRC's over them).
+/// Every file named by a dir-merge rule of the command line is read up front, in DST (for SRC
+/// without a slash: in DST itself and below DST/NAME), without following symlinks; another file a
+/// rule file merges is read when asked.  The loader's directories are relative to DST (make_filter).
+inline treesync::filter::loader dst_rule_files(const options& o) {
+  std::vector<std::string> names;
+  for (const auto& f : o.filters) {
+    if (f.kind != filter_arg::rule || !(f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0)) continue;
+    const auto space = f.value.find_last_of(' ');
+    if (space != std::string::npos && space + 1 < f.value.size()) names.push_back(f.value.substr(space + 1));
+  }
+  namespace fs = std::filesystem;
+  const fs::path top = o.dst_root;
+  const fs::path root = o.name.empty() ? top : (top.parent_path().empty() ? fs::path(".") : top.parent_path());
+  auto files = std::make_shared<std::map<std::pair<std::string, std::string>, std::string>>();
+  const auto read_dir = [&](const fs::path& dir, const std::string& rel) {
+    for (const auto& n : names) {
+      struct stat st;
+      const fs::path p = dir / n;
+      if (::lstat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      try {
+        (*files)[{rel, n}] = treesync::filter::read_rule_file(p.c_str());
+      } catch (const treesync::filter_error&) {
+        (*files)[{rel, n}] = "- *";  // too large to read: what it may protect is kept
+      }
+    }
+  };
+  std::error_code ec;
+  if (!o.name.empty()) read_dir(root, "");
+  const std::string base = o.name.empty() ? std::string() : o.name;
+  read_dir(top, base);
+  for (fs::recursive_directory_iterator it(top, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (!it->is_directory(ec) || it->is_symlink(ec)) continue;
+    const std::string rel = it->path().lexically_relative(top).generic_string();
+    read_dir(it->path(), base.empty() ? rel : base + '/' + rel);
+  }
+  return [files, names, root](std::string_view dir, std::string_view name) -> std::string {
+    const auto it = files->find({std::string(dir), std::string(name)});
+    if (it != files->end()) return it->second;
+    if (std::find(names.begin(), names.end(), name) != names.end()) return std::string();  // none before the run
+    const fs::path p = dir.empty() ? root / std::string(name) : root / std::string(dir) / std::string(name);
+    return treesync::filter::read_rule_file(p.c_str());
+  };
 }
 
 /// --progress's totals: a dry run of the same command line (filters, links, -x, --specials, -H)
