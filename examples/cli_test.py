@@ -2720,6 +2720,22 @@ def test_links_and_rule_files():
         check("d/x" in rgot and set(rgot) <= set(got),
               "-F --delete: rsync keeps d/x too, and nothing treesync deletes (%r)" % sorted(rgot))
 
+    # -F --delete: DST's rule file is read before the run copies SRC's over it (seed 1306349741
+    # case 77: DST's '- Z' protected Z/, SRC's .rsync-filter replaced it, then Z/ was deleted)
+    w = fresh("rule-files-dst-overwritten")
+    write(os.path.join(w, "s", ".rsync-filter"), "- sub/\n")
+    write(os.path.join(w, "s", "f"), "f\n")
+    for who in ("t", "r"):
+        write(os.path.join(w, who, ".rsync-filter"), "- Z\n")
+        write(os.path.join(w, who, "Z", "kept"), "protected by DST's rule file before the run\n")
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
+    got = contents(os.path.join(w, "t"))
+    check(rc == 0 and "Z/kept" in got and got.get(".rsync-filter") == b"- sub/\n",
+          "-F --delete: Z/ kept by DST's rule file although SRC's was copied over it (exit %d, %r)" % (rc, sorted(got)))
+    if have_rsync:
+        run_rsync("-a", "-F", "--delete", "s/", "r", cwd=w)
+        check(contents(os.path.join(w, "r")) == got, "-F --delete: as rsync's tree")
+
     # -L and a symlink cycle (a link to an ancestor): treesync stops at the link with an error
     # naming it, copies the rest, deletes nothing (a source error), exit 23; rsync goes round the
     # loop until the kernel's 40 links (ELOOP), making DST/d/e/up/e/up/... , exit 23 too
