@@ -88,9 +88,9 @@ report run_core(FS& fs, const std::filesystem::path& src, const std::filesystem:
 // The core compiled once (as {fmt}'s vformat): by default every translation unit that calls
 // sync() instantiates run_core for its filesystem type (header-only).  A project may compile it in
 // one translation unit instead: that one defines TREESYNC_CORE_INSTANTIATE before including
-// treesync.hpp, every other one defines TREESYNC_SEPARATE_CORE (CMake: link treesync::core, which
-// does both; Meson: treesync_core_dep).  Then a sync() call costs its caller the adapter above
-// only: folding the arguments and a policy_view.
+// treesync.hpp (treesync/engine.cpp is that file), every other one defines TREESYNC_SEPARATE_CORE
+// (CMake: link treesync::core, which does both; Meson: treesync_core_dep).  Then a sync() call
+// costs its caller the adapter above only: folding the arguments and a policy_view.
 #if TREESYNC_HAS_POSIX
 #define TREESYNC_CORE_SIGNATURE(FS)                                                                        \
   report run_core<FS>(FS&, const std::filesystem::path&, const std::filesystem::path&, std::error_code&, \
