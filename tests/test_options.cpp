@@ -198,6 +198,23 @@ TEST_CASE("hard_links relinks a destination name that became a separate file") {
   CHECK(fs.lstat("/dst/one").ino == fs.lstat("/dst/two").ino);
 }
 
+TEST_CASE("hard_links leaves an existing further name alone when compare::newer kept the first name's newer copy") {
+  // rsync -H -u: the group's first name is newer in DST and kept; another name DST holds is synced
+  // on its own (and kept, newer too), never replaced by a link to the kept copy
+  mock_fs fs;
+  fs.write("/src/a", "old");
+  fs.hard_link("/src/a", "/src/b");
+  fs.advance(10s);
+  fs.write("/dst/a", "newer a");
+  fs.write("/dst/b", "newer b");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::hard_links, treesync::compare::newer);
+  CHECK(r.ok());
+  CHECK(fs.read("/dst/a") == "newer a");
+  CHECK(fs.read("/dst/b") == "newer b");
+  CHECK(fs.lstat("/dst/a").ino != fs.lstat("/dst/b").ino);
+}
+
 TEST_CASE("hard_links gives the same result with jobs{n}") {
   mock_fs a, b;
   for (mock_fs* fs : {&a, &b}) {
