@@ -27,7 +27,9 @@ class applier;
 /// following links, so a symlink inside it is removed, never walked through.  Entries inside it
 /// that the deletion policy protects (excluded ones, under deletion::extraneous) are kept, and
 /// then so is the directory.  It decides as it walks; the writes are the applier's, and a dry run
-/// (no applier) walks, decides and records the same way without them.
+/// (no applier) walks, decides and records the same way without them.  Under a cap on deletions
+/// (max_delete) it first counts what a removal would delete (count_entry: a walk that writes
+/// and reports nothing) and keeps the listings it took, so the removal itself lists nothing again.
 template <class S>
 class pruner {
  public:
@@ -42,14 +44,26 @@ class pruner {
     if (t == file_type::unknown) {
       std::error_code ec;
       const stat_info st = fs_.stat(d, name, false, ec);
-      if (ec) return is_enoent(ec) ? removal::done : (j_.fail(side::destination, operation::stat, ec), removal::failed);
+      if (ec) return is_enoent(ec) ? removal::done : (fail(operation::stat, ec), removal::failed);
       t = st.type;
     }
     if (t == file_type::directory) return remove_tree(d, name, count_top, leftover);
-    if (ap_ && !ap_->remove_file(d, name, !leftover)) return removal::failed;
-    if (count_top) j_.removed(t);
+    if (writes() && !ap_->remove_file(d, name, !leftover)) return removal::failed;
+    if (count_top) removed(t);
     return removal::done;
   }
+
+  /// How many entries remove_entry(d, name, t, count_top) would delete (a directory's content as
+  /// the deletion policy has it): the same walk, without a write, an action or a report.  The
+  /// listings it takes are kept for the removal that follows (forget_listings drops them).
+  std::size_t count_entry(handle& d, const std::string& name, file_type t, bool count_top) {
+    counting_ = true;
+    tally_ = 0;
+    remove_entry(d, name, t, count_top);
+    counting_ = false;
+    return tally_;
+  }
+  void forget_listings() { listed_.clear(); }
 
   /// Whether the leftover `name` (a temporary name of an earlier run) may be removed: where the
   /// filesystem knows users (user_id), only when it belongs to the user this run acts as: an
@@ -68,8 +82,16 @@ class pruner {
   }
 
   /// Clears the way for an entry of another type: false (reported) when that is not possible.
+  /// Under a cap on deletions the entries in it are counted against it first: past the cap it
+  /// stays (reported: errc::max_delete_exceeded).
   bool replace_dir(handle& d, const std::string& name) {
+    if (s_.capped() && !s_.reserve_deletions(count_entry(d, name, file_type::directory, false))) {
+      forget_listings();
+      j_.fail(side::destination, operation::rmdir, errc::max_delete_exceeded);
+      return false;
+    }
     const removal r = remove_entry(d, name, file_type::directory, false);
+    forget_listings();
     if (r == removal::kept) j_.fail(side::destination, operation::rmdir, std::make_error_code(std::errc::directory_not_empty));
     return r == removal::done;
   }
@@ -109,12 +131,18 @@ class pruner {
     if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) return entered::swapped;
     if (ec) {
       if (is_enoent(ec)) return entered::gone;
-      j_.fail(side::destination, operation::opendir, ec);
+      fail(operation::opendir, ec);
       return entered::failed;
     }
-    l.children = fs_.list(l.h, ec);
+    const auto kept = counting_ ? listed_.end() : listed_.find(j_.rel);
+    if (kept != listed_.end()) {  // counted before (count_entry): listed then
+      l.children = std::move(kept->second);
+      listed_.erase(kept);
+    } else {
+      l.children = fs_.list(l.h, ec);
+    }
     if (ec) {
-      j_.fail(side::destination, operation::list, ec);
+      fail(operation::list, ec);
       return entered::failed;
     }
     l.name = name;
@@ -161,7 +189,7 @@ class pruner {
         h = std::move(next);
       }
     }
-    if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
+    if (ec) return fail(operation::opendir, ec), false;
     up.h = std::move(h);
     up.open = true;
     return true;
@@ -181,10 +209,11 @@ class pruner {
       std::error_code ec;
       const stat_info cs = fs_.stat(l.h, c.name, false, ec);
       if (ec) {
-        if (!is_enoent(ec)) l.ok = (j_.fail(side::destination, operation::stat, ec), false);
+        if (!is_enoent(ec)) l.ok = (fail(operation::stat, ec), false);
         return rel.resize(saved), true;
       }
       ct = cs.type;
+      if (counting_) l.children[l.next - 1].type = ct;  // kept with the listing
     }
     if (!leftover && (is_backup_dir() || (!is_temp_name(c.name) && !removes(ct)))) {
       l.kept = true;
@@ -215,17 +244,17 @@ class pruner {
   // A directory of the tree is made writable before the first removal in it (never when nothing
   // in it is removed: a directory that stays keeps its mode, as in rsync).
   void writable(level& l) {
-    if (l.opened || !ap_ || !l.open) return;
+    if (l.opened || !writes() || !l.open) return;
     l.opened = true;
     l.was = ap_->open_up(l.h);
   }
   // A directory opened up that stays (it keeps an entry, or a removal in it failed) gets its mode
   // back.
   void restore(level& l) {
-    if (!ap_ || !l.open || l.was == no_mode) return;
+    if (!writes() || !l.open || l.was == no_mode) return;
     std::error_code ec;
     fs_.set_mode(l.h, ".", l.was, ec);
-    if (ec) j_.fail(side::destination, operation::chmod, ec);
+    if (ec) fail(operation::chmod, ec);
   }
   static constexpr std::uint32_t no_mode = static_cast<std::uint32_t>(-1);
 
@@ -233,8 +262,20 @@ class pruner {
   bool removes(file_type t) {
     const bool ex = s_.pol.excluded(std::string_view(j_.rel), t);
     if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return true;
-    if (ex) ++j_.rep.excluded;
+    if (ex && !counting_) ++j_.rep.excluded;
     return false;
+  }
+
+  // Whether the pruner writes: not in a dry run, nor while it counts.
+  bool writes() const { return ap_ && !counting_; }
+  // A removal, reported (or, counting, counted).
+  void removed(file_type t) {
+    if (counting_) ++tally_;
+    else j_.removed(t);
+  }
+  // A failure in the destination, reported (counting: not; the removal that follows meets it).
+  void fail(operation op, std::error_code ec) {
+    if (!counting_) j_.fail(side::destination, op, ec);
   }
 
   // The deepest level is empty (or keeps something): removes it and folds the outcome into the
@@ -245,13 +286,14 @@ class pruner {
     if (!levels.empty() && !levels.back().open && !reopen_level(levels, top, done)) return removal::failed;
     removal r = !done.ok ? removal::failed : done.kept ? removal::kept : removal::done;
     if (r != removal::done && done.opened) restore(done);  // it stays: with the mode it had
+    if (counting_) listed_[j_.rel] = std::move(done.children);  // for the removal that follows
     if (r == removal::done) {
       if (!levels.empty()) writable(levels.back());
       done.h = handle{};
-      if (ap_ && !ap_->remove_dir(levels.empty() ? top : levels.back().h, done.name)) {
+      if (writes() && !ap_->remove_dir(levels.empty() ? top : levels.back().h, done.name)) {
         r = removal::failed;
       } else if (!leftover && (!levels.empty() || count_top)) {
-        j_.removed(file_type::directory);
+        removed(file_type::directory);
       }
     }
     j_.rel.resize(done.rel_size);
@@ -286,6 +328,9 @@ class pruner {
   typename S::fs_type& fs_;
   journal<S>& j_;
   applier<S>* ap_;  // null in a dry run
+  bool counting_ = false;  // count_entry: removals counted in tally_, nothing written or reported
+  std::size_t tally_ = 0;
+  std::map<std::string, std::vector<dir_entry>> listed_;  // count_entry's listings, by relative path
 };
 
 // ---- the applier -------------------------------------------------------------------------------

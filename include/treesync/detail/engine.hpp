@@ -83,9 +83,9 @@ class worker {
       if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
       if (v != verdict::none && n.dst_deferred && !walker_.need_dst(n)) continue;
       bool done = false;
-      if (v == verdict::remove && s_.opt.keep_on_source_error) {
-        // after the directory's other entries (a source failure among them stops it): the
-        // directory's last batch carries it out (run_removals)
+      if (v == verdict::remove && s_.defer_deletions()) {
+        // after the directory's other entries (a source failure among them stops it), and at the
+        // end of the run (deferred_pass): the directory's last batch hands it on (run_removals)
         std::lock_guard<std::mutex> lock(n.mu);
         n.removals.emplace_back(k, t);
         if (!made.empty()) put_made(n, key, made);
@@ -104,8 +104,10 @@ class worker {
     }
   }
 
-  /// keep_on_source_error: the deletions of a directory whose batches are all done, unless a
-  /// source failure happened in the run (then none, and the skip is reported once).
+  /// keep_on_source_error or a cap on deletions (defer_deletions): the deletions of a directory
+  /// whose batches are all done, deferred to the end of the run.  When its identity cannot be
+  /// taken: carried out now unless a source failure happened in the run (then none, and the skip
+  /// is reported once); under a cap, never (they could not be counted first): reported.
   void run_removals(node& n) {
     std::vector<std::pair<std::size_t, file_type>> removals;
     {
@@ -115,15 +117,17 @@ class worker {
     if (removals.empty()) return;
     std::sort(removals.begin(), removals.end());
     journal_.set_rel_of(n);
-    if (!s_.halted() && s_.deletions_allowed() && defer(n, removals)) return;
+    std::error_code ec;
+    if (!s_.halted() && s_.deletions_allowed() && defer(n, removals, ec)) return;
+    if (ec && s_.capped()) journal_.fail(side::destination, operation::stat, ec);
     bool modified = false;
     for (const auto& [k, t] : removals) {
       const std::string& name = n.dl[n.merged[k].second].name;
       rel_scope scope(journal_.rel, name);
       bool done = false;
       if (!s_.halted()) {
-        if (s_.deletions_allowed()) modified |= done = remove(n, name, t);
-        else note_deletions_skipped();
+        if (!s_.deletions_allowed()) note_deletions_skipped();
+        else if (!s_.capped()) modified |= done = remove(n, name, t);
       }
       if (s_.recording && !done) {  // the entry stays: its record, in its place
         std::vector<entry_record> made;
@@ -135,38 +139,35 @@ class worker {
     if (modified) n.modified.store(true);
   }
 
-  /// keep_on_source_error: the deletions run_removals deferred (run_state::deferred),
-  /// once every worker is done: none if a source failure happened anywhere in the run (reported
-  /// once), else all of them, directory by directory in name order.  Each directory is entered
-  /// from the destination root's handle one component at a time, never following a link, and
-  /// must still be the one the walk saw (device and inode); it was finished before (mode, mtime):
-  /// a read-only one is opened up for the deletions and both are put back after.  Its record in
-  /// the state file is dropped (the next run reads it again).
+  /// The deletions run_removals deferred (run_state::deferred), once every worker is done:
+  /// none if a source failure happened anywhere in the run (keep_on_source_error; reported once),
+  /// nor if, under a cap on deletions, they are more than the cap leaves (count_deferred: then the
+  /// run ends with max_delete_exceeded); else all of them, directory by directory in name order.
+  /// Each directory is entered from the destination root's handle one component at a time, never
+  /// following a link, and must still be the one the walk saw (device and inode); it was
+  /// finished before (mode, mtime): a read-only one is opened up for the deletions and both are
+  /// put back after.  Its record in the state file is put with the entries that stayed.
   void deferred_pass() {
     auto& dirs = s_.deferred;
     if (dirs.empty()) return;
-    const bool allowed = s_.deletions_allowed();
+    bool allowed = s_.deletions_allowed();
     if (!allowed) {
       journal_.rel.clear();
       note_deletions_skipped();
     }
     std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.rel < b.rel; });
-    const std::string& sub = s_.opt.subtree;
+    if (allowed && s_.capped()) allowed = s_.reserve_deletions(count_deferred());
     for (auto& d : dirs) {
-      if (s_.halted()) return;
+      if (s_.halted()) break;
       journal_.rel = d.rel;
       std::vector<bool> removed(d.entries.size(), false);
       stat_info after;  // the directory once its deletions are done (for its record), when changed
       bool changed = false;
       if (allowed && s_.root && s_.root->have_dst) {
-        std::string below = d.rel.substr(std::min(d.rel.size(), sub.size()));  // below the root node
-        if (!below.empty() && below[0] == '/') below.erase(0, 1);
         std::error_code ec;
-        handle h = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+        handle h;
         stat_info before;
-        if (!ec && descend(s_.fs, h, below, false, ec)) before = s_.fs.stat(h, ".", false, ec);
-        if (!ec && (before.dev != d.dev || before.ino != d.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
-        if (ec) {
+        if (!enter_deferred(d, h, before, ec)) {
           journal_.fail(side::destination, operation::opendir, ec);
           continue;  // no record: the next run reads the directory again
         }
@@ -193,6 +194,7 @@ class worker {
       if (s_.recording && d.stashed) put_deferred_record(d, removed, changed ? &after : nullptr);
       std::vector<std::pair<std::string, file_type>>().swap(d.entries);
     }
+    pruner_.forget_listings();
   }
 
   /// Directory metadata, after the content is complete; then, with a state file, the directory's
@@ -366,11 +368,49 @@ class worker {
     made.clear();
   }
 
-  // keep_on_source_error: a directory's deletions wait for the end of the run (deferred_pass);
-  // until then its entries stay, and are recorded as they are.  False when the directory's
-  // identity cannot be taken (the deletions are then carried out now, as before).
-  bool defer(node& n, const std::vector<std::pair<std::size_t, file_type>>& removals) {
-    std::error_code ec;
+  // A deferred directory, entered from the destination root's handle one component at a time
+  // (never following a link): false (ec says why) unless it is still the one the walk saw.
+  bool enter_deferred(const typename S::deferred_dir& d, handle& h, stat_info& before, std::error_code& ec) {
+    const std::string& sub = s_.opt.subtree;
+    std::string below = d.rel.substr(std::min(d.rel.size(), sub.size()));  // below the root node
+    if (!below.empty() && below[0] == '/') below.erase(0, 1);
+    h = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+    if (!ec && descend(s_.fs, h, below, false, ec)) before = s_.fs.stat(h, ".", false, ec);
+    if (!ec && (before.dev != d.dev || before.ino != d.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+    return !ec;
+  }
+
+  // Under a cap on deletions: what the deferred deletions would delete, before the first of them.
+  // An entry that is not a directory is one; a directory is walked as its removal would walk it
+  // (pruner::count_entry, which keeps the listings for the removal).  A directory that cannot be
+  // entered counts for nothing here: its deletions then fail, reported, in the pass itself.
+  std::size_t count_deferred() {
+    std::size_t total = 0;
+    for (auto& d : s_.deferred) {
+      bool trees = false;
+      for (const auto& e : d.entries) {
+        if (e.second == file_type::directory) trees = true;
+        else ++total;
+      }
+      if (!trees || s_.halted() || !s_.root || !s_.root->have_dst) continue;
+      journal_.rel = d.rel;
+      handle h;
+      stat_info before;
+      std::error_code ec;
+      if (!enter_deferred(d, h, before, ec)) continue;
+      for (const auto& e : d.entries) {
+        if (e.second != file_type::directory) continue;
+        rel_scope scope(journal_.rel, e.first);
+        total += pruner_.count_entry(h, e.first, e.second, true);
+      }
+    }
+    return total;
+  }
+
+  // A directory's deletions wait for the end of the run (deferred_pass: keep_on_source_error, a
+  // cap on deletions); until then its entries stay, and are recorded as they are.  False (ec says
+  // why) when the directory's identity cannot be taken.
+  bool defer(node& n, const std::vector<std::pair<std::size_t, file_type>>& removals, std::error_code& ec) {
     const stat_info id = s_.fs.stat(n.dst, ".", false, ec);
     if (ec) return false;
     typename S::deferred_dir d;
@@ -642,8 +682,8 @@ class scheduler {
     // in reverse, so the LIFO work list enters them in name order
     for (auto it = children.rbegin(); it != children.rend(); ++it) push({*it, npos, npos});
     if (n->batches.fetch_sub(1) == 1) {  // the last batch: the listings are no longer needed
+      if (s_.defer_deletions()) w.run_removals(*n);  // after the directory's other entries
       if (s_.opt.keep_on_source_error) {
-        w.run_removals(*n);  // after the directory's other entries
         std::vector<std::pair<std::size_t, std::vector<node*>>> held;
         {
           std::lock_guard<std::mutex> lock(n->mu);
@@ -825,11 +865,13 @@ class engine {
     sched.run(first);
     if (s_.state_error) s_.out.errors.push_back({s_.opt.state.string(), operation::state, s_.state_error, side::destination});
     if (!s_.halted()) save_state();
+    if (s_.over_limit) s_.out.would_delete = s_.deletions_counted;
     if (s_.stop_error) return s_.stop_error;
     if (s_.opt.cancel && s_.opt.cancel->load()) {
       s_.out.cancelled = true;
       return std::make_error_code(std::errc::operation_canceled);
     }
+    if (s_.over_limit) return errc::max_delete_exceeded;
     return {};
   }
 

@@ -417,6 +417,27 @@ struct run_state {
     return !opt.keep_on_source_error || !source_failed.load(std::memory_order_acquire);
   }
 
+  /// The deletion policy caps the run's deletions (max_delete, or any limit()).
+  bool capped() const noexcept { return pol.limit != unlimited; }
+  /// Deletions of entries the source lacks wait for the end of the run (deferred_pass): under
+  /// keep_on_source_error (a source failure anywhere cancels them), and under a cap (they are
+  /// counted first: over the cap, none is made).
+  bool defer_deletions() const noexcept { return opt.keep_on_source_error || capped(); }
+  /// Under a cap: `n` more deletions are counted against it.  False (and over_limit set) when the
+  /// count so far then exceeds it: those deletions are not made, nor any after them.
+  bool reserve_deletions(std::size_t n) noexcept {
+    if (!capped()) return true;
+    const std::size_t before = deletions_counted.fetch_add(n);
+    if (!over_limit.load() && before + n <= pol.limit) return true;
+    over_limit.store(true);
+    return false;
+  }
+  // max_delete: every deletion the run found (a directory replaced by an entry of another type:
+  // the entries in it, counted when it comes; the deletions of entries the source lacks: at the
+  // end of the walk); over_limit: more than the cap, the run ends with max_delete_exceeded
+  std::atomic<std::size_t> deletions_counted{0};
+  std::atomic<bool> over_limit{false};
+
   /// Equal mtimes at the destination's timestamp resolution.
   bool same_mtime(const stat_info& a, const stat_info& b) const noexcept {
     const std::int64_t d = a.mtime_ns - b.mtime_ns;
