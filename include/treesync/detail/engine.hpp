@@ -26,7 +26,7 @@ namespace detail {
 // ---- the worker --------------------------------------------------------------------------------
 
 /// One thread's share of the run: it walks the directory pairs the scheduler hands it, and hands
-/// each decision to its applier, which a dry run does not have.
+/// each decision to its applier (in a dry run the recording one: see applier).
 template <class S>
 class worker {
  public:
@@ -35,8 +35,7 @@ class worker {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
   explicit worker(S& s)
-      : s_(s), journal_(s), applier_(s, journal_, pruner_), pruner_(s, journal_, s.opt.dry_run ? nullptr : &applier_),
-        walker_(s, journal_), apply_(s.opt.dry_run ? nullptr : &applier_) {}
+      : s_(s), journal_(s), applier_(s, journal_, pruner_), pruner_(s, journal_, applier_), walker_(s, journal_) {}
   worker(const worker&) = delete;
   worker& operator=(const worker&) = delete;
 
@@ -56,14 +55,12 @@ class worker {
       return false;  // not entered, not finished: the subtree's own sync does both
     }
     if (!walker_.list_and_merge(n, false)) return false;
-    if (apply_) apply_->setgid_first(n);  // before any entry is made in it
+    applier_.setgid_first(n);  // before any entry is made in it
     return true;
   }
 
   /// The root's setgid_first (the root is not started by start_dir).
-  void setgid_first(node& n) {
-    if (apply_) apply_->setgid_first(n);
-  }
+  void setgid_first(node& n) { applier_.setgid_first(n); }
 
   /// Entries [begin, end) of a node's merged listing; directories found become `children`.
   void run_batch(node& n, std::size_t begin, std::size_t end, std::vector<node*>& children) {
@@ -171,19 +168,13 @@ class worker {
           journal_.fail(side::destination, operation::opendir, ec);
           continue;  // no record: the next run reads the directory again
         }
-        const bool opened = apply_ && (before.mode & 0200) == 0 && apply_->open_up(h) != static_cast<std::uint32_t>(-1);
+        const bool opened = (before.mode & 0200) == 0 && applier_.open_up(h) != static_cast<std::uint32_t>(-1);
         for (std::size_t i = 0; i < d.entries.size() && !s_.halted(); ++i) {
           rel_scope scope(journal_.rel, d.entries[i].first);
           removed[i] = pruner_.remove_entry(h, d.entries[i].first, d.entries[i].second, true) == removal::done;
           changed |= removed[i];
         }
-        if (apply_ && (changed || opened) && s_.before_write()) {
-          if (changed) s_.fs.set_mtime(h, ".", before.mtime_ns, ec);
-          if (ec) journal_.fail(side::destination, operation::utime, ec);
-          ec.clear();
-          if (opened) s_.fs.set_mode(h, ".", before.mode & 07777, ec);
-          if (ec) journal_.fail(side::destination, operation::chmod, ec);
-        }
+        if (changed || opened) applier_.restore_dir(h, before, changed, opened);
         if (s_.recording && d.stashed && (changed || opened)) {
           ec.clear();
           after = s_.fs.stat(h, ".", false, ec);
@@ -203,15 +194,12 @@ class worker {
     if (n.scan) return;  // not in the destination
     const dir_plan p = walker_.finish(n);
     const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
-    if (apply_ && writes && n.dst_exists() && (!walker_.need_dst(n) || !apply_->finish_dir(n, p))) return;
+    if (writes && n.dst_exists() && !applier_.finish_dir(n, p)) return;
     if (s_.recording) record_dir(n, writes || n.modified.load() || n.made_writable);
     if (p.meta) {
-      ++journal_.rep.meta_updated;
       stat_info was = n.dst_st;  // a read-only directory opened up for a write: its mode before
       if (n.made_writable) was.mode = n.mode_before_writable;
-      journal_.note(action_kind::update_meta, file_type::directory, 0, 0, {},
-                    (differences(n.src_st, &was) & ~changed::size) | (p.owner ? changed::owner : changed::none) |
-                        (p.group ? changed::group : changed::none));
+      journal_.dir_meta(n.src_st, was, (p.owner ? changed::owner : changed::none) | (p.group ? changed::group : changed::none));
     }
   }
 
@@ -347,16 +335,7 @@ class worker {
     return slash == std::string::npos ? rel == s_.opt.subtree : rel == s_.state_rel.substr(0, slash);
   }
 
-  // The one place a dry run differs: there the plan is recorded as if carried out.
-  bool carry_out(node& n, const std::string& name, const plan& p) {
-    if (apply_) return apply_->apply(n, name, p);
-    if (p.what == plan::step::meta) return journal_.touched(p), false;
-    if (p.old == file_type::directory && !pruner_.replace_dir(n.dst, name)) return false;
-    copy_result as_if;
-    as_if.bytes = p.type == file_type::regular ? p.src.size : 0;
-    journal_.wrote(p, as_if);
-    return true;
-  }
+  bool carry_out(node& n, const std::string& name, const plan& p) { return applier_.apply(n, name, p); }
 
   // A chunk of a directory's records, kept as text (a waiting directory holds no records: deep
   // chains); under n.mu.
@@ -446,35 +425,24 @@ class worker {
   }
 
   bool remove(node& n, const std::string& name, file_type t) {
-    if (apply_) apply_->prepare_write(n);
+    applier_.prepare_write(n);
     return pruner_.remove_entry(n.dst, name, t, true) == removal::done;
   }
 
   bool clean(node& n, const std::string& name, file_type t) {
-    if (apply_ && !pruner_.leftover_ours(n.dst, name, t)) return false;  // another user's: not ours to purge
-    if (apply_) apply_->prepare_write(n);
-    if (t == file_type::directory || t == file_type::unknown) {  // a staged directory
-      if (apply_) {
-        const removal r = pruner_.remove_entry(n.dst, name, t, false, true);
-        if (r != removal::done) return r != removal::failed;
-        t = file_type::directory;
-      }
-    } else if (apply_ && !apply_->remove_file(n.dst, name, false)) {
-      return false;
-    }
-    journal_.cleaned(t);
-    return true;
+    const removal r = applier_.clean(n, name, t);
+    if (r == removal::done) journal_.cleaned(t);
+    return r != removal::failed;
   }
 
   bool create_dir(node& n) {
     node& p = *n.parent;
-    if (apply_ && p.dst_deferred && !walker_.need_dst(p)) return false;
-    if (apply_) apply_->prepare_write(p);
+    if (!applier_.open_for_write(p)) return false;
     if (n.dst_type != file_type::none) {
       if (pruner_.remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
       p.modified.store(true);
     }
-    if (apply_ && !apply_->make_dir(n)) return false;
+    if (!applier_.make_dir(n)) return false;
     n.cold = true;
     const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
     journal_.count(kind);
@@ -503,26 +471,11 @@ class worker {
     const stat_info current = s_.fs.stat(parent, name, false, ec);
     const file_type dt = ec ? file_type::none : current.type;
     if (dt == file_type::regular && same_identity(current, target)) return;
-    if (apply_) {
-      const stat_info dir_before = s_.fs.stat(parent, ".", false, ec);
-      if (ec) return journal_.fail(side::destination, operation::stat, ec);
-      if (!apply_->link(fparent, fname, parent, name, dt)) return;
-      restore_dir_mtime(parent, dir_before.mtime_ns);
-    }
+    if (!applier_.link_into(fparent, fname, parent, name, dt)) return;
     const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
     journal_.count(kind);
     journal_.note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {},
                   changed::all | changed::linked, copy_method::none, false, first);
-  }
-
-  // The link changed the directory: it gets back the mtime it had, the one it was finished with
-  // (the source directory's is not read again: under links::dereference the source path may go
-  // through symlinks, which the walk followed and a descent from the root would not).
-  void restore_dir_mtime(handle& parent, std::int64_t mtime_ns) {
-    std::error_code ec;
-    if (!s_.before_write()) return;
-    s_.fs.set_mtime(parent, ".", mtime_ns, ec);
-    if (ec) journal_.fail(side::destination, operation::utime, ec);
   }
 
   S& s_;
@@ -530,7 +483,6 @@ class worker {
   applier<S> applier_;
   pruner<S> pruner_;
   walker<S> walker_;
-  applier<S>* apply_;  // null in a dry run
 };
 
 // ---- the scheduler -----------------------------------------------------------------------------
@@ -889,8 +841,7 @@ class engine {
     const bool inside = !s_.state_rel.empty();
     if (inside != after_roots) return {};
     if constexpr (!has_state_ops<FS>::value) {  // a filesystem without the optional state operations
-      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept),
-                                            side::destination, "the filesystem has no state operations"});
+      first.record().state_notice(s_.opt.state.string(), errc::state_not_kept, "the filesystem has no state operations");
       return {};
     } else {
       const std::filesystem::path p = strip_trailing_separators(s_.opt.state);
@@ -923,8 +874,7 @@ class engine {
     if (!s_.pol.state_keys_known) {  // nothing tells this run's policies from another's: none is trusted or kept
       s_.state.distrust();
       s_.state.disable();  // one that exists still goes before the first write
-      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept),
-                                            side::destination, "the " + s_.pol.unkeyed + " policy has no state_key()"});
+      first.record().state_notice(s_.opt.state.string(), errc::state_not_kept, "the " + s_.pol.unkeyed + " policy has no state_key()");
       return;
     }
     std::error_code ec;
@@ -943,11 +893,10 @@ class engine {
       why = root->listed ? "the destination root is not the directory recorded" : "its record of the destination root was dropped";
     }
     if (s_.root) s_.root->rec = s_.state.root();
-    if (e) first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, e, side::destination, why});
+    if (e) first.record().state_notice(s_.opt.state.string(), e, why);
     if (s_.opt.hard_links || !s_.opt.backup_dir.empty()) {  // they change entries outside the walk's view
       s_.state.disable();
-      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept),
-                                            side::destination, "hard links and backups change entries it would record"});
+      first.record().state_notice(s_.opt.state.string(), errc::state_not_kept, "hard links and backups change entries it would record");
     }
     s_.recording = !s_.opt.dry_run && s_.state.keeps();
   }

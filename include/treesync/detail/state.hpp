@@ -160,10 +160,11 @@ inline constexpr std::size_t delete_open_levels = 64;
 //   pruner     empties and removes directory trees (deciding as it walks; the writes are the
 //              applier's);
 //   scheduler  the work list, the lifetime of each directory pair and the open-descriptor window.
-// A `worker` (one per thread) puts a journal, a walker, an applier and a pruner together; a dry run is a worker whose applier is never called.
+// A `worker` (one per thread) puts a journal, a walker, an applier and a pruner together; in a dry
+// run the applier is the recording one (it writes nothing: applier::dry_).
 
-/// What the walker decided for one entry; the worker hands it to the applier (unless this is a
-/// dry run) and then to the journal.
+/// What the walker decided for one entry; the worker hands it to the applier (which, in a dry run,
+/// records it as if carried out).
 struct plan {
   enum class step : std::uint8_t {
     none,   ///< nothing to do
@@ -539,7 +540,8 @@ struct run_state {
 // ---- the journal -------------------------------------------------------------------------------
 
 /// One worker's record of the run: its counts and lists (merged into the run's report at the end)
-/// and the actions it shows the observer.  `rel` is the relative path of the entry at hand.
+/// and the actions it shows the observer.  `rel` is the relative path of the entry at hand.  The
+/// counts and lists are reached through its methods only.
 template <class S>
 class journal {
  public:
@@ -548,7 +550,6 @@ class journal {
 
   explicit journal(S& s) : s_(s) {}
 
-  report rep;
   std::string rel;
 
   void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
@@ -587,7 +588,20 @@ class journal {
     note(action_kind::skip, t, 0, 0, why);
   }
   void notice(side where, operation op, std::error_code ec) { rep.notices.push_back({rel, op, ec, where}); }
+  /// A notice about the run's state file (`path`: as the run was given it), with what more there is to say.
+  void state_notice(std::string path, std::error_code ec, std::string detail) {
+    rep.notices.push_back({std::move(path), operation::state, ec, side::destination, std::move(detail)});
+  }
   void count(action_kind k) { k == action_kind::create ? ++rep.created : ++rep.updated; }
+  /// A source entry looked at.
+  void scanned() { ++rep.scanned; }
+  /// An entry left alone by the exclude policy.
+  void excluded() { ++rep.excluded; }
+  /// An existing directory's metadata set (`was`: its stat before; `also`: owner, group).
+  void dir_meta(const stat_info& src, const stat_info& was, changed also) {
+    ++rep.meta_updated;
+    note(action_kind::update_meta, file_type::directory, 0, 0, {}, (differences(src, &was) & ~changed::size) | also);
+  }
   void removed(file_type t) {
     ++rep.deleted;
     note(action_kind::remove, t);
@@ -663,6 +677,7 @@ class journal {
 
  private:
   S& s_;
+  report rep;
   std::vector<const std::string*> parts_;  // set_rel_of's scratch
 };
 

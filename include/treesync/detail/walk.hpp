@@ -208,12 +208,12 @@ class walker {
   /// A source entry, with its destination counterpart if the listing had one.  A directory
   /// becomes a child node; a file, link or special file may get a plan.
   verdict source_entry(node& n, const dir_entry& e, const dir_entry* de, std::vector<node*>& children, plan& p) {
-    ++j_.rep.scanned;
+    j_.scanned();
     p.type = e.type;
-    if (s_.is_state_file(j_.rel)) return ++j_.rep.excluded, verdict::none;  // the state file: never mirrored
+    if (s_.is_state_file(j_.rel)) return j_.excluded(), verdict::none;  // the state file: never mirrored
     if (!source_.resolve(n.src, e, p) || p.type == file_type::none) return verdict::none;  // none: a skipped link
     if (excluded(p.type)) {
-      ++j_.rep.excluded;
+      j_.excluded();
       return de && n.dst_exists() ? verdict::remove : verdict::none;
     }
     // rsync --existing: nothing new (a new directory is walked for its source errors only, as
@@ -266,7 +266,7 @@ class walker {
     }
     const bool ex = excluded(t);
     if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return verdict::remove;
-    if (ex) ++j_.rep.excluded;
+    if (ex) j_.excluded();
     return verdict::none;
   }
 
