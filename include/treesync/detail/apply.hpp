@@ -382,15 +382,13 @@ class applier {
   }
 
   /// Makes a directory the source has and the destination lacks: under a temporary name when the
-  /// parent keeps its handle to the end (the rename needs it) and no other run finishes the
-  /// subtree (frontier); inside a staged directory the name is final already.
+  /// walker staged it (node::stage), else at its final name.
   bool make_dir(node& n) {
     node& p = *n.parent;
     if (dry_) return true;
     if (!s_.before_write()) return false;
     std::error_code ec;
-    const bool stage =
-        !p.unseen && n.dst_type == file_type::none && s_.opt.frontier_depth == 0 && p.depth <= open_levels;
+    const bool stage = n.stage;
     const std::string made = stage ? s_.temp_name() : n.name;
     fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
     if (ec) return j_.fail(side::destination, operation::mkdir, ec), false;

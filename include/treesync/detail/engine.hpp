@@ -465,16 +465,11 @@ class worker {
     handle fparent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
     if (ec || !descend(s_.fs, parent, dir, false, ec) || !descend(s_.fs, fparent, fdir, false, ec))
       return journal_.fail(side::destination, operation::link, ec);
-    const stat_info target = s_.fs.stat(fparent, fname, false, ec);
-    if (ec || target.type != file_type::regular)
-      return journal_.fail(side::destination, operation::link, ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory));
-    const stat_info current = s_.fs.stat(parent, name, false, ec);
-    const file_type dt = ec ? file_type::none : current.type;
-    if (dt == file_type::regular && same_identity(current, target)) return;
-    if (!applier_.link_into(fparent, fname, parent, name, dt)) return;
-    const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
-    journal_.count(kind);
-    journal_.note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {},
+    plan p;  // the walker's verdict; the applier carries it out
+    if (walker_.link_request(parent, name, fparent, fname, p) != verdict::apply) return;
+    if (!applier_.link_into(fparent, fname, parent, name, p.old)) return;
+    journal_.count(p.kind());
+    journal_.note(p.kind(), file_type::regular, p.src.size, p.old == file_type::regular ? p.dst.size : 0, {},
                   changed::all | changed::linked, copy_method::none, false, first);
   }
 

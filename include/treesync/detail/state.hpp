@@ -124,6 +124,11 @@ struct dir_node {
   // then, so its files are written straight to their final names (no temporary, no rename each).
   std::string staged;
   bool unseen = false;  // this directory, or one above it, is staged
+  // The walker's verdict for a directory the destination lacks: made staged (under a temporary
+  // name, while the parent keeps its handle to the end for the rename and no other run finishes
+  // the subtree) or at its final name (inside a staged directory, below the descriptor window,
+  // under frontier).  applier::make_dir carries it out.
+  bool stage = false;
   bool finish = false;           // set once the listing succeeded: the directory's metadata is due
   std::vector<dir_entry> sl, dl;  // sorted listings
   std::vector<std::pair<std::size_t, std::size_t>> merged;  // indices into sl / dl, npos when absent

@@ -270,6 +270,25 @@ class walker {
     return verdict::none;
   }
 
+  /// hard_links: what a further name (`name` in `d`) of a multiply-linked source file needs, once
+  /// the first name's copy (`fname` in `fd`) is in place: nothing when it is a name of that copy
+  /// already, else a link (p.old: what the destination holds there, replaced; p.src: the copy's
+  /// stat, p.dst: the old entry's).  A first name whose copy is not a regular file fails the link
+  /// (reported).  Reads only.
+  verdict link_request(handle& d, const std::string& name, handle& fd, const std::string& fname, plan& p) {
+    std::error_code ec;
+    p.type = file_type::regular;
+    p.src = fs_.stat(fd, fname, false, ec);
+    if (ec || p.src.type != file_type::regular)
+      return j_.fail(side::destination, operation::link, ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory)),
+             verdict::none;
+    p.dst = fs_.stat(d, name, false, ec);
+    p.old = ec ? file_type::none : p.dst.type;
+    if (p.old == file_type::regular && same_identity(p.dst, p.src)) return verdict::none;
+    p.what = plan::step::write;
+    return verdict::apply;
+  }
+
   /// The metadata a finished directory needs.  An existing one whose metadata changes is an
   /// update_meta; one this run made gets all of it.
   dir_plan finish(const node& n) const {
@@ -546,6 +565,10 @@ class walker {
     child->src_st = st;
     child->follow = p.follow;
     child->depth = n.depth + 1;
+    // made under a temporary name when the parent keeps its handle to the end (the rename needs
+    // it) and no other run finishes the subtree (frontier); inside a staged directory the name
+    // is final already
+    child->stage = p.old == file_type::none && !n.unseen && s_.opt.frontier_depth == 0 && n.depth <= open_levels;
     s_.live_add(st);
     child->anchor = n.segment.empty() && n.parent ? n.anchor : &n;
     if (child->depth % anchor_levels == 0) set_segment(*child);
