@@ -22,11 +22,14 @@ enum class removal { done, kept, failed };
 
 template <class S>
 class applier;
+template <class S>
+class walker;
 
 /// Removes destination entries; a directory is emptied first, through handles opened without
 /// following links, so a symlink inside it is removed, never walked through.  Entries inside it
 /// that the deletion policy protects (excluded ones, under deletion::extraneous) are kept, and
-/// then so is the directory.  It decides as it walks; the writes are the applier's (in a dry run
+/// then so is the directory: the walker's verdict (walker::removes_within), asked for each entry
+/// as the pruner reaches it.  The writes are the applier's (in a dry run
 /// the recording applier's, which writes nothing: the pruner walks, decides and records the
 /// same).  Under a cap on deletions (max_delete) it first counts what a removal would delete
 /// (count_entry: a walk that writes and reports nothing) and keeps the listings it took, so the
@@ -36,7 +39,7 @@ class pruner {
  public:
   using handle = typename S::handle;
 
-  pruner(S& s, journal<S>& j, applier<S>& a) : s_(s), fs_(s.fs), j_(j), ap_(a) {}
+  pruner(S& s, journal<S>& j, applier<S>& a, walker<S>& w) : s_(s), fs_(s.fs), j_(j), ap_(a), walker_(w) {}
 
   /// Removes an entry.  `count_top`: the entry itself is reported as deleted.  `leftover`: a
   /// staged directory an interrupted run left: everything in it goes, whatever the deletion
@@ -97,8 +100,6 @@ class pruner {
     return r == removal::done;
   }
 
-  /// A destination entry inside the backup directory's own path: never deleted.
-  bool is_backup_dir() const { return (!s_.backup_rel.empty() && j_.rel == s_.backup_rel) || s_.is_state_file(j_.rel); }
 
  private:
   // One directory of a tree being deleted.
@@ -216,7 +217,7 @@ class pruner {
       ct = cs.type;
       if (counting_) l.children[l.next - 1].type = ct;  // kept with the listing
     }
-    if (!leftover && (is_backup_dir() || (!is_temp_name(c.name) && !removes(ct)))) {
+    if (!leftover && !walker_.removes_within(c.name, ct, counting_)) {
       l.kept = true;
       return rel.resize(saved), true;
     }
@@ -259,13 +260,6 @@ class pruner {
   }
   static constexpr std::uint32_t no_mode = static_cast<std::uint32_t>(-1);
 
-  // Whether the deletion policy removes the entry at rel inside a directory being deleted.
-  bool removes(file_type t) {
-    const bool ex = s_.pol.excluded(std::string_view(j_.rel), t);
-    if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return true;
-    if (ex && !counting_) j_.excluded();
-    return false;
-  }
 
   // A removal, reported (or, counting, counted).
   void removed(file_type t) {
@@ -327,6 +321,7 @@ class pruner {
   typename S::fs_type& fs_;
   journal<S>& j_;
   applier<S>& ap_;
+  walker<S>& walker_;
   bool counting_ = false;  // count_entry: removals counted in tally_, nothing written or reported
   std::size_t tally_ = 0;
   std::map<std::string, std::vector<dir_entry>> listed_;  // count_entry's listings, by relative path

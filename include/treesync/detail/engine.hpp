@@ -35,7 +35,8 @@ class worker {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
   explicit worker(S& s)
-      : s_(s), journal_(s), applier_(s, journal_, pruner_), pruner_(s, journal_, applier_), walker_(s, journal_) {}
+      : s_(s), journal_(s), applier_(s, journal_, pruner_), pruner_(s, journal_, applier_, walker_),
+        walker_(s, journal_) {}
   worker(const worker&) = delete;
   worker& operator=(const worker&) = delete;
 

@@ -270,6 +270,19 @@ class walker {
     return verdict::none;
   }
 
+  /// An entry inside a directory tree being deleted (the pruner's walk reaches it; rel names it):
+  /// whether it goes too.  The backup directory and the state file stay; a temporary an
+  /// interrupted run left goes; anything else as the deletion policy says (an excluded entry
+  /// under deletion::extraneous stays: counted as excluded unless `quiet`, the pruner counting).
+  bool removes_within(const std::string& name, file_type t, bool quiet) {
+    if ((!s_.backup_rel.empty() && j_.rel == s_.backup_rel) || s_.is_state_file(j_.rel)) return false;
+    if (is_temp_name(name)) return true;
+    const bool ex = excluded(t);
+    if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return true;
+    if (ex && !quiet) j_.excluded();
+    return false;
+  }
+
   /// hard_links: what a further name (`name` in `d`) of a multiply-linked source file needs, once
   /// the first name's copy (`fname` in `fd`) is in place: nothing when it is a name of that copy
   /// already, else a link (p.old: what the destination holds there, replaced; p.src: the copy's
