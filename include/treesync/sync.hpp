@@ -73,18 +73,28 @@ report run_core(FS& fs, const std::filesystem::path& src, const std::filesystem:
 // The core compiled once (as {fmt}'s vformat): by default every translation unit that calls
 // sync() instantiates run_core for its filesystem type (header-only).  A project may compile it in
 // one translation unit instead: that one defines TREESYNC_CORE_INSTANTIATE before including
-// treesync.hpp, every other one defines TREESYNC_SEPARATE_CORE (CMake: link treesync::core, which
-// does both; Meson: treesync_core_dep).  Then a sync() call costs its caller the adapter above
-// only: folding the arguments and a policy_view.
+// treesync.hpp (treesync/engine.cpp is that file), every other one defines TREESYNC_SEPARATE_CORE
+// (CMake: link treesync::core, which does both; Meson: treesync_core_dep).  Then a sync() call
+// costs its caller the adapter above only: folding the arguments and a policy_view.
+// TREESYNC_CORE_INSTANTIATE_POSIX_FS or _STD_FS beside it instantiates that engine only: the
+// libraries compile engine.cpp once for each, so that a program links only the engine it calls.
 #if TREESYNC_HAS_POSIX
 #define TREESYNC_CORE_SIGNATURE(FS)                                                                        \
   report run_core<FS>(FS&, const std::filesystem::path&, const std::filesystem::path&, std::error_code&, \
                       const policy_view&, const run_options&)
-#if defined(TREESYNC_CORE_INSTANTIATE)
+#if defined(TREESYNC_CORE_INSTANTIATE) && !defined(TREESYNC_CORE_INSTANTIATE_POSIX_FS) && \
+    !defined(TREESYNC_CORE_INSTANTIATE_STD_FS)
+#define TREESYNC_CORE_INSTANTIATE_POSIX_FS
+#define TREESYNC_CORE_INSTANTIATE_STD_FS
+#endif
+#if defined(TREESYNC_CORE_INSTANTIATE_POSIX_FS)
 template TREESYNC_CORE_SIGNATURE(posix_fs);
-template TREESYNC_CORE_SIGNATURE(std_fs);
-#elif defined(TREESYNC_SEPARATE_CORE)
+#elif defined(TREESYNC_SEPARATE_CORE) || defined(TREESYNC_CORE_INSTANTIATE)
 extern template TREESYNC_CORE_SIGNATURE(posix_fs);
+#endif
+#if defined(TREESYNC_CORE_INSTANTIATE_STD_FS)
+template TREESYNC_CORE_SIGNATURE(std_fs);
+#elif defined(TREESYNC_SEPARATE_CORE) || defined(TREESYNC_CORE_INSTANTIATE)
 extern template TREESYNC_CORE_SIGNATURE(std_fs);
 #endif
 #undef TREESYNC_CORE_SIGNATURE

@@ -50,6 +50,9 @@ if(GENERATOR STREQUAL "Ninja")
 endif()
 
 treesync_run_app("${build}/app" "${WORK_DIR}/tree")
+if(EXISTS "${build}/app_core")  # find_package/: the same program over treesync::core
+  treesync_run_app("${build}/app_core" "${WORK_DIR}/tree-core")
+endif()
 
 treesync_run("${CMAKE_COMMAND}" --install "${build}" --prefix "${WORK_DIR}/prefix")
 treesync_expect_tree("${WORK_DIR}/prefix" bin/app)

@@ -1,8 +1,9 @@
 # cmake -DSOURCE_DIR=<treesync source> -DWORK_DIR=<dir> -DCXX=<compiler> -P meson_subproject.cmake
 #
 # Consumer: a Meson project with treesync in subprojects/ (a symlink to this checkout plus the
-# wrap file from meson_subproject/subprojects/). Builds, runs `meson test`, then checks that the
-# subproject contributed no target and that `meson install` installs only the consumer's program.
+# wrap file from meson_subproject/subprojects/). Builds, runs `meson test` (header-only and with
+# dependency('treesync-core')), then checks that the subproject contributed only the core's libraries
+# (not built by default) and that `meson install` installs only the consumer's program.
 # Skipped when meson or ninja is not installed.
 
 cmake_minimum_required(VERSION 3.14)
@@ -36,8 +37,15 @@ treesync_run("${MESON_EXECUTABLE}" compile -C "${build}")
 treesync_run("${MESON_EXECUTABLE}" test -C "${build}" --print-errorlogs)
 
 treesync_run("${MESON_EXECUTABLE}" introspect "${build}" --targets OUTPUT_VARIABLE targets)
-if(targets MATCHES "\"subproject\": *\"treesync\"")
-  message(FATAL_ERROR "the treesync subproject added targets to the consumer's build")
+# The subproject defines the two libraries of dependency('treesync-core') (the engine compiled
+# once, one per filesystem type), never built unless used: no tests, no examples, no install.
+string(REGEX MATCHALL "\"subproject\": *\"treesync\"" sub_targets "${targets}")
+list(LENGTH sub_targets n_sub_targets)
+if(NOT n_sub_targets EQUAL 2 OR
+   NOT targets MATCHES "\"name\": *\"treesync_core_posix_fs\"[^{}]*\"build_by_default\": *false" OR
+   NOT targets MATCHES "\"name\": *\"treesync_core_std_fs\"[^{}]*\"build_by_default\": *false")
+  message(FATAL_ERROR "the treesync subproject should define only treesync_core_posix_fs and "
+                      "treesync_core_std_fs (not built by default); targets: ${targets}")
 endif()
 treesync_run("${MESON_EXECUTABLE}" install -C "${build}" --no-rebuild)
 treesync_expect_tree("${WORK_DIR}/prefix" bin/app)
