@@ -63,7 +63,7 @@ RULES = {
         "README: an empty SRC with --delete is refused without --allow-empty-source -> treesync must "
         "exit 2 and leave DST as it was",
     "max_delete_whole_run":
-        "README: --max-delete refuses the whole run -> --max-delete is not generated",
+        "README: over --max-delete treesync deletes nothing (rsync the first N) -> --max-delete is not generated",
     "backup_dir_relative":
         "README: a relative --backup-dir is relative to the mirrored directory -> --backup-dir is not generated",
     "delete_timing":

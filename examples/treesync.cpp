@@ -9,10 +9,11 @@
 // progress.hpp (--progress: the meter behind its line), outcome.hpp (exit status, refusals, what
 // is printed after the run), signals.hpp (SIGINT, SIGTERM), text.hpp (escaping).
 //
-// Exit status: 0 done; 1 usage error; 2 refused before anything was touched (missing source, same or
-// nested directories, empty source, --max-delete exceeded: the refusal says how many entries the
-// run would delete, counted by a dry run without the cap); 23 some entries failed; 24 some source
-// entries vanished during the run (23 wins over 24); 130 / 143 interrupted by SIGINT / SIGTERM.
+// Exit status: 0 done; 1 usage error; 2 refused before anything was touched (same or nested
+// directories, empty source); 23 some entries failed, or a missing source; 24 some source entries
+// vanished during the run (23 wins over 24); 25 --max-delete exceeded (every other change made, no
+// deletion; the refusal says how many entries the run would delete: report::would_delete);
+// 130 / 143 interrupted by SIGINT / SIGTERM.
 //
 // Output: every path printed on stdout or stderr goes through treesync_cli::display(): ASCII
 // controls, DEL and '\' as treesync::escape() writes them (\n, \t, \r, \xNN, \\), and the bytes of
@@ -171,12 +172,19 @@ int main(int argc, char** argv) {
   std::unique_ptr<progress_meter> meter;
   if (opt.progress && (terminal || opt.progress_always)) {
     meter = std::make_unique<progress_meter>(terminal);
-    meter->set_counting_current(!opt.max_delete);  // the library's plan would compare every file twice
     meter->start([&opt, &patterns, m = meter.get()] { return count_source(opt, patterns, *m); }, &cancel_flag);
   }
   printer observer(opt, meter.get());
+  // -n --max-delete=N: rsync lists the first N deletions (and every other change) and exits 25;
+  // the library's cap is for runs that write (over it, none of the deletions is made)
+  const bool list_capped = opt.lib.dry_run && opt.max_delete;
+  if (list_capped) observer.limit_removals(*opt.max_delete);
   run_context context{opt,
-                      [&] { cli_deletion d = deletion; d.max = opt.max_delete ? *opt.max_delete : treesync::unlimited; return d; }(),
+                      [&] {
+                        cli_deletion d = deletion;
+                        d.max = opt.max_delete && !list_capped ? *opt.max_delete : treesync::unlimited;
+                        return d;
+                      }(),
                       patterns,
                       opt.jobs,
                       &cancel_flag,
@@ -192,49 +200,20 @@ int main(int argc, char** argv) {
   }
   if (meter) {
     const bool signalled = first_signal.load() != 0;
-    meter->finish(!ec && !signalled, ec && !signalled && !r.cancelled);  // refused: nothing was done
+    // refused: nothing was done (over --max-delete the run was made, but for its deletions)
+    meter->finish(!ec && !signalled, ec && ec != treesync::errc::max_delete_exceeded && !signalled && !r.cancelled);
   }
   observer.finish();
   sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 
   outcome out = decide_outcome(first_signal.load(), ec, r);
-  refusal_text refused;
-  if (out.refusal) {
-    std::size_t would_delete = 0;
-    if (ec == treesync::errc::max_delete_exceeded) {
-      // the library refuses before its first deletion without saying how many it planned: count
-      // them with a dry run of the same command line, without the cap (reads only)
-      options counting = opt;
-      counting.lib.dry_run = true;
-      counting.itemize = counting.verbose = counting.json = counting.progress = false;
-      printer quiet(counting);
-      run_context plan{counting, deletion, patterns, opt.jobs,
-                       &cancel_flag, quiet, std::string()};
-      std::error_code plan_ec;
-      would_delete = run(plan, plan_ec).deleted;
-    }
-    refused = describe_refusal(opt, ec, would_delete);
-    if (ec == treesync::errc::max_delete_exceeded && opt.lib.dry_run && first_signal.load() == 0) {
-      // -n: rsync lists the first N deletions (and every other change) and exits 25; the plan
-      // without the cap, with its deletions cut at N
-      printer listing(opt);
-      listing.limit_removals(*opt.max_delete);
-      run_context plan{opt, deletion, patterns, opt.jobs, &cancel_flag,
-                       listing, std::string()};
-      std::error_code plan_ec;
-      treesync::report planned = run(plan, plan_ec);
-      if (!plan_ec) {
-        listing.finish();
-        sort_entries(planned);
-        out.refusal.clear();
-        out.status = "max_delete";
-        out.deletions_stopped = planned.deleted - std::min(planned.deleted, *opt.max_delete);
-        planned.deleted -= out.deletions_stopped;
-        r = std::move(planned);
-        refused = {};
-        return print_report(opt, r, out, refused, opt.itemize || opt.verbose ? &listing.json_actions() : nullptr);
-      }
-    }
+  if (list_capped && !out.refusal && first_signal.load() == 0 && r.deleted > *opt.max_delete) {
+    out.exit_code = 25;
+    out.status = "max_delete";
+    out.deletions_stopped = r.deleted - *opt.max_delete;
+    r.deleted = *opt.max_delete;
   }
+  refusal_text refused;
+  if (out.refusal) refused = describe_refusal(opt, ec, r.would_delete);
   return print_report(opt, r, out, refused, opt.itemize || opt.verbose ? &observer.json_actions() : nullptr);
 }

@@ -709,16 +709,23 @@ TEST_CASE("an empty source over a missing or empty destination is fine") {
   CHECK(sync(fs).ok());
 }
 
-TEST_CASE("max_delete refuses the run before its first deletion") {
+TEST_CASE("max_delete: over the cap the run makes no deletion and ends with max_delete_exceeded") {
   mock_fs fs;
   small_tree(fs);
   (void)sync(fs);
   fs.write("/dst/x1", "1");
   fs.write("/dst/x2", "2");
   fs.write("/dst/x3/inner", "3");
-  fs.write("/src/new", "n");  // would be created: must not be either
+  fs.write("/src/new", "n");  // created all the same
   fs.advance(10s);
-  check_refused(fs, treesync::make_error_code(treesync::errc::max_delete_exceeded), treesync::max_delete{3});
+  fs.reset_counters();
+  std::error_code ec;
+  (void)treesync::sync(fs, "/src", "/dst", treesync::max_delete{3}, ec);
+  CHECK(ec == treesync::errc::max_delete_exceeded);
+  CHECK(fs.ops()[op::unlink] == 0);
+  CHECK(fs.ops()[op::rmdir] == 0);
+  CHECK(fs.exists("/dst/x3/inner"));
+  CHECK(fs.read("/dst/new") == "n");
   const auto r = treesync::sync(fs, "/src", "/dst", treesync::max_delete{4});
   CHECK(r.deleted == 4);
   check_mirror(fs);

@@ -991,15 +991,21 @@ TEST_CASE("posix: allow_empty_source lets an empty source empty the destination"
   CHECK(same_mtime(mtime_of(f.src), mtime_of(f.dst)));
 }
 
-TEST_CASE("posix: a run that would exceed max_delete is refused before its first deletion") {
+TEST_CASE("posix: a run that would exceed max_delete makes its other changes and none of its deletions") {
   synced_fixture f;
   fs::remove(f.src / "top.txt");
   fs::remove(f.src / "run.sh");
   fs::remove_all(f.src / "a" / "b");  // a/b, a/b/c, a/b/c/deep.txt
   write_file(f.src / "new.txt", "new\n", 0644, past_ns(3000, 40));
-  check_refused(f, f.src, f.dst, treesync::errc::max_delete_exceeded, treesync::max_delete{4});
+  std::error_code ec;
+  const treesync::report over = treesync::sync(f.src, f.dst, treesync::max_delete{4}, ec);
+  CHECK(ec == treesync::errc::max_delete_exceeded);
+  CHECK(over.deleted == 0);
+  CHECK(over.would_delete == 5);
   CHECK(exists_nofollow(f.dst / "top.txt"));
-  CHECK_FALSE(exists_nofollow(f.dst / "new.txt"));  // nothing at all was done
+  CHECK(exists_nofollow(f.dst / "run.sh"));
+  CHECK(exists_nofollow(f.dst / "a" / "b" / "c" / "deep.txt"));
+  CHECK(exists_nofollow(f.dst / "new.txt"));  // the copy stays
 
   const treesync::report r = treesync::sync(f.src, f.dst, treesync::max_delete{5});  // exactly the limit
   CHECK(r.ok());

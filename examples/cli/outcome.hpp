@@ -34,14 +34,14 @@ struct refusal_text {
   std::string path;
 };
 
-/// `would_delete`: what the run would delete, counted for a --max-delete refusal.
+/// `would_delete`: what the run would delete, for a --max-delete refusal (report::would_delete).
 inline refusal_text describe_refusal(const options& opt, const std::error_code& ec, std::size_t would_delete) {
   const std::string& src = opt.src_root;
   const std::string& dst = opt.dst_root;
   struct stat st;
   if (ec == treesync::errc::max_delete_exceeded)
     return {"would delete " + std::to_string(would_delete) + " entries, --max-delete=" +
-                std::to_string(opt.max_delete ? *opt.max_delete : 0) + " (nothing was touched)",
+                std::to_string(opt.max_delete ? *opt.max_delete : 0) + " (none of them was made)",
             dst};
   if (ec == treesync::errc::empty_source)
     return {"source " + display(src) + " is empty and destination " + display(dst) +
@@ -157,7 +157,7 @@ inline int print_report(const options& opt, const treesync::report& r, outcome o
   print_errors(r, roots{opt.src_root, opt.dst_root});
   if (out.deletions_stopped)
     std::fprintf(stderr, "treesync: deletions stopped at --max-delete=%zu: %zu more not listed (dry run: nothing "
-                         "was changed; without -n the whole run is refused)\n",
+                         "was changed; without -n the run makes no deletion and exits 25)\n",
                  opt.max_delete ? *opt.max_delete : std::size_t{0}, out.deletions_stopped);
   // rsync: with --delete, any error reading SRC (not a vanished file) stops the deletions and is
   // said once, also when nothing was left to delete (library: keep_on_source_error)

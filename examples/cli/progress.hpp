@@ -183,8 +183,7 @@ class progress_meter {
     bytes_done_.fetch_add(size, std::memory_order_relaxed);
     entries_done_.fetch_add(1, std::memory_order_relaxed);
   }
-  /// Whether on_current() is to be called: not when the library plans the run with the same
-  /// comparison first (--max-delete), which would count every current file twice.
+  /// Whether on_current() is to be called (by default it is).
   void set_counting_current(bool on) { counting_current_ = on; }
   bool counting_current() const noexcept { return counting_current_; }
 

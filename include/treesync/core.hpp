@@ -124,7 +124,7 @@ enum class errc {
   same_directory = 1,     ///< source and destination are the same directory
   nested_directory,       ///< one of source / destination lies inside the other
   empty_source,           ///< empty source over a non-empty destination, not allowed
-  max_delete_exceeded,    ///< the plan deletes more entries than max_delete allows
+  max_delete_exceeded,    ///< the run would delete more entries than max_delete allows: it deleted none of them
   symlink_cycle,          ///< following a link would revisit a directory on the current path
   dangling_symlink,       ///< a link to follow points at nothing
   special_file,           ///< FIFO, socket or device: never opened, skipped
@@ -424,6 +424,9 @@ struct [[nodiscard]] report : counts {
   std::chrono::nanoseconds elapsed{0};
 
   bool cancelled = false;  ///< stopped early by cancel_on
+  /// max_delete exceeded (errc::max_delete_exceeded): the deletions the run found, more than the
+  /// cap allows; none of the deletions of entries the source lacks was made (see max_delete).
+  std::size_t would_delete = 0;
 
   bool ok() const noexcept { return errors.empty(); }
   /// true when the destination was not modified at all
@@ -432,10 +435,11 @@ struct [[nodiscard]] report : counts {
   counts& totals() noexcept { return *this; }
   const counts& totals() const noexcept { return *this; }
 
-  /// Adds `other`'s counts to these and appends its lists (errors, vanished, skipped_entries,
-  /// notices) after these; `elapsed` and `cancelled` are left alone (they belong to a whole run).
+  /// Adds `other`'s counts (and would_delete) to these and appends its lists (errors, vanished,
+  /// skipped_entries, notices) after these; `elapsed` and `cancelled` are left alone (they belong to a whole run).
   report& merge(report&& other) {
     *this += other;
+    would_delete += other.would_delete;
     append(errors, other.errors);
     append(vanished, other.vanished);
     append(skipped_entries, other.skipped_entries);

@@ -181,8 +181,12 @@ struct chosen {
 //
 // What happens to destination entries the source lacks ("extraneous" entries).
 // Requirement: `bool removes(std::string_view rel, file_type type, bool excluded) const` and
-// `std::size_t limit() const` (the most entries a run may delete; npos = unlimited; a run whose
-// plan exceeds it is refused before its first deletion).
+// `std::size_t limit() const` (the most entries a run may delete; npos = unlimited).  Under a
+// limit the deletions of entries the source lacks wait for the end of the walk and are counted
+// first: when they (with the entries of directories replaced by another type, counted as they
+// come) exceed it, none of them is made and the run ends with errc::max_delete_exceeded; the
+// copies and updates it made stay.  rsync --max-delete=N deletes the first N; treesync deletes
+// none (a cap is a guard against a wrong source: half of a wrong deletion is no better).
 
 inline constexpr std::size_t unlimited = std::numeric_limits<std::size_t>::max();
 

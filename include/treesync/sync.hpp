@@ -62,23 +62,8 @@ report run_core(FS& fs, const std::filesystem::path& src, const std::filesystem:
                 const policy_view& pol, const run_options& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   report rep;
-  if (pol.limit != unlimited) {
-    // max_delete refuses the run before its first deletion: plan it first (a dry run: reads only).
-    report plan;
-    policy_view quiet = pol;
-    quiet.observe_fn = nullptr;
-    run_options plan_opt = opt;
-    plan_opt.dry_run = true;
-    plan_opt.errors = error_mode::collect;
-    plan_opt.on_subtree = nullptr;  // the plan stops at the frontier too, but hands nothing out
-    engine<FS> planner(fs, quiet, plan_opt, plan);
-    ec = planner.run(src, dst);
-    if (!ec && plan.deleted > pol.limit) ec = errc::max_delete_exceeded;
-    if (ec) {
-      rep.elapsed = std::chrono::steady_clock::now() - t0;
-      return rep;
-    }
-  }
+  // one walk, whatever the policies: under max_delete the deletions wait for its end and are
+  // counted before the first (deferred_pass)
   engine<FS> eng(fs, pol, opt, rep);
   ec = eng.run(src, dst);
   rep.elapsed = std::chrono::steady_clock::now() - t0;

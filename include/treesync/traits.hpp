@@ -197,8 +197,10 @@ concept policy = is_policy_v<P>;
 //   report sync(fs, src, dst, policies... [, ec]);       // any filesystem (mock_fs, posix_fs, ...)
 //
 // Throws (or sets ec) only when the run is refused before touching anything (source missing or
-// not a directory, same or nested directories, empty source, max_delete exceeded, destination
-// root cannot be created) or stopped by errors::stop.  Per-entry failures are in report::errors.
+// not a directory, same or nested directories, empty source, destination root cannot be
+// created), when max_delete is exceeded (the run is made but for its deletions: none of them;
+// report::would_delete says how many) or stopped by errors::stop.  Per-entry failures are in
+// report::errors.
 
 
 // [treesync.detail.pack] ------------------------------------------------------------------------

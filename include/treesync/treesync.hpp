@@ -35,7 +35,8 @@
 //     spread over n threads, depth first, and each directory's metadata is set post-order, once
 //     its content is complete.
 //   - The walker decides what each entry needs (a plan) and never writes; the applier carries the
-//     plan out, and a dry run simply has no applier.  Every new entry is made under a temporary
+//     plan out, and a dry run has the recording applier (the same operations, each recording
+//     what it would do, none writing), chosen once per run.  Every new entry is made under a temporary
 //     name (or inside a directory still being populated under its own temporary name) and put
 //     in place by one rename: a reader never sees a partial file at a final path.
 //   - Every operation below the roots goes through directory handles without following links the

@@ -295,18 +295,9 @@ py::tuple run(const py::dict& o) {
       py_observer obs{&shared};
       rep = treesync::sync(std::filesystem::path(src), std::filesystem::path(dst), lib, compare, deletion, links,
                            exclude, obs, ec);
-      if (ec == treesync::errc::max_delete_exceeded && !shared.cancel.load()) {
-        // the library refuses before its first deletion; the count comes from a dry run without the cap
-        treesync::options plan = lib;
-        plan.dry_run = true;
-        std::error_code plan_ec;
-        const py_deletion uncapped{deletion.k, treesync::unlimited};
-        const treesync::report r = treesync::sync(std::filesystem::path(src), std::filesystem::path(dst), plan,
-                                                  compare, uncapped, links, exclude, plan_ec);
-        if (!plan_ec) {
-          planned = r.deleted;
-          have_planned = true;
-        }
+      if (ec == treesync::errc::max_delete_exceeded) {  // the run counted them (none was made)
+        planned = rep.would_delete;
+        have_planned = true;
       }
     } catch (...) {
       run_error = std::current_exception();

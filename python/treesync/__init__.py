@@ -129,8 +129,8 @@ class Error(OSError):
 
 class Refused(Error):
     """The run was refused before anything was touched: same or nested directories, an empty source
-    over a non-empty destination, a missing source, more deletions than max_delete (``count``: how
-    many the run would delete)."""
+    over a non-empty destination, a missing source; or it would delete more than max_delete
+    (``count``: how many): then every other change was made and none of the deletions."""
 
     def __init__(self, errno, message, path=None, *, count=None, **kw):
         super().__init__(errno, message, path, **kw)
@@ -173,7 +173,7 @@ def _refusal(ec, ec_category, ec_message, ec_errno, planned, src, dst, max_delet
     path, count = d, None
     if ec_category == _treesync.category and ec == e["max_delete_exceeded"]:
         count = planned
-        message = "would delete %s entries, max_delete=%d (nothing was touched)" % (
+        message = "would delete %s entries, max_delete=%d (none of them was made)" % (
             "?" if planned is None else planned, max_delete)
     elif ec_category == _treesync.category and ec == e["empty_source"]:
         message, path = "source %s is empty and destination %s is not (allow_empty_source=True to proceed)" % (s, d), s

@@ -22,18 +22,24 @@ enum class removal { done, kept, failed };
 
 template <class S>
 class applier;
+template <class S>
+class walker;
 
 /// Removes destination entries; a directory is emptied first, through handles opened without
 /// following links, so a symlink inside it is removed, never walked through.  Entries inside it
 /// that the deletion policy protects (excluded ones, under deletion::extraneous) are kept, and
-/// then so is the directory.  It decides as it walks; the writes are the applier's, and a dry run
-/// (no applier) walks, decides and records the same way without them.
+/// then so is the directory: the walker's verdict (walker::removes_within), asked for each entry
+/// as the pruner reaches it.  The writes are the applier's (in a dry run
+/// the recording applier's, which writes nothing: the pruner walks, decides and records the
+/// same).  Under a cap on deletions (max_delete) it first counts what a removal would delete
+/// (count_entry: a walk that writes and reports nothing) and keeps the listings it took, so the
+/// removal itself lists nothing again.
 template <class S>
 class pruner {
  public:
   using handle = typename S::handle;
 
-  pruner(S& s, journal<S>& j, applier<S>* a) : s_(s), fs_(s.fs), j_(j), ap_(a) {}
+  pruner(S& s, journal<S>& j, applier<S>& a, walker<S>& w) : s_(s), fs_(s.fs), j_(j), ap_(a), walker_(w) {}
 
   /// Removes an entry.  `count_top`: the entry itself is reported as deleted.  `leftover`: a
   /// staged directory an interrupted run left: everything in it goes, whatever the deletion
@@ -42,14 +48,26 @@ class pruner {
     if (t == file_type::unknown) {
       std::error_code ec;
       const stat_info st = fs_.stat(d, name, false, ec);
-      if (ec) return is_enoent(ec) ? removal::done : (j_.fail(side::destination, operation::stat, ec), removal::failed);
+      if (ec) return is_enoent(ec) ? removal::done : (fail(operation::stat, ec), removal::failed);
       t = st.type;
     }
     if (t == file_type::directory) return remove_tree(d, name, count_top, leftover);
-    if (ap_ && !ap_->remove_file(d, name, !leftover)) return removal::failed;
-    if (count_top) j_.removed(t);
+    if (!counting_ && !ap_.remove_file(d, name, !leftover)) return removal::failed;
+    if (count_top) removed(t);
     return removal::done;
   }
+
+  /// How many entries remove_entry(d, name, t, count_top) would delete (a directory's content as
+  /// the deletion policy has it): the same walk, without a write, an action or a report.  The
+  /// listings it takes are kept for the removal that follows (forget_listings drops them).
+  std::size_t count_entry(handle& d, const std::string& name, file_type t, bool count_top) {
+    counting_ = true;
+    tally_ = 0;
+    remove_entry(d, name, t, count_top);
+    counting_ = false;
+    return tally_;
+  }
+  void forget_listings() { listed_.clear(); }
 
   /// Whether the leftover `name` (a temporary name of an earlier run) may be removed: where the
   /// filesystem knows users (user_id), only when it belongs to the user this run acts as: an
@@ -68,14 +86,20 @@ class pruner {
   }
 
   /// Clears the way for an entry of another type: false (reported) when that is not possible.
+  /// Under a cap on deletions the entries in it are counted against it first: past the cap it
+  /// stays (reported: errc::max_delete_exceeded).
   bool replace_dir(handle& d, const std::string& name) {
+    if (s_.capped() && !s_.reserve_deletions(count_entry(d, name, file_type::directory, false))) {
+      forget_listings();
+      j_.fail(side::destination, operation::rmdir, errc::max_delete_exceeded);
+      return false;
+    }
     const removal r = remove_entry(d, name, file_type::directory, false);
+    forget_listings();
     if (r == removal::kept) j_.fail(side::destination, operation::rmdir, std::make_error_code(std::errc::directory_not_empty));
     return r == removal::done;
   }
 
-  /// A destination entry inside the backup directory's own path: never deleted.
-  bool is_backup_dir() const { return (!s_.backup_rel.empty() && j_.rel == s_.backup_rel) || s_.is_state_file(j_.rel); }
 
  private:
   // One directory of a tree being deleted.
@@ -109,12 +133,18 @@ class pruner {
     if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory) return entered::swapped;
     if (ec) {
       if (is_enoent(ec)) return entered::gone;
-      j_.fail(side::destination, operation::opendir, ec);
+      fail(operation::opendir, ec);
       return entered::failed;
     }
-    l.children = fs_.list(l.h, ec);
+    const auto kept = counting_ ? listed_.end() : listed_.find(j_.rel);
+    if (kept != listed_.end()) {  // counted before (count_entry): listed then
+      l.children = std::move(kept->second);
+      listed_.erase(kept);
+    } else {
+      l.children = fs_.list(l.h, ec);
+    }
     if (ec) {
-      j_.fail(side::destination, operation::list, ec);
+      fail(operation::list, ec);
       return entered::failed;
     }
     l.name = name;
@@ -161,7 +191,7 @@ class pruner {
         h = std::move(next);
       }
     }
-    if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
+    if (ec) return fail(operation::opendir, ec), false;
     up.h = std::move(h);
     up.open = true;
     return true;
@@ -181,12 +211,13 @@ class pruner {
       std::error_code ec;
       const stat_info cs = fs_.stat(l.h, c.name, false, ec);
       if (ec) {
-        if (!is_enoent(ec)) l.ok = (j_.fail(side::destination, operation::stat, ec), false);
+        if (!is_enoent(ec)) l.ok = (fail(operation::stat, ec), false);
         return rel.resize(saved), true;
       }
       ct = cs.type;
+      if (counting_) l.children[l.next - 1].type = ct;  // kept with the listing
     }
-    if (!leftover && (is_backup_dir() || (!is_temp_name(c.name) && !removes(ct)))) {
+    if (!leftover && !walker_.removes_within(c.name, ct, counting_)) {
       l.kept = true;
       return rel.resize(saved), true;
     }
@@ -215,26 +246,29 @@ class pruner {
   // A directory of the tree is made writable before the first removal in it (never when nothing
   // in it is removed: a directory that stays keeps its mode, as in rsync).
   void writable(level& l) {
-    if (l.opened || !ap_ || !l.open) return;
+    if (l.opened || counting_ || !l.open) return;
     l.opened = true;
-    l.was = ap_->open_up(l.h);
+    l.was = ap_.open_up(l.h);  // no_mode when unchanged (and in a dry run)
   }
   // A directory opened up that stays (it keeps an entry, or a removal in it failed) gets its mode
   // back.
   void restore(level& l) {
-    if (!ap_ || !l.open || l.was == no_mode) return;
+    if (counting_ || !l.open || l.was == no_mode) return;
     std::error_code ec;
     fs_.set_mode(l.h, ".", l.was, ec);
-    if (ec) j_.fail(side::destination, operation::chmod, ec);
+    if (ec) fail(operation::chmod, ec);
   }
   static constexpr std::uint32_t no_mode = static_cast<std::uint32_t>(-1);
 
-  // Whether the deletion policy removes the entry at rel inside a directory being deleted.
-  bool removes(file_type t) {
-    const bool ex = s_.pol.excluded(std::string_view(j_.rel), t);
-    if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return true;
-    if (ex) ++j_.rep.excluded;
-    return false;
+
+  // A removal, reported (or, counting, counted).
+  void removed(file_type t) {
+    if (counting_) ++tally_;
+    else j_.removed(t);
+  }
+  // A failure in the destination, reported (counting: not; the removal that follows meets it).
+  void fail(operation op, std::error_code ec) {
+    if (!counting_) j_.fail(side::destination, op, ec);
   }
 
   // The deepest level is empty (or keeps something): removes it and folds the outcome into the
@@ -245,13 +279,14 @@ class pruner {
     if (!levels.empty() && !levels.back().open && !reopen_level(levels, top, done)) return removal::failed;
     removal r = !done.ok ? removal::failed : done.kept ? removal::kept : removal::done;
     if (r != removal::done && done.opened) restore(done);  // it stays: with the mode it had
+    if (counting_) listed_[j_.rel] = std::move(done.children);  // for the removal that follows
     if (r == removal::done) {
       if (!levels.empty()) writable(levels.back());
       done.h = handle{};
-      if (ap_ && !ap_->remove_dir(levels.empty() ? top : levels.back().h, done.name)) {
+      if (!counting_ && !ap_.remove_dir(levels.empty() ? top : levels.back().h, done.name)) {
         r = removal::failed;
       } else if (!leftover && (!levels.empty() || count_top)) {
-        j_.removed(file_type::directory);
+        removed(file_type::directory);
       }
     }
     j_.rel.resize(done.rel_size);
@@ -285,24 +320,32 @@ class pruner {
   S& s_;
   typename S::fs_type& fs_;
   journal<S>& j_;
-  applier<S>* ap_;  // null in a dry run
+  applier<S>& ap_;
+  walker<S>& walker_;
+  bool counting_ = false;  // count_entry: removals counted in tally_, nothing written or reported
+  std::size_t tally_ = 0;
+  std::map<std::string, std::vector<dir_entry>> listed_;  // count_entry's listings, by relative path
 };
 
 // ---- the applier -------------------------------------------------------------------------------
 
 /// Carries plans out: every write of the run is made here.  A new entry is made under a temporary
 /// name (or, inside a directory still staged, at its final name) and `install` puts it in place.
+/// A dry run has the recording applier: the same interface, chosen once per run (`dry_`), whose
+/// operations write nothing and record what they would do (the report and the observer's actions
+/// come from it, as from the writing one); the engine never asks which one it has.
 template <class S>
 class applier {
  public:
   using handle = typename S::handle;
   using node = typename S::node;
 
-  applier(S& s, journal<S>& j, pruner<S>& p) : s_(s), fs_(s.fs), j_(j), pruner_(p) {}
+  applier(S& s, journal<S>& j, pruner<S>& p) : s_(s), fs_(s.fs), j_(j), pruner_(p), dry_(s.opt.dry_run) {}
 
-  /// Carries out an entry's plan in its directory `n`.  Returns whether the directory's entries
-  /// changed (its mtime is then restored when it is finished).
+  /// Carries out an entry's plan in its directory `n` (recording: as if).  Returns whether the
+  /// directory's entries changed (its mtime is then restored when it is finished).
   bool apply(node& n, const std::string& name, const plan& p) {
+    if (dry_) return record(n, name, p);
     if (!s_.before_write()) return false;
     if (p.what == plan::step::meta) return touch(n.dst, name, p), false;
     prepare_write(n);
@@ -334,14 +377,13 @@ class applier {
   }
 
   /// Makes a directory the source has and the destination lacks: under a temporary name when the
-  /// parent keeps its handle to the end (the rename needs it) and no other run finishes the
-  /// subtree (frontier); inside a staged directory the name is final already.
+  /// walker staged it (node::stage), else at its final name.
   bool make_dir(node& n) {
     node& p = *n.parent;
+    if (dry_) return true;
     if (!s_.before_write()) return false;
     std::error_code ec;
-    const bool stage =
-        !p.unseen && n.dst_type == file_type::none && s_.opt.frontier_depth == 0 && p.depth <= open_levels;
+    const bool stage = n.stage;
     const std::string made = stage ? s_.temp_name() : n.name;
     fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
     if (ec) return j_.fail(side::destination, operation::mkdir, ec), false;
@@ -372,7 +414,8 @@ class applier {
 
   /// A directory's metadata, once its content is complete; a staged one then takes its name.
   bool finish_dir(node& n, const dir_plan& p) {
-    if (!s_.before_write()) return false;
+    if (dry_) return true;
+    if (!reach(n) || !s_.before_write()) return false;
     const stat_info& st = n.src_st;
     handle& d = n.dst;
     std::error_code ec;
@@ -394,18 +437,65 @@ class applier {
     return true;
   }
 
-  /// Another name for a file already in the destination (hard_links), installed at `name` in `d`.
-  bool link(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) {
+  /// Another name for a file already in the destination (hard_links), installed at `name` in `d`
+  /// (what is there, `old`, replaced).  The directory gets back the mtime it had, the one it was
+  /// finished with (the source directory's is not read again: under links::dereference the
+  /// source path may go through symlinks, which the walk followed and a descent from the root
+  /// would not).
+  bool link_into(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) {
+    if (dry_) return true;
     std::error_code ec;
+    const stat_info before = fs_.stat(d, ".", false, ec);
+    if (ec) return j_.fail(side::destination, operation::stat, ec), false;
     if (!s_.before_write()) return false;
     const std::string made = s_.temp_name();
     fs_.link(fdir, fname, d, made, ec);
     if (ec) return j_.fail(side::destination, operation::link, ec), false;
-    return install(d, made, name, old);
+    if (!install(d, made, name, old)) return false;
+    if (!s_.before_write()) return true;
+    fs_.set_mtime(d, ".", before.mtime_ns, ec);
+    if (ec) j_.fail(side::destination, operation::utime, ec);
+    return true;
+  }
+
+  /// A leftover of an interrupted run (a temporary name) in `n`, removed whatever the deletion
+  /// policy says (a staged directory with everything in it), unless someone else owns it
+  /// (leftover_ours: not ours to purge; then `failed`).  `t` becomes its type.  Recording: done.
+  removal clean(node& n, const std::string& name, file_type& t) {
+    if (dry_) return removal::done;
+    if (!pruner_.leftover_ours(n.dst, name, t)) return removal::failed;
+    prepare_write(n);
+    if (t == file_type::directory || t == file_type::unknown) {  // a staged directory
+      const removal r = pruner_.remove_entry(n.dst, name, t, false, true);
+      if (r == removal::done) t = file_type::directory;
+      return r;
+    }
+    return remove_file(n.dst, name, false) ? removal::done : removal::failed;
+  }
+
+  /// The destination directory of `n` opened (if deferred) and made writable for a change in it.
+  bool open_for_write(node& n) {
+    if (dry_) return true;
+    if (n.dst_deferred && !reach(n)) return false;
+    prepare_write(n);
+    return true;
+  }
+
+  /// A directory whose deferred deletions are done (`changed`) or that was opened up for them
+  /// (`opened`) gets back the mtime and mode it had (`before`).
+  void restore_dir(handle& h, const stat_info& before, bool changed, bool opened) {
+    if (dry_ || !s_.before_write()) return;
+    std::error_code ec;
+    if (changed) fs_.set_mtime(h, ".", before.mtime_ns, ec);
+    if (ec) j_.fail(side::destination, operation::utime, ec);
+    ec.clear();
+    if (opened) fs_.set_mode(h, ".", before.mode & 07777, ec);
+    if (ec) j_.fail(side::destination, operation::chmod, ec);
   }
 
   /// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
   bool remove_file(handle& d, const std::string& name, bool keep_copy) {
+    if (dry_) return true;
     if (!s_.before_write()) return false;
     if (keep_copy && s_.opt.backup_dir.empty() == false && !is_temp_name(name)) return backup(d, name);
     std::error_code ec;
@@ -414,6 +504,7 @@ class applier {
     return true;
   }
   bool remove_dir(handle& parent, const std::string& name) {
+    if (dry_) return true;
     if (!s_.before_write()) return false;
     std::error_code ec;
     fs_.remove_dir(parent, name, ec);
@@ -421,8 +512,9 @@ class applier {
     return true;
   }
   /// A directory about to be emptied is made writable first.  Returns its mode before, or -1
-  /// when it was not changed.
+  /// when it was not changed (recording: never).
   std::uint32_t open_up(handle& d) {
+    if (dry_) return static_cast<std::uint32_t>(-1);
     std::error_code ec;
     const stat_info self = fs_.stat(d, ".", false, ec);
     if (ec || (self.mode & 0200) != 0 || !s_.before_write()) return static_cast<std::uint32_t>(-1);
@@ -433,7 +525,7 @@ class applier {
   /// A destination directory without write permission is made writable before its first change;
   /// finish_dir restores the source's mode.
   void prepare_write(node& n) {
-    if (n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0 || !s_.before_write()) return;
+    if (dry_ || n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0 || !s_.before_write()) return;
     std::lock_guard<std::mutex> lock(n.mu);
     if (n.made_writable) return;
     std::error_code ec;
@@ -449,7 +541,7 @@ class applier {
   /// A directory this run made (0700) has the bit when its parent had it (the parent's own
   /// setgid_first, or for the root, a stat).
   void setgid_first(node& n) {
-    if (s_.opt.group || !n.dst_exists()) return;
+    if (dry_ || s_.opt.group || !n.dst_exists()) return;
     std::error_code ec;
     std::uint32_t now = n.dst_st.mode & 07777;  // what the directory has
     if (n.cold && n.parent) {
@@ -477,6 +569,25 @@ class applier {
   }
 
  private:
+  // The recording applier's apply: the plan as if carried out (a directory it replaces is walked
+  // by the pruner, which records its entries).
+  bool record(node& n, const std::string& name, const plan& p) {
+    if (p.what == plan::step::meta) return j_.touched(p), false;
+    if (p.old == file_type::directory && !pruner_.replace_dir(n.dst, name)) return false;
+    copy_result as_if;
+    as_if.bytes = p.type == file_type::regular ? p.src.size : 0;
+    j_.wrote(p, as_if);
+    return true;
+  }
+
+  // The destination directory of `n`, opened if it was deferred; false (reported) when it cannot be.
+  bool reach(node& n) {
+    std::error_code ec;
+    if (open_dst(fs_, n, ec)) return true;
+    j_.fail(side::destination, operation::opendir, ec ? ec : std::make_error_code(std::errc::bad_file_descriptor));
+    return false;
+  }
+
   // Moves the destination entry at rel (about to be replaced or deleted) into the backup
   // directory.  True when there is no backup directory or the move worked.
   bool backup(handle& d, const std::string& name) {
@@ -618,6 +729,7 @@ class applier {
   typename S::fs_type& fs_;
   journal<S>& j_;
   pruner<S>& pruner_;
+  const bool dry_;  // the recording applier (dry_run): nothing is written
 };
 
 }  // namespace detail

@@ -26,7 +26,7 @@ namespace detail {
 // ---- the worker --------------------------------------------------------------------------------
 
 /// One thread's share of the run: it walks the directory pairs the scheduler hands it, and hands
-/// each decision to its applier, which a dry run does not have.
+/// each decision to its applier (in a dry run the recording one: see applier).
 template <class S>
 class worker {
  public:
@@ -35,8 +35,8 @@ class worker {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
   explicit worker(S& s)
-      : s_(s), journal_(s), applier_(s, journal_, pruner_), pruner_(s, journal_, s.opt.dry_run ? nullptr : &applier_),
-        walker_(s, journal_), apply_(s.opt.dry_run ? nullptr : &applier_) {}
+      : s_(s), journal_(s), applier_(s, journal_, pruner_), pruner_(s, journal_, applier_, walker_),
+        walker_(s, journal_) {}
   worker(const worker&) = delete;
   worker& operator=(const worker&) = delete;
 
@@ -56,14 +56,12 @@ class worker {
       return false;  // not entered, not finished: the subtree's own sync does both
     }
     if (!walker_.list_and_merge(n, false)) return false;
-    if (apply_) apply_->setgid_first(n);  // before any entry is made in it
+    applier_.setgid_first(n);  // before any entry is made in it
     return true;
   }
 
   /// The root's setgid_first (the root is not started by start_dir).
-  void setgid_first(node& n) {
-    if (apply_) apply_->setgid_first(n);
-  }
+  void setgid_first(node& n) { applier_.setgid_first(n); }
 
   /// Entries [begin, end) of a node's merged listing; directories found become `children`.
   void run_batch(node& n, std::size_t begin, std::size_t end, std::vector<node*>& children) {
@@ -83,9 +81,9 @@ class worker {
       if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
       if (v != verdict::none && n.dst_deferred && !walker_.need_dst(n)) continue;
       bool done = false;
-      if (v == verdict::remove && s_.opt.keep_on_source_error) {
-        // after the directory's other entries (a source failure among them stops it): the
-        // directory's last batch carries it out (run_removals)
+      if (v == verdict::remove && s_.defer_deletions()) {
+        // after the directory's other entries (a source failure among them stops it), and at the
+        // end of the run (deferred_pass): the directory's last batch hands it on (run_removals)
         std::lock_guard<std::mutex> lock(n.mu);
         n.removals.emplace_back(k, t);
         if (!made.empty()) put_made(n, key, made);
@@ -104,8 +102,10 @@ class worker {
     }
   }
 
-  /// keep_on_source_error: the deletions of a directory whose batches are all done, unless a
-  /// source failure happened in the run (then none, and the skip is reported once).
+  /// keep_on_source_error or a cap on deletions (defer_deletions): the deletions of a directory
+  /// whose batches are all done, deferred to the end of the run.  When its identity cannot be
+  /// taken: carried out now unless a source failure happened in the run (then none, and the skip
+  /// is reported once); under a cap, never (they could not be counted first): reported.
   void run_removals(node& n) {
     std::vector<std::pair<std::size_t, file_type>> removals;
     {
@@ -115,15 +115,17 @@ class worker {
     if (removals.empty()) return;
     std::sort(removals.begin(), removals.end());
     journal_.set_rel_of(n);
-    if (!s_.halted() && s_.deletions_allowed() && defer(n, removals)) return;
+    std::error_code ec;
+    if (!s_.halted() && s_.deletions_allowed() && defer(n, removals, ec)) return;
+    if (ec && s_.capped()) journal_.fail(side::destination, operation::stat, ec);
     bool modified = false;
     for (const auto& [k, t] : removals) {
       const std::string& name = n.dl[n.merged[k].second].name;
       rel_scope scope(journal_.rel, name);
       bool done = false;
       if (!s_.halted()) {
-        if (s_.deletions_allowed()) modified |= done = remove(n, name, t);
-        else note_deletions_skipped();
+        if (!s_.deletions_allowed()) note_deletions_skipped();
+        else if (!s_.capped()) modified |= done = remove(n, name, t);
       }
       if (s_.recording && !done) {  // the entry stays: its record, in its place
         std::vector<entry_record> made;
@@ -135,54 +137,45 @@ class worker {
     if (modified) n.modified.store(true);
   }
 
-  /// keep_on_source_error: the deletions run_removals deferred (run_state::deferred),
-  /// once every worker is done: none if a source failure happened anywhere in the run (reported
-  /// once), else all of them, directory by directory in name order.  Each directory is entered
-  /// from the destination root's handle one component at a time, never following a link, and
-  /// must still be the one the walk saw (device and inode); it was finished before (mode, mtime):
-  /// a read-only one is opened up for the deletions and both are put back after.  Its record in
-  /// the state file is dropped (the next run reads it again).
+  /// The deletions run_removals deferred (run_state::deferred), once every worker is done:
+  /// none if a source failure happened anywhere in the run (keep_on_source_error; reported once),
+  /// nor if, under a cap on deletions, they are more than the cap leaves (count_deferred: then the
+  /// run ends with max_delete_exceeded); else all of them, directory by directory in name order.
+  /// Each directory is entered from the destination root's handle one component at a time, never
+  /// following a link, and must still be the one the walk saw (device and inode); it was
+  /// finished before (mode, mtime): a read-only one is opened up for the deletions and both are
+  /// put back after.  Its record in the state file is put with the entries that stayed.
   void deferred_pass() {
     auto& dirs = s_.deferred;
     if (dirs.empty()) return;
-    const bool allowed = s_.deletions_allowed();
+    bool allowed = s_.deletions_allowed();
     if (!allowed) {
       journal_.rel.clear();
       note_deletions_skipped();
     }
     std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.rel < b.rel; });
-    const std::string& sub = s_.opt.subtree;
+    if (allowed && s_.capped()) allowed = s_.reserve_deletions(count_deferred());
     for (auto& d : dirs) {
-      if (s_.halted()) return;
+      if (s_.halted()) break;
       journal_.rel = d.rel;
       std::vector<bool> removed(d.entries.size(), false);
       stat_info after;  // the directory once its deletions are done (for its record), when changed
       bool changed = false;
       if (allowed && s_.root && s_.root->have_dst) {
-        std::string below = d.rel.substr(std::min(d.rel.size(), sub.size()));  // below the root node
-        if (!below.empty() && below[0] == '/') below.erase(0, 1);
         std::error_code ec;
-        handle h = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+        handle h;
         stat_info before;
-        if (!ec && descend(s_.fs, h, below, false, ec)) before = s_.fs.stat(h, ".", false, ec);
-        if (!ec && (before.dev != d.dev || before.ino != d.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
-        if (ec) {
+        if (!enter_deferred(d, h, before, ec)) {
           journal_.fail(side::destination, operation::opendir, ec);
           continue;  // no record: the next run reads the directory again
         }
-        const bool opened = apply_ && (before.mode & 0200) == 0 && apply_->open_up(h) != static_cast<std::uint32_t>(-1);
+        const bool opened = (before.mode & 0200) == 0 && applier_.open_up(h) != static_cast<std::uint32_t>(-1);
         for (std::size_t i = 0; i < d.entries.size() && !s_.halted(); ++i) {
           rel_scope scope(journal_.rel, d.entries[i].first);
           removed[i] = pruner_.remove_entry(h, d.entries[i].first, d.entries[i].second, true) == removal::done;
           changed |= removed[i];
         }
-        if (apply_ && (changed || opened) && s_.before_write()) {
-          if (changed) s_.fs.set_mtime(h, ".", before.mtime_ns, ec);
-          if (ec) journal_.fail(side::destination, operation::utime, ec);
-          ec.clear();
-          if (opened) s_.fs.set_mode(h, ".", before.mode & 07777, ec);
-          if (ec) journal_.fail(side::destination, operation::chmod, ec);
-        }
+        if (changed || opened) applier_.restore_dir(h, before, changed, opened);
         if (s_.recording && d.stashed && (changed || opened)) {
           ec.clear();
           after = s_.fs.stat(h, ".", false, ec);
@@ -193,6 +186,7 @@ class worker {
       if (s_.recording && d.stashed) put_deferred_record(d, removed, changed ? &after : nullptr);
       std::vector<std::pair<std::string, file_type>>().swap(d.entries);
     }
+    pruner_.forget_listings();
   }
 
   /// Directory metadata, after the content is complete; then, with a state file, the directory's
@@ -201,15 +195,12 @@ class worker {
     if (n.scan) return;  // not in the destination
     const dir_plan p = walker_.finish(n);
     const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
-    if (apply_ && writes && n.dst_exists() && (!walker_.need_dst(n) || !apply_->finish_dir(n, p))) return;
+    if (writes && n.dst_exists() && !applier_.finish_dir(n, p)) return;
     if (s_.recording) record_dir(n, writes || n.modified.load() || n.made_writable);
     if (p.meta) {
-      ++journal_.rep.meta_updated;
       stat_info was = n.dst_st;  // a read-only directory opened up for a write: its mode before
       if (n.made_writable) was.mode = n.mode_before_writable;
-      journal_.note(action_kind::update_meta, file_type::directory, 0, 0, {},
-                    (differences(n.src_st, &was) & ~changed::size) | (p.owner ? changed::owner : changed::none) |
-                        (p.group ? changed::group : changed::none));
+      journal_.dir_meta(n.src_st, was, (p.owner ? changed::owner : changed::none) | (p.group ? changed::group : changed::none));
     }
   }
 
@@ -345,16 +336,7 @@ class worker {
     return slash == std::string::npos ? rel == s_.opt.subtree : rel == s_.state_rel.substr(0, slash);
   }
 
-  // The one place a dry run differs: there the plan is recorded as if carried out.
-  bool carry_out(node& n, const std::string& name, const plan& p) {
-    if (apply_) return apply_->apply(n, name, p);
-    if (p.what == plan::step::meta) return journal_.touched(p), false;
-    if (p.old == file_type::directory && !pruner_.replace_dir(n.dst, name)) return false;
-    copy_result as_if;
-    as_if.bytes = p.type == file_type::regular ? p.src.size : 0;
-    journal_.wrote(p, as_if);
-    return true;
-  }
+  bool carry_out(node& n, const std::string& name, const plan& p) { return applier_.apply(n, name, p); }
 
   // A chunk of a directory's records, kept as text (a waiting directory holds no records: deep
   // chains); under n.mu.
@@ -366,11 +348,49 @@ class worker {
     made.clear();
   }
 
-  // keep_on_source_error: a directory's deletions wait for the end of the run (deferred_pass);
-  // until then its entries stay, and are recorded as they are.  False when the directory's
-  // identity cannot be taken (the deletions are then carried out now, as before).
-  bool defer(node& n, const std::vector<std::pair<std::size_t, file_type>>& removals) {
-    std::error_code ec;
+  // A deferred directory, entered from the destination root's handle one component at a time
+  // (never following a link): false (ec says why) unless it is still the one the walk saw.
+  bool enter_deferred(const typename S::deferred_dir& d, handle& h, stat_info& before, std::error_code& ec) {
+    const std::string& sub = s_.opt.subtree;
+    std::string below = d.rel.substr(std::min(d.rel.size(), sub.size()));  // below the root node
+    if (!below.empty() && below[0] == '/') below.erase(0, 1);
+    h = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+    if (!ec && descend(s_.fs, h, below, false, ec)) before = s_.fs.stat(h, ".", false, ec);
+    if (!ec && (before.dev != d.dev || before.ino != d.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+    return !ec;
+  }
+
+  // Under a cap on deletions: what the deferred deletions would delete, before the first of them.
+  // An entry that is not a directory is one; a directory is walked as its removal would walk it
+  // (pruner::count_entry, which keeps the listings for the removal).  A directory that cannot be
+  // entered counts for nothing here: its deletions then fail, reported, in the pass itself.
+  std::size_t count_deferred() {
+    std::size_t total = 0;
+    for (auto& d : s_.deferred) {
+      bool trees = false;
+      for (const auto& e : d.entries) {
+        if (e.second == file_type::directory) trees = true;
+        else ++total;
+      }
+      if (!trees || s_.halted() || !s_.root || !s_.root->have_dst) continue;
+      journal_.rel = d.rel;
+      handle h;
+      stat_info before;
+      std::error_code ec;
+      if (!enter_deferred(d, h, before, ec)) continue;
+      for (const auto& e : d.entries) {
+        if (e.second != file_type::directory) continue;
+        rel_scope scope(journal_.rel, e.first);
+        total += pruner_.count_entry(h, e.first, e.second, true);
+      }
+    }
+    return total;
+  }
+
+  // A directory's deletions wait for the end of the run (deferred_pass: keep_on_source_error, a
+  // cap on deletions); until then its entries stay, and are recorded as they are.  False (ec says
+  // why) when the directory's identity cannot be taken.
+  bool defer(node& n, const std::vector<std::pair<std::size_t, file_type>>& removals, std::error_code& ec) {
     const stat_info id = s_.fs.stat(n.dst, ".", false, ec);
     if (ec) return false;
     typename S::deferred_dir d;
@@ -406,35 +426,24 @@ class worker {
   }
 
   bool remove(node& n, const std::string& name, file_type t) {
-    if (apply_) apply_->prepare_write(n);
+    applier_.prepare_write(n);
     return pruner_.remove_entry(n.dst, name, t, true) == removal::done;
   }
 
   bool clean(node& n, const std::string& name, file_type t) {
-    if (apply_ && !pruner_.leftover_ours(n.dst, name, t)) return false;  // another user's: not ours to purge
-    if (apply_) apply_->prepare_write(n);
-    if (t == file_type::directory || t == file_type::unknown) {  // a staged directory
-      if (apply_) {
-        const removal r = pruner_.remove_entry(n.dst, name, t, false, true);
-        if (r != removal::done) return r != removal::failed;
-        t = file_type::directory;
-      }
-    } else if (apply_ && !apply_->remove_file(n.dst, name, false)) {
-      return false;
-    }
-    journal_.cleaned(t);
-    return true;
+    const removal r = applier_.clean(n, name, t);
+    if (r == removal::done) journal_.cleaned(t);
+    return r != removal::failed;
   }
 
   bool create_dir(node& n) {
     node& p = *n.parent;
-    if (apply_ && p.dst_deferred && !walker_.need_dst(p)) return false;
-    if (apply_) apply_->prepare_write(p);
+    if (!applier_.open_for_write(p)) return false;
     if (n.dst_type != file_type::none) {
       if (pruner_.remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
       p.modified.store(true);
     }
-    if (apply_ && !apply_->make_dir(n)) return false;
+    if (!applier_.make_dir(n)) return false;
     n.cold = true;
     const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
     journal_.count(kind);
@@ -460,44 +469,12 @@ class worker {
     handle fparent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
     if (ec || !descend(s_.fs, parent, dir, false, ec) || !descend(s_.fs, fparent, fdir, false, ec))
       return journal_.fail(side::destination, operation::link, ec);
-    const stat_info target = s_.fs.stat(fparent, fname, false, ec);
-    if (ec || target.type != file_type::regular)
-      return journal_.fail(side::destination, operation::link, ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory));
-    const stat_info current = s_.fs.stat(parent, name, false, ec);
-    const file_type dt = ec ? file_type::none : current.type;
-    if (dt == file_type::regular && same_identity(current, target)) return;
-    const bool first_synced = target.size == src.size && s_.same_mtime(target, src);
-    if (dt != file_type::none && !first_synced) return;
-    // -i: what the name had that differs from the file it becomes (rsync: hf.st...... NAME => FIRST;
-    // all '+' for a name that was not a file)
-    changed what = dt == file_type::none ? changed::all : changed::all | changed::replaced;
-    if (dt == file_type::regular) {
-      what = (current.size != target.size ? changed::size : changed::none) |
-             (!s_.same_mtime(current, target) ? changed::mtime : changed::none) |
-             (s_.opt.perms && current.mode != target.mode ? changed::mode : changed::none) |
-             (s_.opt.owner && current.uid != target.uid ? changed::owner : changed::none) |
-             (s_.opt.group && current.gid != target.gid ? changed::group : changed::none);
-    }
-    if (apply_) {
-      const stat_info dir_before = s_.fs.stat(parent, ".", false, ec);
-      if (ec) return journal_.fail(side::destination, operation::stat, ec);
-      if (!apply_->link(fparent, fname, parent, name, dt)) return;
-      restore_dir_mtime(parent, dir_before.mtime_ns);
-    }
-    const action_kind kind = dt == file_type::none ? action_kind::create : action_kind::update;
-    journal_.count(kind);
-    journal_.note(kind, file_type::regular, target.size, dt == file_type::regular ? current.size : 0, {},
-                  what | changed::linked, copy_method::none, false, first);
-  }
-
-  // The link changed the directory: it gets back the mtime it had, the one it was finished with
-  // (the source directory's is not read again: under links::dereference the source path may go
-  // through symlinks, which the walk followed and a descent from the root would not).
-  void restore_dir_mtime(handle& parent, std::int64_t mtime_ns) {
-    std::error_code ec;
-    if (!s_.before_write()) return;
-    s_.fs.set_mtime(parent, ".", mtime_ns, ec);
-    if (ec) journal_.fail(side::destination, operation::utime, ec);
+    plan p;  // the walker's verdict; the applier carries it out
+    if (walker_.link_request(parent, name, fparent, fname, src, p) != verdict::apply) return;
+    if (!applier_.link_into(fparent, fname, parent, name, p.old)) return;
+    journal_.count(p.kind());
+    journal_.note(p.kind(), file_type::regular, p.src.size, p.old == file_type::regular ? p.dst.size : 0, {},
+                  p.changes | changed::linked, copy_method::none, false, first);
   }
 
   S& s_;
@@ -505,7 +482,6 @@ class worker {
   applier<S> applier_;
   pruner<S> pruner_;
   walker<S> walker_;
-  applier<S>* apply_;  // null in a dry run
 };
 
 // ---- the scheduler -----------------------------------------------------------------------------
@@ -657,8 +633,8 @@ class scheduler {
     // in reverse, so the LIFO work list enters them in name order
     for (auto it = children.rbegin(); it != children.rend(); ++it) push({*it, npos, npos});
     if (n->batches.fetch_sub(1) == 1) {  // the last batch: the listings are no longer needed
+      if (s_.defer_deletions()) w.run_removals(*n);  // after the directory's other entries
       if (s_.opt.keep_on_source_error) {
-        w.run_removals(*n);  // after the directory's other entries
         std::vector<std::pair<std::size_t, std::vector<node*>>> held;
         {
           std::lock_guard<std::mutex> lock(n->mu);
@@ -840,11 +816,13 @@ class engine {
     sched.run(first);
     if (s_.state_error) s_.out.errors.push_back({s_.opt.state.string(), operation::state, s_.state_error, side::destination});
     if (!s_.halted()) save_state();
+    if (s_.over_limit) s_.out.would_delete = s_.deletions_counted;
     if (s_.stop_error) return s_.stop_error;
     if (s_.opt.cancel && s_.opt.cancel->load()) {
       s_.out.cancelled = true;
       return std::make_error_code(std::errc::operation_canceled);
     }
+    if (s_.over_limit) return errc::max_delete_exceeded;
     return {};
   }
 
@@ -862,8 +840,7 @@ class engine {
     const bool inside = !s_.state_rel.empty();
     if (inside != after_roots) return {};
     if constexpr (!has_state_ops<FS>::value) {  // a filesystem without the optional state operations
-      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept),
-                                            side::destination, "the filesystem has no state operations"});
+      first.record().state_notice(s_.opt.state.string(), errc::state_not_kept, "the filesystem has no state operations");
       return {};
     } else {
       const std::filesystem::path p = strip_trailing_separators(s_.opt.state);
@@ -896,8 +873,7 @@ class engine {
     if (!s_.pol.state_keys_known) {  // nothing tells this run's policies from another's: none is trusted or kept
       s_.state.distrust();
       s_.state.disable();  // one that exists still goes before the first write
-      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept),
-                                            side::destination, "the " + s_.pol.unkeyed + " policy has no state_key()"});
+      first.record().state_notice(s_.opt.state.string(), errc::state_not_kept, "the " + s_.pol.unkeyed + " policy has no state_key()");
       return;
     }
     std::error_code ec;
@@ -916,11 +892,10 @@ class engine {
       why = root->listed ? "the destination root is not the directory recorded" : "its record of the destination root was dropped";
     }
     if (s_.root) s_.root->rec = s_.state.root();
-    if (e) first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, e, side::destination, why});
+    if (e) first.record().state_notice(s_.opt.state.string(), e, why);
     if (s_.opt.hard_links || !s_.opt.backup_dir.empty()) {  // they change entries outside the walk's view
       s_.state.disable();
-      first.record().rep.notices.push_back({s_.opt.state.string(), operation::state, make_error_code(errc::state_not_kept),
-                                            side::destination, "hard links and backups change entries it would record"});
+      first.record().state_notice(s_.opt.state.string(), errc::state_not_kept, "hard links and backups change entries it would record");
     }
     s_.recording = !s_.opt.dry_run && s_.state.keeps();
   }

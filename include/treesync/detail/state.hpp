@@ -124,6 +124,11 @@ struct dir_node {
   // then, so its files are written straight to their final names (no temporary, no rename each).
   std::string staged;
   bool unseen = false;  // this directory, or one above it, is staged
+  // The walker's verdict for a directory the destination lacks: made staged (under a temporary
+  // name, while the parent keeps its handle to the end for the rename and no other run finishes
+  // the subtree) or at its final name (inside a staged directory, below the descriptor window,
+  // under frontier).  applier::make_dir carries it out.
+  bool stage = false;
   bool finish = false;           // set once the listing succeeded: the directory's metadata is due
   std::vector<dir_entry> sl, dl;  // sorted listings
   std::vector<std::pair<std::size_t, std::size_t>> merged;  // indices into sl / dl, npos when absent
@@ -160,10 +165,11 @@ inline constexpr std::size_t delete_open_levels = 64;
 //   pruner     empties and removes directory trees (deciding as it walks; the writes are the
 //              applier's);
 //   scheduler  the work list, the lifetime of each directory pair and the open-descriptor window.
-// A `worker` (one per thread) puts a journal, a walker, an applier and a pruner together; a dry run is a worker whose applier is never called.
+// A `worker` (one per thread) puts a journal, a walker, an applier and a pruner together; in a dry
+// run the applier is the recording one (it writes nothing: applier::dry_).
 
-/// What the walker decided for one entry; the worker hands it to the applier (unless this is a
-/// dry run) and then to the journal.
+/// What the walker decided for one entry; the worker hands it to the applier (which, in a dry run,
+/// records it as if carried out).
 struct plan {
   enum class step : std::uint8_t {
     none,   ///< nothing to do
@@ -422,6 +428,27 @@ struct run_state {
     return !opt.keep_on_source_error || !source_failed.load(std::memory_order_acquire);
   }
 
+  /// The deletion policy caps the run's deletions (max_delete, or any limit()).
+  bool capped() const noexcept { return pol.limit != unlimited; }
+  /// Deletions of entries the source lacks wait for the end of the run (deferred_pass): under
+  /// keep_on_source_error (a source failure anywhere cancels them), and under a cap (they are
+  /// counted first: over the cap, none is made).
+  bool defer_deletions() const noexcept { return opt.keep_on_source_error || capped(); }
+  /// Under a cap: `n` more deletions are counted against it.  False (and over_limit set) when the
+  /// count so far then exceeds it: those deletions are not made, nor any after them.
+  bool reserve_deletions(std::size_t n) noexcept {
+    if (!capped()) return true;
+    const std::size_t before = deletions_counted.fetch_add(n);
+    if (!over_limit.load() && before + n <= pol.limit) return true;
+    over_limit.store(true);
+    return false;
+  }
+  // max_delete: every deletion the run found (a directory replaced by an entry of another type:
+  // the entries in it, counted when it comes; the deletions of entries the source lacks: at the
+  // end of the walk); over_limit: more than the cap, the run ends with max_delete_exceeded
+  std::atomic<std::size_t> deletions_counted{0};
+  std::atomic<bool> over_limit{false};
+
   /// Equal mtimes at the destination's timestamp resolution.
   bool same_mtime(const stat_info& a, const stat_info& b) const noexcept {
     const std::int64_t d = a.mtime_ns - b.mtime_ns;
@@ -523,7 +550,8 @@ struct run_state {
 // ---- the journal -------------------------------------------------------------------------------
 
 /// One worker's record of the run: its counts and lists (merged into the run's report at the end)
-/// and the actions it shows the observer.  `rel` is the relative path of the entry at hand.
+/// and the actions it shows the observer.  `rel` is the relative path of the entry at hand.  The
+/// counts and lists are reached through its methods only.
 template <class S>
 class journal {
  public:
@@ -532,7 +560,6 @@ class journal {
 
   explicit journal(S& s) : s_(s) {}
 
-  report rep;
   std::string rel;
 
   void note(action_kind kind, file_type type, std::uint64_t src_size = 0, std::uint64_t dst_size = 0,
@@ -571,7 +598,20 @@ class journal {
     note(action_kind::skip, t, 0, 0, why);
   }
   void notice(side where, operation op, std::error_code ec) { rep.notices.push_back({rel, op, ec, where}); }
+  /// A notice about the run's state file (`path`: as the run was given it), with what more there is to say.
+  void state_notice(std::string path, std::error_code ec, std::string detail) {
+    rep.notices.push_back({std::move(path), operation::state, ec, side::destination, std::move(detail)});
+  }
   void count(action_kind k) { k == action_kind::create ? ++rep.created : ++rep.updated; }
+  /// A source entry looked at.
+  void scanned() { ++rep.scanned; }
+  /// An entry left alone by the exclude policy.
+  void excluded() { ++rep.excluded; }
+  /// An existing directory's metadata set (`was`: its stat before; `also`: owner, group).
+  void dir_meta(const stat_info& src, const stat_info& was, changed also) {
+    ++rep.meta_updated;
+    note(action_kind::update_meta, file_type::directory, 0, 0, {}, (differences(src, &was) & ~changed::size) | also);
+  }
   void removed(file_type t) {
     ++rep.deleted;
     note(action_kind::remove, t);
@@ -647,6 +687,7 @@ class journal {
 
  private:
   S& s_;
+  report rep;
   std::vector<const std::string*> parts_;  // set_rel_of's scratch
 };
 

@@ -208,12 +208,12 @@ class walker {
   /// A source entry, with its destination counterpart if the listing had one.  A directory
   /// becomes a child node; a file, link or special file may get a plan.
   verdict source_entry(node& n, const dir_entry& e, const dir_entry* de, std::vector<node*>& children, plan& p) {
-    ++j_.rep.scanned;
+    j_.scanned();
     p.type = e.type;
-    if (s_.is_state_file(j_.rel)) return ++j_.rep.excluded, verdict::none;  // the state file: never mirrored
+    if (s_.is_state_file(j_.rel)) return j_.excluded(), verdict::none;  // the state file: never mirrored
     if (!source_.resolve(n.src, e, p) || p.type == file_type::none) return verdict::none;  // none: a skipped link
     if (excluded(p.type)) {
-      ++j_.rep.excluded;
+      j_.excluded();
       return de && n.dst_exists() ? verdict::remove : verdict::none;
     }
     // rsync --existing: nothing new (a new directory is walked for its source errors only, as
@@ -266,8 +266,54 @@ class walker {
     }
     const bool ex = excluded(t);
     if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return verdict::remove;
-    if (ex) ++j_.rep.excluded;
+    if (ex) j_.excluded();
     return verdict::none;
+  }
+
+  /// An entry inside a directory tree being deleted (the pruner's walk reaches it; rel names it):
+  /// whether it goes too.  The backup directory and the state file stay; a temporary an
+  /// interrupted run left goes; anything else as the deletion policy says (an excluded entry
+  /// under deletion::extraneous stays: counted as excluded unless `quiet`, the pruner counting).
+  bool removes_within(const std::string& name, file_type t, bool quiet) {
+    if ((!s_.backup_rel.empty() && j_.rel == s_.backup_rel) || s_.is_state_file(j_.rel)) return false;
+    if (is_temp_name(name)) return true;
+    const bool ex = excluded(t);
+    if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return true;
+    if (ex && !quiet) j_.excluded();
+    return false;
+  }
+
+  /// hard_links: what a further name (`name` in `d`) of a multiply-linked source file needs, once
+  /// the first name's copy (`fname` in `fd`) is in place: nothing when it is a name of that copy
+  /// already, else a link (p.old: what the destination holds there, replaced; p.src: the copy's
+  /// stat, p.dst: the old entry's).  A first name whose copy is not a regular file fails the link
+  /// (reported).  Reads only.
+  verdict link_request(handle& d, const std::string& name, handle& fd, const std::string& fname, const stat_info& source,
+                       plan& p) {
+    std::error_code ec;
+    p.type = file_type::regular;
+    p.src = fs_.stat(fd, fname, false, ec);
+    if (ec || p.src.type != file_type::regular)
+      return j_.fail(side::destination, operation::link, ec ? ec : std::make_error_code(std::errc::no_such_file_or_directory)),
+             verdict::none;
+    p.dst = fs_.stat(d, name, false, ec);
+    p.old = ec ? file_type::none : p.dst.type;
+    if (p.old == file_type::regular && same_identity(p.dst, p.src)) return verdict::none;
+    // a first name the run left other than the source (-u kept a newer one, --ignore-existing an
+    // existing one, its copy failed) is linked to only where the name does not exist: an existing
+    // one is left alone (rsync syncs it on its own; it is never overwritten by another copy)
+    if (p.old != file_type::none && !(p.src.size == source.size && s_.same_mtime(p.src, source))) return verdict::none;
+    // -i: what the name had that differs from the file it becomes (rsync: hf.st...... NAME => FIRST;
+    // all '+' for a name that was not a file)
+    p.changes = p.old == file_type::none ? changed::all : changed::all | changed::replaced;
+    if (p.old == file_type::regular)
+      p.changes = (p.dst.size != p.src.size ? changed::size : changed::none) |
+                  (!s_.same_mtime(p.dst, p.src) ? changed::mtime : changed::none) |
+                  (s_.opt.perms && p.dst.mode != p.src.mode ? changed::mode : changed::none) |
+                  (s_.opt.owner && p.dst.uid != p.src.uid ? changed::owner : changed::none) |
+                  (s_.opt.group && p.dst.gid != p.src.gid ? changed::group : changed::none);
+    p.what = plan::step::write;
+    return verdict::apply;
   }
 
   /// The metadata a finished directory needs.  An existing one whose metadata changes is an
@@ -546,6 +592,10 @@ class walker {
     child->src_st = st;
     child->follow = p.follow;
     child->depth = n.depth + 1;
+    // made under a temporary name when the parent keeps its handle to the end (the rename needs
+    // it) and no other run finishes the subtree (frontier); inside a staged directory the name
+    // is final already
+    child->stage = p.old == file_type::none && !n.unseen && s_.opt.frontier_depth == 0 && n.depth <= open_levels;
     s_.live_add(st);
     child->anchor = n.segment.empty() && n.parent ? n.anchor : &n;
     if (child->depth % anchor_levels == 0) set_segment(*child);
