@@ -349,11 +349,30 @@ def main():
     for p in victims:
         os.unlink(p)
     age_dirs(src)
+    # Over the cap the two differ on purpose (README, the MPI tool): the CLI makes every other
+    # change and no deletion; the MPI tool decides the cap by a dry run over the ranks and writes
+    # nothing at all.  Both exit 25 (rsync's status) and neither deletes.
     before = manifest(os.path.join(work, "out"), with_ctime=True)
-    js, jm = both(r, "max-delete refused", ["--max-delete", str(len(victims) - 1)], work, expect_code=25)  # rsync's 25
-    if jm:
+    cap = ["--max-delete", str(len(victims) - 1)]
+    rc_s, js, err_s = r.serial(cap, src, os.path.join(work, "ref"))
+    rc_m, jm, err_m = r.mpi(cap, src, os.path.join(work, "out"))
+    print(f"max-delete refused: serial exit {rc_s}, mpi exit {rc_m}", flush=True)
+    check(rc_s == 25 and rc_m == 25, f"max-delete refused: exits {rc_s} {rc_m}, expected 25: {err_s[-300:]} {err_m[-300:]}")
+    if js and jm:
+        check(js["counts"]["deleted"] == 0 and jm["counts"]["deleted"] == 0, "max-delete refused: something deleted")
         check(jm["refusal"] and jm["refusal"]["category"] == "treesync", f"max-delete: refusal {jm['refusal']}")
-    check(manifest(os.path.join(work, "out"), with_ctime=True) == before, "max-delete: a refused run wrote")
+    else:
+        check(False, "max-delete refused: no JSON")
+    check(manifest(os.path.join(work, "out"), with_ctime=True) == before, "max-delete: a refused MPI run wrote")
+    for p in victims:
+        rel = os.path.relpath(p, src)
+        check(os.path.exists(os.path.join(work, "ref", rel)), f"max-delete: the CLI deleted {rel} over the cap")
+    # the MPI tool's destination catches up with what the CLI made (everything but the deletions)
+    r.mpi(["--no-delete"], src, os.path.join(work, "out"))
+    check(manifest(os.path.join(work, "out")) == manifest(os.path.join(work, "ref")),
+          "max-delete: after --no-delete the MPI destination differs from the CLI's:\n" +
+          diff(manifest(os.path.join(work, "ref")), manifest(os.path.join(work, "out"))))
+    before = manifest(os.path.join(work, "out"), with_ctime=True)
     both(r, "dry run", ["-n", "-i"], work, compare_actions=True)
     check(manifest(os.path.join(work, "out"), with_ctime=True) == before, "dry run: wrote")
     both(r, "max-delete allowed", ["--max-delete", str(len(victims))], work)
