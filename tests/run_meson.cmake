@@ -46,6 +46,7 @@ run("${MESON_EXECUTABLE}" install -C "${BUILD_DIR}" --no-rebuild)
 file(GLOB_RECURSE _installed LIST_DIRECTORIES false RELATIVE "${_prefix}" "${_prefix}/*")
 file(GLOB_RECURSE _expected LIST_DIRECTORIES false RELATIVE "${SOURCE_DIR}" "${SOURCE_DIR}/include/*.hpp")
 list(APPEND _expected share/pkgconfig/treesync.pc
+     include/treesync/engine.cpp  # the engine compiled once (dependency('treesync-core'), by hand)
      # the tool (option install_tools, on at the top level): its man page and bash completion
      bin/treesync share/man/man1/treesync.1 share/bash-completion/completions/treesync)
 list(SORT _installed)
