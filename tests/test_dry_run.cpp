@@ -149,9 +149,9 @@ TEST_CASE("dry_run: the recording applier makes none of the writes the writing a
   o.dry_run = true;
   const treesync::report dry = treesync::sync(fs, "/src", "/dst", o, treesync::links::preserve, lines{&dry_log});
   CHECK(dry.ok());
-  for (const auto& [k, name] : writing_ops) {
-    CAPTURE(name);
-    CHECK(fs.ops()[k] == 0);
+  for (const auto& w : writing_ops) {
+    CAPTURE(w.second);
+    CHECK(fs.ops()[w.first] == 0);
   }
   CHECK(fs.ops().bytes_written == 0);
   CHECK(fs.tree("/dst") == before);
@@ -161,9 +161,9 @@ TEST_CASE("dry_run: the recording applier makes none of the writes the writing a
   fs.reset_counters();
   const treesync::report real = treesync::sync(fs, "/src", "/dst", o, treesync::links::preserve, lines{&real_log});
   CHECK(real.ok());
-  for (const auto& [k, name] : writing_ops) {  // the scenario reaches every one of them
-    CAPTURE(name);
-    CHECK(fs.ops()[k] > 0);
+  for (const auto& w : writing_ops) {  // the scenario reaches every one of them
+    CAPTURE(w.second);
+    CHECK(fs.ops()[w.first] > 0);
   }
   CHECK(dry_log == real_log);
   CHECK(dry.totals() == real.totals());
