@@ -349,8 +349,10 @@ class applier {
   /// A missing destination root, made: whether it now exists (false with `ec` when making it
   /// failed; false without, recording: a dry run into a missing destination reads nothing there).
   virtual bool make_root(const std::filesystem::path& dst, std::error_code& ec) = 0;
-  /// A directory the source has and the destination lacks (node::stage: under a temporary name).
-  virtual bool make_dir(node& n) = 0;
+  /// A directory the source has and the destination lacks, as the walker planned it
+  /// (walker::new_dir): what the destination has at its name instead (p.old) goes first, with its
+  /// content; node::stage: made under a temporary name.
+  virtual bool make_dir(node& n, const plan& p) = 0;
   /// A directory's metadata, once its content is complete; a staged one then takes its name.
   virtual bool finish_dir(node& n, const dir_plan& p) = 0;
   /// hard_links: `name` in `d` (what is there, `old`, replaced) becomes another name of `fname` in `fdir`.
@@ -375,9 +377,20 @@ class applier {
   virtual void setgid_first(node& n) = 0;
 
  protected:
-  applier() = default;
-  applier(const applier&) = default;
-  applier& operator=(const applier&) = default;
+  explicit applier(pruner<S>& p) : pruner_(p) {}
+  applier(const applier&) = delete;
+  applier& operator=(const applier&) = delete;
+
+  // A new directory's name cleared of what the destination has there (p.old, of another type):
+  // removed with its content by the pruner, which walks and records it the same for both appliers.
+  bool clear_for_dir(node& n, const plan& p) {
+    if (p.old == file_type::none) return true;
+    if (pruner_.remove_entry(n.parent->dst, n.name, p.old, false) != removal::done) return false;
+    n.parent->modified.store(true);
+    return true;
+  }
+
+  pruner<S>& pruner_;
 };
 
 /// A dry run's applier: every operation of the writing one, none of them writing.  A plan is
@@ -392,7 +405,7 @@ class recording_applier final : public applier<S> {
   using handle = typename S::handle;
   using node = typename S::node;
 
-  recording_applier(journal<S>& j, pruner<S>& p) : j_(j), pruner_(p) {}
+  recording_applier(journal<S>& j, pruner<S>& p) : applier<S>(p), j_(j) {}
 
   bool apply(node& n, const std::string& name, const plan& p) override {
     if (p.what == plan::step::meta) return j_.touched(p), false;
@@ -403,7 +416,7 @@ class recording_applier final : public applier<S> {
     return true;
   }
   bool make_root(const std::filesystem::path&, std::error_code&) override { return false; }
-  bool make_dir(node&) override { return true; }
+  bool make_dir(node& n, const plan& p) override { return this->clear_for_dir(n, p); }
   bool finish_dir(node&, const dir_plan&) override { return true; }
   bool link_into(handle&, const std::string&, handle&, const std::string&, file_type) override { return true; }
   removal clean(node&, const std::string&, file_type&) override { return removal::done; }
@@ -416,8 +429,8 @@ class recording_applier final : public applier<S> {
   void setgid_first(node&) override {}
 
  private:
+  using applier<S>::pruner_;
   journal<S>& j_;
-  pruner<S>& pruner_;
 };
 
 /// The writing applier: every write of the run is made here.  A new entry is made under a
@@ -429,7 +442,7 @@ class writing_applier final : public applier<S> {
   using handle = typename S::handle;
   using node = typename S::node;
 
-  writing_applier(S& s, journal<S>& j, pruner<S>& p) : s_(s), fs_(s.fs), j_(j), pruner_(p) {}
+  writing_applier(S& s, journal<S>& j, pruner<S>& p) : applier<S>(p), s_(s), fs_(s.fs), j_(j) {}
 
   bool apply(node& n, const std::string& name, const plan& p) override {
     if (!s_.before_write()) return false;
@@ -450,10 +463,12 @@ class writing_applier final : public applier<S> {
     return !ec;
   }
 
-  /// Makes a directory the source has and the destination lacks: under a temporary name when the
-  /// walker staged it (node::stage), else at its final name.
-  bool make_dir(node& n) override {
+  /// Makes a directory the source has and the destination lacks, in its parent opened for the
+  /// write, once what was at its name is gone: under a temporary name when the walker staged it
+  /// (node::stage), else at its final name.
+  bool make_dir(node& n, const plan& made_as) override {
     node& p = *n.parent;
+    if (!open_for_write(p) || !this->clear_for_dir(n, made_as)) return false;
     if (!s_.before_write()) return false;
     std::error_code ec;
     const bool stage = n.stage;
@@ -800,10 +815,10 @@ class writing_applier final : public applier<S> {
     return true;
   }
 
+  using applier<S>::pruner_;
   S& s_;
   typename S::fs_type& fs_;
   journal<S>& j_;
-  pruner<S>& pruner_;
 };
 
 /// The run's applier, chosen once from its options: the recording one in a dry run.

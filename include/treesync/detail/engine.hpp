@@ -51,7 +51,8 @@ class worker {
     journal_.set_rel_of(n);
     if (!walker_.open(n)) return false;
     if (n.scan) return n.cold = true, walker_.list_and_merge(n, false);  // existing: nothing made, nothing handed out
-    if (n.dst_type != file_type::directory && !create_dir(n)) return false;
+    plan made;  // the walker's verdict on the directory itself; the applier carries it out
+    if (walker_.new_dir(n, made) == verdict::apply && !create_dir(n, made)) return false;
     if (s_.opt.frontier_depth != 0 && n.depth > s_.opt.frontier_depth) {
       s_.hand_out(std::string_view(journal_.rel));
       return false;  // not entered, not finished: the subtree's own sync does both
@@ -440,18 +441,12 @@ class worker {
     return r != removal::failed;
   }
 
-  bool create_dir(node& n) {
-    node& p = *n.parent;
-    if (!applier_->open_for_write(p)) return false;
-    if (n.dst_type != file_type::none) {
-      if (pruner_.remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
-      p.modified.store(true);
-    }
-    if (!applier_->make_dir(n)) return false;
+  // A directory the walker found the destination lacks (walker::new_dir), made by the applier
+  // (what was at its name goes first) and reported; then known empty: never listed.
+  bool create_dir(node& n, const plan& p) {
+    if (!applier_->make_dir(n, p)) return false;
     n.cold = true;
-    const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
-    journal_.count(kind);
-    journal_.note(kind, file_type::directory, 0, 0, {}, changed::all);
+    journal_.made_dir(p);
     return true;
   }
 

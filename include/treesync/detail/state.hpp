@@ -622,6 +622,12 @@ class journal {
     note(action_kind::remove, t);
   }
 
+  /// A directory made (walker::new_dir): created, or (an entry of another type replaced) updated.
+  void made_dir(const plan& p) {
+    count(p.kind());
+    note(p.kind(), file_type::directory, 0, 0, {}, p.changes);
+  }
+
   /// A written entry (created or replaced).
   void wrote(const plan& p, const copy_result& r) {
     // data current, written afresh for its metadata only: reported (and counted) as update_meta
