@@ -1127,7 +1127,7 @@ def test_filter_rsync():
         dst = os.path.join(w, "bad-dst-" + where.replace("/", "-"))
         p = subprocess.run([rsync, "-a", "-F", src + "/", dst + "-rsync/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         rc, out, err = run("-a", "-q", "-F", src + "/", dst)
-        check(p.returncode == 1 and rc == 1 and "Unknown filter rule" in err and "garbage" in err
+        check(p.returncode == 1 and rc == 1 and "Unknown filter rule" in err and "line 1" in err and "garbage" not in err
               and (where != ".rsync-filter" or not os.path.exists(dst)),
               "a bad line in %s stops the run with 'Unknown filter rule' and exit 1 as rsync's (%d/%d: %r)" % (
                   where, p.returncode, rc, err.strip()[:160]))
@@ -2739,6 +2739,71 @@ def test_links_and_rule_files():
     if have_rsync:
         run_rsync("-a", "-F", "--delete", "s/", "r", cwd=w)
         check(contents(os.path.join(w, "r")) == got, "-F --delete: as rsync's tree")
+
+    # DST's rule files are input someone else may have written (-F --delete reads them up front).
+    # A bad line in one: rsync stops with "Unknown filter rule", exit 1, where it meets it;
+    # treesync stops before any write, the line not quoted (rsync does not quote it either)
+    w = fresh("rule-files-dst-bad")
+    write(os.path.join(w, "s", "d", "f"), "f\n")
+    for who in ("t", "r"):
+        write(os.path.join(w, who, "d", ".rsync-filter"), "canary-bad-line\n")
+        write(os.path.join(w, who, "d", "y"), "extraneous\n")
+        write(os.path.join(w, who, "z"), "extraneous\n")
+    before = contents(os.path.join(w, "t"))
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
+    check(rc == 1 and "Unknown filter rule: <rule from d/.rsync-filter line 1>" in err and "canary" not in err + out
+          and contents(os.path.join(w, "t")) == before,
+          "-F --delete: a bad line in DST's rule file stops the run before any write, unquoted (exit %d, %r)" % (rc, err))
+    if have_rsync:
+        rrc, _, rerr = run_rsync("-a", "-F", "--delete", "s/", "r", cwd=w)
+        rgot = contents(os.path.join(w, "r"))
+        check(rrc == 1 and "d/y" in rgot, "-F --delete: rsync stops too, exit 1, d/y kept (exit %d)" % rrc)
+
+    # ... and one that merges a file outside DST the running user can read: its text never
+    # reaches the output (the canary), and nothing is written
+    w = fresh("rule-files-dst-merge-secret")
+    write(os.path.join(w, "outside", "secret"), "canary-secret-line\n")
+    write(os.path.join(w, "s", "f"), "f\n")
+    write(os.path.join(w, "t", ".rsync-filter"), "merge %s\n" % os.path.join(w, "outside", "secret"))
+    write(os.path.join(w, "t", "z"), "extraneous\n")
+    before = contents(os.path.join(w, "t"))
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
+    check(rc == 1 and "canary" not in err + out and "merged at .rsync-filter line 1" in err
+          and contents(os.path.join(w, "t")) == before,
+          "-F --delete: a merged file's bad line is not quoted, nothing written (exit %d, %r)" % (rc, err))
+
+    # ... a rule file that is a symlink (here to a file outside DST) is not followed: what is in its
+    # directory is kept whole (rsync reads through it, so it may protect anything there)
+    w = fresh("rule-files-dst-symlink")
+    write(os.path.join(w, "outside", "rules"), "- y\n")
+    write(os.path.join(w, "s", "d", "f"), "f\n")
+    for who in ("t", "r"):
+        os.makedirs(os.path.join(w, who, "d"))
+        os.symlink(os.path.join(w, "outside", "rules"), os.path.join(w, who, "d", ".rsync-filter"))
+        write(os.path.join(w, who, "d", "y"), "protected through the link\n")
+        write(os.path.join(w, who, "d", "w"), "extraneous\n")
+        write(os.path.join(w, who, "z"), "extraneous\n")
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
+    got = contents(os.path.join(w, "t"))
+    check(rc == 0 and "d/y" in got and "d/w" in got and "z" not in got and "d/f" in got,
+          "-F --delete: DST's symlinked rule file keeps its directory whole, the rest syncs (exit %d, %r)" % (rc, sorted(got)))
+    if have_rsync:
+        run_rsync("-a", "-F", "--delete", "s/", "r", cwd=w)
+        rgot = contents(os.path.join(w, "r"))
+        check("d/y" in rgot and set(rgot) <= set(got), "-F --delete: rsync keeps d/y too, nothing treesync deletes (%r)" % sorted(rgot))
+
+    # ... and what they hold in memory is bounded (64 MiB): past it nothing more is read, a notice
+    # says so, and a directory whose rule files were not recorded keeps everything in it
+    w = fresh("rule-files-dst-budget")
+    write(os.path.join(w, "s", "f"), "f\n")
+    for i in range(17):
+        write(os.path.join(w, "t", "a%02d" % i, ".rsync-filter"), ("#" * 99 + "\n") * 40000)
+    write(os.path.join(w, "t", "zz", "junk"), "extraneous\n")
+    write(os.path.join(w, "t", "top"), "extraneous\n")
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-q", "s/", "t", cwd=w, timeout=120)
+    check(rc == 0 and "hold more than 64 MiB" in err and os.path.exists(os.path.join(w, "t", "zz", "junk"))
+          and os.path.exists(os.path.join(w, "t", "f")),
+          "-F --delete: DST's rule files past 64 MiB: a notice, and zz/junk (rule files not recorded) kept (exit %d, %r)" % (rc, err))
 
     # -L and a symlink cycle (a link to an ancestor): treesync stops at the link with an error
     # naming it, copies the rest, deletes nothing (a source error), exit 23; rsync goes round the

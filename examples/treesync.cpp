@@ -148,12 +148,10 @@ int main(int argc, char** argv) {
   // --delete with per-directory rule files (-F, dir-merge): what DST's rule files exclude is kept
   // too (rsync reads those where it deletes; cli_deletion)
   cli_deletion deletion{opt.deletion, treesync::unlimited};
-  if (opt.deletion == deletion_mode::extraneous &&
-      std::any_of(opt.filters.begin(), opt.filters.end(), [](const filter_arg& f) {
-        return f.kind == filter_arg::rule && (f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0);
-      })) {
-    auto dst_rules = std::make_shared<treesync::filter>();
-    if (make_filter(opt, read_file, *dst_rules, bad, dst_rule_files(opt))) deletion = deletion.with_dst_rules(dst_rules, opt.name);
+  {
+    std::string message, notice;
+    if (!keep_dst_rule_files(opt, read_file, deletion, message, notice)) return usage_exit(tool, opt.json, message);
+    std::fputs(notice.c_str(), stderr);
   }
 
   // SRC without a trailing slash: rsync matches the rules against NAME itself too; an excluded

@@ -480,10 +480,29 @@ int main(int argc, char** argv) {
 
   install_signal_handlers();
 
+  // no limit: --max-delete is decided for the whole run before any rank writes.  With -F /
+  // dir-merge and --delete, what DST's rule files exclude is kept too: every rank reads them now,
+  // and the collective below holds every rank until all have (none writes before), and refuses
+  // the run on every rank when one met a bad line
+  cli_deletion deletion{opt.deletion, treesync::unlimited};
+  {
+    std::size_t next = 0;
+    const auto replay_texts = [&](const std::string&, std::string& text, std::error_code&) {
+      text = texts[next++];
+      return true;
+    };
+    std::string message, notice;
+    int dst_rules_ok = keep_dst_rule_files(opt, replay_texts, deletion, message, notice) ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &dst_rules_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!dst_rules_ok) {
+      if (message.empty()) message = "treesync: DST's rule files changed while the ranks read them (nothing was written)\n";
+      return finish(rank == 0 ? usage_exit(tool, opt.json, message) : 1);
+    }
+    if (rank == 0) std::fputs(notice.c_str(), stderr);
+  }
+
   collector actions;
   actions.on = opt.itemize || opt.verbose;
-  // no limit: --max-delete is decided for the whole run before any rank writes
-  const cli_deletion deletion{opt.deletion, treesync::unlimited};
   const treesync::options library = library_options(opt, opt.jobs, &cancel_flag, std::string());
 
   // Every sync of the run: the options' policies plus `extra...` (observer, frontier, subtree);

@@ -17,6 +17,7 @@ churn, with -l) they print the same: the same --json keys, recursively (the MPI 
 same -i lines, sorted and as printed.
 """
 import argparse
+import glob
 import hashlib
 import json
 import os
@@ -341,6 +342,22 @@ def main():
     ex = ["--exclude", "*.log", "--exclude", "/a1/", "--exclude", "c1*/", "--exclude", "/a0/b3/c78/f1.txt"]
     both(r, "excludes", ex, work)
     both(r, "delete-excluded", ex + ["--delete-excluded", "-i"], work, compare_actions=True)
+
+    # -F --delete: what DST's own rule files exclude is kept in every rank's subtrees, as the CLI
+    # (and rsync) keep it; the rule files themselves and the rest of what SRC lacks go
+    kept = []
+    for k, rel in enumerate(sorted({os.path.dirname(os.path.relpath(p, src)) for p in
+                                    glob.glob(os.path.join(src, "a*", "b*", "c*", "f*.txt"))})[:8]):
+        for d in ("ref", "out"):
+            write(os.path.join(work, d, rel, ".rsync-filter"), "- kept-*\n")
+            write(os.path.join(work, d, rel, f"kept-{k}"), "protected by DST's rule file")
+            write(os.path.join(work, d, rel, f"gone-{k}"), "extraneous")
+        kept.append(os.path.join(rel, f"kept-{k}"))
+    both(r, "dst rule files", ["-F"], work)
+    for rel in kept:
+        check(os.path.exists(os.path.join(work, "out", rel)), f"dst rule files: the MPI tool deleted {rel}")
+        for d in ("ref", "out"):  # the steps below run without -F
+            os.unlink(os.path.join(work, d, rel))
 
     # --max-delete holds for the whole run, not per rank: 12 deletions over 12 subtrees
     # (not under a1/ or c1*/: the delete-excluded step removed those from the destinations)

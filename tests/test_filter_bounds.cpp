@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <fcntl.h>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -217,7 +218,7 @@ TEST_CASE("sync with filter: a bad line in a per-directory rule file stops the r
   filter f(mock_loader(fs));
   f.dir_merge(".rules");
   CHECK_THROWS_WITH_AS((void)treesync::sync(fs, "/src", "/dst", f),
-                       doctest::Contains("Unknown filter rule: `garbage' (.rules line 1)"), std::runtime_error);
+                       doctest::Contains("Unknown filter rule: <rule from .rules line 1>"), std::runtime_error);
   CHECK_FALSE(fs.exists("/dst/a.c"));
   CHECK_FALSE(fs.exists("/dst/b.h"));
 }
@@ -228,8 +229,37 @@ TEST_CASE("filter: a bad line in a rule file below the root is an error naming t
   filter f(files.get());
   f.dir_merge(".rules");
   CHECK_FALSE(f.excluded("a.o", F));
-  CHECK_THROWS_WITH_AS(f.excluded("sub/a.o", F), doctest::Contains("Unknown filter rule: `exclud x' (sub/.rules line 4)"),
+  CHECK_THROWS_WITH_AS(f.excluded("sub/a.o", F), doctest::Contains("Unknown filter rule: <rule from sub/.rules line 4>"),
                        std::runtime_error);
+}
+
+TEST_CASE("filter: an error for a bad line never quotes it, so a merged file outside the tree is not copied into the message") {
+  treesync_test::temp_dir t;
+  std::filesystem::create_directories(t / "outside");
+  std::filesystem::create_directories(t / "src" / "sub");
+  treesync_test::write_file(t / "outside" / "secret", "canary-secret-4721\n");
+  treesync_test::write_file(t / "src" / "sub" / ".rules", "merge " + (t / "outside" / "secret").string() + "\n");
+  treesync_test::write_file(t / "src" / ".rules", "canary-own-line\n");
+  filter f = filter::reading(t / "src");
+  f.dir_merge(".rules");
+  std::string root_message, merged_message;
+  try {
+    (void)f.excluded("a", F);
+  } catch (const treesync::filter_error& e) {
+    root_message = e.what();
+  }
+  treesync_test::write_file(t / "src" / ".rules", "- *.o\n");
+  filter g = filter::reading(t / "src");
+  g.dir_merge(".rules");
+  try {
+    (void)g.excluded("sub/a", F);
+  } catch (const treesync::filter_error& e) {
+    merged_message = e.what();
+  }
+  CHECK(root_message == "Unknown filter rule: <rule from .rules line 1>");
+  CHECK(merged_message == "Unknown filter rule: <rule from the file merged at sub/.rules line 1, its line 1>");
+  CHECK(merged_message.find("canary") == std::string::npos);
+  CHECK(root_message.find("canary") == std::string::npos);
 }
 
 TEST_CASE("sync with filter: ':- .gitignore' in a rule file reads .gitignore as excludes from that directory down") {

@@ -419,15 +419,19 @@ class filter_rules {
 
   // The text of the rule file `name` of `dir` parsed as the merge modifiers `mods` say, into
   // `out`; `merges` counts the single-instance merges read so far (nesting is bounded).
-  void parse_file(std::string_view dir, std::string_view name, unsigned mods, rule_file& out, int& merges) const {
+  // `merged_at`: the file is the target of a `merge` line, named so ("FILE line N") in errors.
+  // An error never quotes a line's text (rsync's habit too): a rule file may merge any file the
+  // run can read, and the message would copy that file's first bad line into someone's log.
+  void parse_file(std::string_view dir, std::string_view name, unsigned mods, rule_file& out, int& merges,
+                  const std::string& merged_at = std::string()) const {
     const std::string text = shared_->load ? shared_->load(dir, name) : std::string();
     std::string where = std::string(dir);
     if (!where.empty()) where += '/';
     where += name;
+    if (!merged_at.empty()) where = "the file merged at " + merged_at + ", its";
     std::size_t lineno = 0;
-    const auto bad = [&](std::string_view rule_text) {
-      throw filter_error("Unknown filter rule: `" + std::string(rule_text) + "' (" + where + " line " +
-                         std::to_string(lineno) + ")");
+    const auto bad = [&](std::string_view) {
+      throw filter_error("Unknown filter rule: <rule from " + where + " line " + std::to_string(lineno) + ">");
     };
     const auto one = [&](std::string_view token) {
       if (mods & (mod_exclude | mod_include)) {
@@ -457,7 +461,7 @@ class filter_rules {
         case kind_merge: {
           if (++merges > 32) throw filter_error("merge files nested too deep (" + where + " line " + std::to_string(lineno) + ")");
           if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
-          parse_file(dir, p.arg, p.mods, out, merges);
+          parse_file(dir, p.arg, p.mods, out, merges, std::string(dir).append(dir.empty() ? "" : "/").append(name) + " line " + std::to_string(lineno));
           break;
         }
       }
