@@ -29,9 +29,9 @@ class walker;
 /// following links, so a symlink inside it is removed, never walked through.  Entries inside it
 /// that the deletion policy protects (excluded ones, under deletion::extraneous) are kept, and
 /// then so is the directory: the walker's verdict (walker::removes_within), asked for each entry
-/// as the pruner reaches it.  The writes are the applier's (in a dry run
-/// the recording applier's, which writes nothing: the pruner walks, decides and records the
-/// same).  Under a cap on deletions (max_delete) it first counts what a removal would delete
+/// as the pruner reaches it.  The writes are the applier's (in a dry run the recording
+/// applier's, which writes nothing: the pruner walks, decides and records the same, without
+/// knowing which applier it has).  Under a cap on deletions (max_delete) it first counts what a removal would delete
 /// (count_entry: a walk that writes and reports nothing) and keeps the listings it took, so the
 /// removal itself lists nothing again.
 template <class S>
@@ -248,7 +248,7 @@ class pruner {
   void writable(level& l) {
     if (l.opened || counting_ || !l.open) return;
     l.opened = true;
-    l.was = ap_.open_up(l.h);  // no_mode when unchanged (and in a dry run)
+    l.was = ap_.open_up(l.h);  // no_mode when unchanged (the recording applier: always)
   }
   // A directory opened up that stays (it keeps an entry, or a removal in it failed) gets its mode
   // back.
@@ -327,25 +327,124 @@ class pruner {
   std::map<std::string, std::vector<dir_entry>> listed_;  // count_entry's listings, by relative path
 };
 
-// ---- the applier -------------------------------------------------------------------------------
+// ---- the appliers ------------------------------------------------------------------------------
 
-/// Carries plans out: every write of the run is made here.  A new entry is made under a temporary
-/// name (or, inside a directory still staged, at its final name) and `install` puts it in place.
-/// A dry run has the recording applier: the same interface, chosen once per run (`dry_`), whose
-/// operations write nothing and record what they would do (the report and the observer's actions
-/// come from it, as from the writing one); the engine never asks which one it has.
+/// Carries plans out.  There are two: the writing applier (every write of a run is made there)
+/// and, for a dry run, the recording applier (the same operations, none writing: each records
+/// what it would do, so the report and the observer's actions come from it as from the writing
+/// one).  make_applier chooses once per run; the worker, the pruner and the engine hold this
+/// interface and never ask which one they have.  Both are compiled once per filesystem type, as
+/// the rest of the engine is: a virtual call per operation, where each write is a system call.
 template <class S>
 class applier {
  public:
   using handle = typename S::handle;
   using node = typename S::node;
 
-  applier(S& s, journal<S>& j, pruner<S>& p) : s_(s), fs_(s.fs), j_(j), pruner_(p), dry_(s.opt.dry_run) {}
+  virtual ~applier() = default;
 
-  /// Carries out an entry's plan in its directory `n` (recording: as if).  Returns whether the
-  /// directory's entries changed (its mtime is then restored when it is finished).
-  bool apply(node& n, const std::string& name, const plan& p) {
-    if (dry_) return record(n, name, p);
+  /// Carries out an entry's plan in its directory `n`.  Returns whether the directory's entries
+  /// changed (its mtime is then restored when it is finished).
+  virtual bool apply(node& n, const std::string& name, const plan& p) = 0;
+  /// A missing destination root, made: whether it now exists (false with `ec` when making it
+  /// failed; false without, recording: a dry run into a missing destination reads nothing there).
+  virtual bool make_root(const std::filesystem::path& dst, std::error_code& ec) = 0;
+  /// A directory the source has and the destination lacks, as the walker planned it
+  /// (walker::new_dir): what the destination has at its name instead (p.old) goes first, with its
+  /// content; node::stage: made under a temporary name.
+  virtual bool make_dir(node& n, const plan& p) = 0;
+  /// A directory's metadata, once its content is complete; a staged one then takes its name.
+  virtual bool finish_dir(node& n, const dir_plan& p) = 0;
+  /// hard_links: `name` in `d` (what is there, `old`, replaced) becomes another name of `fname` in `fdir`.
+  virtual bool link_into(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) = 0;
+  /// A leftover of an interrupted run (a temporary name) in `n`, removed; `t` becomes its type.
+  virtual removal clean(node& n, const std::string& name, file_type& t) = 0;
+  /// The destination directory of `n` opened (if deferred) and made writable for a change in it.
+  virtual bool open_for_write(node& n) = 0;
+  /// A directory whose deferred deletions are done (`changed`) or that was opened up for them
+  /// (`opened`) gets back the mtime and mode it had (`before`).
+  virtual void restore_dir(handle& h, const stat_info& before, bool changed, bool opened) = 0;
+  /// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
+  virtual bool remove_file(handle& d, const std::string& name, bool keep_copy) = 0;
+  /// Removes an empty directory.
+  virtual bool remove_dir(handle& parent, const std::string& name) = 0;
+  /// A directory about to be emptied, made writable first.  Returns its mode before, or -1 when
+  /// it was not changed.
+  virtual std::uint32_t open_up(handle& d) = 0;
+  /// A destination directory without write permission, made writable before its first change.
+  virtual void prepare_write(node& n) = 0;
+  /// The set-group-ID bit of a directory, set (or cleared) before its entries are made.
+  virtual void setgid_first(node& n) = 0;
+
+ protected:
+  explicit applier(pruner<S>& p) : pruner_(p) {}
+  applier(const applier&) = delete;
+  applier& operator=(const applier&) = delete;
+
+  // A new directory's name cleared of what the destination has there (p.old, of another type):
+  // removed with its content by the pruner, which walks and records it the same for both appliers.
+  bool clear_for_dir(node& n, const plan& p) {
+    if (p.old == file_type::none) return true;
+    if (pruner_.remove_entry(n.parent->dst, n.name, p.old, false) != removal::done) return false;
+    n.parent->modified.store(true);
+    return true;
+  }
+
+  pruner<S>& pruner_;
+};
+
+/// A dry run's applier: every operation of the writing one, none of them writing.  A plan is
+/// recorded as if carried out (journal::wrote with the bytes a copy would write, journal::touched);
+/// a directory a plan replaces is walked by the pruner as in a real run, which records its
+/// entries and reaches remove_file and remove_dir here.  Everything else succeeds as it would,
+/// without a system call: a directory made is `cold` (never listed), a leftover is cleaned, a
+/// link is made, a directory finished.
+template <class S>
+class recording_applier final : public applier<S> {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+
+  recording_applier(journal<S>& j, pruner<S>& p) : applier<S>(p), j_(j) {}
+
+  bool apply(node& n, const std::string& name, const plan& p) override {
+    if (p.what == plan::step::meta) return j_.touched(p), false;
+    if (p.old == file_type::directory && !pruner_.replace_dir(n.dst, name)) return false;
+    copy_result as_if;
+    as_if.bytes = p.type == file_type::regular ? p.src.size : 0;
+    j_.wrote(p, as_if);
+    return true;
+  }
+  bool make_root(const std::filesystem::path&, std::error_code&) override { return false; }
+  bool make_dir(node& n, const plan& p) override { return this->clear_for_dir(n, p); }
+  bool finish_dir(node&, const dir_plan&) override { return true; }
+  bool link_into(handle&, const std::string&, handle&, const std::string&, file_type) override { return true; }
+  removal clean(node&, const std::string&, file_type&) override { return removal::done; }
+  bool open_for_write(node&) override { return true; }
+  void restore_dir(handle&, const stat_info&, bool, bool) override {}
+  bool remove_file(handle&, const std::string&, bool) override { return true; }
+  bool remove_dir(handle&, const std::string&) override { return true; }
+  std::uint32_t open_up(handle&) override { return static_cast<std::uint32_t>(-1); }
+  void prepare_write(node&) override {}
+  void setgid_first(node&) override {}
+
+ private:
+  using applier<S>::pruner_;
+  journal<S>& j_;
+};
+
+/// The writing applier: every write of the run is made here.  A new entry is made under a
+/// temporary name (or, inside a directory still staged, at its final name) and `install` puts it
+/// in place.
+template <class S>
+class writing_applier final : public applier<S> {
+ public:
+  using handle = typename S::handle;
+  using node = typename S::node;
+
+  writing_applier(S& s, journal<S>& j, pruner<S>& p) : applier<S>(p), s_(s), fs_(s.fs), j_(j) {}
+
+  bool apply(node& n, const std::string& name, const plan& p) override {
     if (!s_.before_write()) return false;
     if (p.what == plan::step::meta) return touch(n.dst, name, p), false;
     prepare_write(n);
@@ -356,31 +455,20 @@ class applier {
     }
   }
 
-  /// Puts the entry made as `made` in `d` at `name`.  What the destination held there (`old`)
-  /// goes first: a directory with its content, anything else into the backup directory when
-  /// there is one.  Then `made` is renamed over the name, unless it was made there.  On failure
-  /// the made entry is discarded, the failure reported, and false returned.
-  bool install(handle& d, const std::string& made, const std::string& name, file_type old) {
-    if (old == file_type::directory ? !pruner_.replace_dir(d, name) : old != file_type::none && !backup(d, name)) {
-      discard(d, made);
-      return false;
-    }
-    if (made == name) return true;
-    std::error_code ec;
-    fs_.rename(d, made, name, ec);
-    if (ec) {  // reported (errors::stop: stopped) first, then cleaned up: see journal::fail
-      j_.fail(side::destination, operation::rename, ec);
-      discard(d, made);
-      return false;
-    }
-    return true;
+  // Mode 0700 until it is finished, as any directory the run makes.
+  bool make_root(const std::filesystem::path& dst, std::error_code& ec) override {
+    if (!s_.before_write()) return ec = s_.state_error, false;
+    fs_.make_root(dst, 0700, ec);
+    if (is_enoent(ec)) ec = errc::destination_parent_missing;
+    return !ec;
   }
 
-  /// Makes a directory the source has and the destination lacks: under a temporary name when the
-  /// walker staged it (node::stage), else at its final name.
-  bool make_dir(node& n) {
+  /// Makes a directory the source has and the destination lacks, in its parent opened for the
+  /// write, once what was at its name is gone: under a temporary name when the walker staged it
+  /// (node::stage), else at its final name.
+  bool make_dir(node& n, const plan& made_as) override {
     node& p = *n.parent;
-    if (dry_) return true;
+    if (!open_for_write(p) || !this->clear_for_dir(n, made_as)) return false;
     if (!s_.before_write()) return false;
     std::error_code ec;
     const bool stage = n.stage;
@@ -413,8 +501,7 @@ class applier {
   }
 
   /// A directory's metadata, once its content is complete; a staged one then takes its name.
-  bool finish_dir(node& n, const dir_plan& p) {
-    if (dry_) return true;
+  bool finish_dir(node& n, const dir_plan& p) override {
     if (!reach(n) || !s_.before_write()) return false;
     const stat_info& st = n.src_st;
     handle& d = n.dst;
@@ -442,8 +529,7 @@ class applier {
   /// finished with (the source directory's is not read again: under links::dereference the
   /// source path may go through symlinks, which the walk followed and a descent from the root
   /// would not).
-  bool link_into(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) {
-    if (dry_) return true;
+  bool link_into(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) override {
     std::error_code ec;
     const stat_info before = fs_.stat(d, ".", false, ec);
     if (ec) return j_.fail(side::destination, operation::stat, ec), false;
@@ -460,9 +546,8 @@ class applier {
 
   /// A leftover of an interrupted run (a temporary name) in `n`, removed whatever the deletion
   /// policy says (a staged directory with everything in it), unless someone else owns it
-  /// (leftover_ours: not ours to purge; then `failed`).  `t` becomes its type.  Recording: done.
-  removal clean(node& n, const std::string& name, file_type& t) {
-    if (dry_) return removal::done;
+  /// (leftover_ours: not ours to purge; then `failed`).  `t` becomes its type.
+  removal clean(node& n, const std::string& name, file_type& t) override {
     if (!pruner_.leftover_ours(n.dst, name, t)) return removal::failed;
     prepare_write(n);
     if (t == file_type::directory || t == file_type::unknown) {  // a staged directory
@@ -474,8 +559,7 @@ class applier {
   }
 
   /// The destination directory of `n` opened (if deferred) and made writable for a change in it.
-  bool open_for_write(node& n) {
-    if (dry_) return true;
+  bool open_for_write(node& n) override {
     if (n.dst_deferred && !reach(n)) return false;
     prepare_write(n);
     return true;
@@ -483,8 +567,8 @@ class applier {
 
   /// A directory whose deferred deletions are done (`changed`) or that was opened up for them
   /// (`opened`) gets back the mtime and mode it had (`before`).
-  void restore_dir(handle& h, const stat_info& before, bool changed, bool opened) {
-    if (dry_ || !s_.before_write()) return;
+  void restore_dir(handle& h, const stat_info& before, bool changed, bool opened) override {
+    if (!s_.before_write()) return;
     std::error_code ec;
     if (changed) fs_.set_mtime(h, ".", before.mtime_ns, ec);
     if (ec) j_.fail(side::destination, operation::utime, ec);
@@ -494,8 +578,7 @@ class applier {
   }
 
   /// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
-  bool remove_file(handle& d, const std::string& name, bool keep_copy) {
-    if (dry_) return true;
+  bool remove_file(handle& d, const std::string& name, bool keep_copy) override {
     if (!s_.before_write()) return false;
     if (keep_copy && s_.opt.backup_dir.empty() == false && !is_temp_name(name)) return backup(d, name);
     std::error_code ec;
@@ -503,8 +586,7 @@ class applier {
     if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::unlink, ec), false;
     return true;
   }
-  bool remove_dir(handle& parent, const std::string& name) {
-    if (dry_) return true;
+  bool remove_dir(handle& parent, const std::string& name) override {
     if (!s_.before_write()) return false;
     std::error_code ec;
     fs_.remove_dir(parent, name, ec);
@@ -512,9 +594,8 @@ class applier {
     return true;
   }
   /// A directory about to be emptied is made writable first.  Returns its mode before, or -1
-  /// when it was not changed (recording: never).
-  std::uint32_t open_up(handle& d) {
-    if (dry_) return static_cast<std::uint32_t>(-1);
+  /// when it was not changed.
+  std::uint32_t open_up(handle& d) override {
     std::error_code ec;
     const stat_info self = fs_.stat(d, ".", false, ec);
     if (ec || (self.mode & 0200) != 0 || !s_.before_write()) return static_cast<std::uint32_t>(-1);
@@ -524,8 +605,8 @@ class applier {
 
   /// A destination directory without write permission is made writable before its first change;
   /// finish_dir restores the source's mode.
-  void prepare_write(node& n) {
-    if (dry_ || n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0 || !s_.before_write()) return;
+  void prepare_write(node& n) override {
+    if (n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0 || !s_.before_write()) return;
     std::lock_guard<std::mutex> lock(n.mu);
     if (n.made_writable) return;
     std::error_code ec;
@@ -540,8 +621,8 @@ class applier {
   /// the directory, set-group-ID, is set (or cleared) first, before its entries are processed.
   /// A directory this run made (0700) has the bit when its parent had it (the parent's own
   /// setgid_first, or for the root, a stat).
-  void setgid_first(node& n) {
-    if (dry_ || s_.opt.group || !n.dst_exists()) return;
+  void setgid_first(node& n) override {
+    if (s_.opt.group || !n.dst_exists()) return;
     std::error_code ec;
     std::uint32_t now = n.dst_st.mode & 07777;  // what the directory has
     if (n.cold && n.parent) {
@@ -557,8 +638,29 @@ class applier {
     fs_.set_mode(n.dst, ".", setgid_now(n, now), ec);
     if (ec) j_.fail(side::destination, operation::chmod, ec);
   }
-  /// `mode` with the set-group-ID bit the directory `n` has while its entries are made
-  /// (setgid_first): the source's, unless the run sets the group of everything it makes (group).
+ private:
+  // Puts the entry made as `made` in `d` at `name`.  What the destination held there (`old`)
+  // goes first: a directory with its content, anything else into the backup directory when
+  // there is one.  Then `made` is renamed over the name, unless it was made there.  On failure
+  // the made entry is discarded, the failure reported, and false returned.
+  bool install(handle& d, const std::string& made, const std::string& name, file_type old) {
+    if (old == file_type::directory ? !pruner_.replace_dir(d, name) : old != file_type::none && !backup(d, name)) {
+      discard(d, made);
+      return false;
+    }
+    if (made == name) return true;
+    std::error_code ec;
+    fs_.rename(d, made, name, ec);
+    if (ec) {  // reported (errors::stop: stopped) first, then cleaned up: see journal::fail
+      j_.fail(side::destination, operation::rename, ec);
+      discard(d, made);
+      return false;
+    }
+    return true;
+  }
+
+  // `mode` with the set-group-ID bit the directory `n` has while its entries are made
+  // (setgid_first): the source's, unless the run sets the group of everything it makes (group).
   std::uint32_t setgid_now(const node& n, std::uint32_t mode) const {
     return s_.opt.group ? mode : (mode & ~02000u) | (n.src_st.mode & 02000u);
   }
@@ -566,18 +668,6 @@ class applier {
   void discard(handle& d, const std::string& name) {
     std::error_code ignored;
     fs_.remove(d, name, ignored);
-  }
-
- private:
-  // The recording applier's apply: the plan as if carried out (a directory it replaces is walked
-  // by the pruner, which records its entries).
-  bool record(node& n, const std::string& name, const plan& p) {
-    if (p.what == plan::step::meta) return j_.touched(p), false;
-    if (p.old == file_type::directory && !pruner_.replace_dir(n.dst, name)) return false;
-    copy_result as_if;
-    as_if.bytes = p.type == file_type::regular ? p.src.size : 0;
-    j_.wrote(p, as_if);
-    return true;
   }
 
   // The destination directory of `n`, opened if it was deferred; false (reported) when it cannot be.
@@ -725,12 +815,18 @@ class applier {
     return true;
   }
 
+  using applier<S>::pruner_;
   S& s_;
   typename S::fs_type& fs_;
   journal<S>& j_;
-  pruner<S>& pruner_;
-  const bool dry_;  // the recording applier (dry_run): nothing is written
 };
+
+/// The run's applier, chosen once from its options: the recording one in a dry run.
+template <class S>
+std::unique_ptr<applier<S>> make_applier(S& s, journal<S>& j, pruner<S>& p) {
+  if (s.opt.dry_run) return std::make_unique<recording_applier<S>>(j, p);
+  return std::make_unique<writing_applier<S>>(s, j, p);
+}
 
 }  // namespace detail
 

@@ -26,7 +26,8 @@ namespace detail {
 // ---- the worker --------------------------------------------------------------------------------
 
 /// One thread's share of the run: it walks the directory pairs the scheduler hands it, and hands
-/// each decision to its applier (in a dry run the recording one: see applier).
+/// each decision to its applier (in a dry run the recording one: see applier, make_applier); it
+/// never asks which one it has.
 template <class S>
 class worker {
  public:
@@ -35,7 +36,7 @@ class worker {
   static constexpr std::size_t npos = static_cast<std::size_t>(-1);
 
   explicit worker(S& s)
-      : s_(s), journal_(s), applier_(s, journal_, pruner_), pruner_(s, journal_, applier_, walker_),
+      : s_(s), journal_(s), applier_(make_applier(s, journal_, pruner_)), pruner_(s, journal_, *applier_, walker_),
         walker_(s, journal_) {}
   worker(const worker&) = delete;
   worker& operator=(const worker&) = delete;
@@ -50,18 +51,22 @@ class worker {
     journal_.set_rel_of(n);
     if (!walker_.open(n)) return false;
     if (n.scan) return n.cold = true, walker_.list_and_merge(n, false);  // existing: nothing made, nothing handed out
-    if (n.dst_type != file_type::directory && !create_dir(n)) return false;
+    plan made;  // the walker's verdict on the directory itself; the applier carries it out
+    if (walker_.new_dir(n, made) == verdict::apply && !create_dir(n, made)) return false;
     if (s_.opt.frontier_depth != 0 && n.depth > s_.opt.frontier_depth) {
       s_.hand_out(std::string_view(journal_.rel));
       return false;  // not entered, not finished: the subtree's own sync does both
     }
     if (!walker_.list_and_merge(n, false)) return false;
-    applier_.setgid_first(n);  // before any entry is made in it
+    applier_->setgid_first(n);  // before any entry is made in it
     return true;
   }
 
   /// The root's setgid_first (the root is not started by start_dir).
-  void setgid_first(node& n) { applier_.setgid_first(n); }
+  void setgid_first(node& n) { applier_->setgid_first(n); }
+
+  /// A missing destination root, made (applier::make_root): whether it exists now.
+  bool make_root(const std::filesystem::path& dst, std::error_code& ec) { return applier_->make_root(dst, ec); }
 
   /// Entries [begin, end) of a node's merged listing; directories found become `children`.
   void run_batch(node& n, std::size_t begin, std::size_t end, std::vector<node*>& children) {
@@ -169,13 +174,13 @@ class worker {
           journal_.fail(side::destination, operation::opendir, ec);
           continue;  // no record: the next run reads the directory again
         }
-        const bool opened = (before.mode & 0200) == 0 && applier_.open_up(h) != static_cast<std::uint32_t>(-1);
+        const bool opened = (before.mode & 0200) == 0 && applier_->open_up(h) != static_cast<std::uint32_t>(-1);
         for (std::size_t i = 0; i < d.entries.size() && !s_.halted(); ++i) {
           rel_scope scope(journal_.rel, d.entries[i].first);
           removed[i] = pruner_.remove_entry(h, d.entries[i].first, d.entries[i].second, true) == removal::done;
           changed |= removed[i];
         }
-        if (changed || opened) applier_.restore_dir(h, before, changed, opened);
+        if (changed || opened) applier_->restore_dir(h, before, changed, opened);
         if (s_.recording && d.stashed && (changed || opened)) {
           ec.clear();
           after = s_.fs.stat(h, ".", false, ec);
@@ -195,7 +200,7 @@ class worker {
     if (n.scan) return;  // not in the destination
     const dir_plan p = walker_.finish(n);
     const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
-    if (writes && n.dst_exists() && !applier_.finish_dir(n, p)) return;
+    if (writes && n.dst_exists() && !applier_->finish_dir(n, p)) return;
     if (s_.recording) record_dir(n, writes || n.modified.load() || n.made_writable);
     if (p.meta) {
       stat_info was = n.dst_st;  // a read-only directory opened up for a write: its mode before
@@ -336,7 +341,7 @@ class worker {
     return slash == std::string::npos ? rel == s_.opt.subtree : rel == s_.state_rel.substr(0, slash);
   }
 
-  bool carry_out(node& n, const std::string& name, const plan& p) { return applier_.apply(n, name, p); }
+  bool carry_out(node& n, const std::string& name, const plan& p) { return applier_->apply(n, name, p); }
 
   // A chunk of a directory's records, kept as text (a waiting directory holds no records: deep
   // chains); under n.mu.
@@ -426,28 +431,22 @@ class worker {
   }
 
   bool remove(node& n, const std::string& name, file_type t) {
-    applier_.prepare_write(n);
+    applier_->prepare_write(n);
     return pruner_.remove_entry(n.dst, name, t, true) == removal::done;
   }
 
   bool clean(node& n, const std::string& name, file_type t) {
-    const removal r = applier_.clean(n, name, t);
+    const removal r = applier_->clean(n, name, t);
     if (r == removal::done) journal_.cleaned(t);
     return r != removal::failed;
   }
 
-  bool create_dir(node& n) {
-    node& p = *n.parent;
-    if (!applier_.open_for_write(p)) return false;
-    if (n.dst_type != file_type::none) {
-      if (pruner_.remove_entry(p.dst, n.name, n.dst_type, false) != removal::done) return false;
-      p.modified.store(true);
-    }
-    if (!applier_.make_dir(n)) return false;
+  // A directory the walker found the destination lacks (walker::new_dir), made by the applier
+  // (what was at its name goes first) and reported; then known empty: never listed.
+  bool create_dir(node& n, const plan& p) {
+    if (!applier_->make_dir(n, p)) return false;
     n.cold = true;
-    const action_kind kind = n.dst_type == file_type::none ? action_kind::create : action_kind::update;
-    journal_.count(kind);
-    journal_.note(kind, file_type::directory, 0, 0, {}, changed::all);
+    journal_.made_dir(p);
     return true;
   }
 
@@ -471,7 +470,7 @@ class worker {
       return journal_.fail(side::destination, operation::link, ec);
     plan p;  // the walker's verdict; the applier carries it out
     if (walker_.link_request(parent, name, fparent, fname, src, p) != verdict::apply) return;
-    if (!applier_.link_into(fparent, fname, parent, name, p.old)) return;
+    if (!applier_->link_into(fparent, fname, parent, name, p.old)) return;
     journal_.count(p.kind());
     journal_.note(p.kind(), file_type::regular, p.src.size, p.old == file_type::regular ? p.dst.size : 0, {},
                   p.changes | changed::linked, copy_method::none, false, first);
@@ -479,7 +478,7 @@ class worker {
 
   S& s_;
   journal<S> journal_;
-  applier<S> applier_;
+  std::unique_ptr<applier<S>> applier_;  // the writing one, or in a dry run the recording one
   pruner<S> pruner_;
   walker<S> walker_;
 };
@@ -954,8 +953,8 @@ class engine {
     return {};
   }
 
-  // Opens the source root, and the destination root (made first when missing, unless this is a
-  // dry run); asks once what the destination keeps of timestamps.
+  // Opens the source root, and the destination root (made first when missing, by the applier:
+  // the recording one makes nothing); asks once what the destination keeps of timestamps.
   std::error_code open_roots(const std::filesystem::path& src, const std::filesystem::path& dst, const stat_info& ss,
                              const stat_info& ds, bool dst_exists, worker<state>& first) {
     std::error_code ec;
@@ -969,11 +968,11 @@ class engine {
     s_.live_add(ss);
     root->src = s_.fs.open_root(src, ec);
     if (ec) return ec;
-    if (dst_exists || !s_.opt.dry_run) {
-      if (!dst_exists && !s_.before_write()) return s_.state_error;
-      if (!dst_exists) s_.fs.make_root(dst, 0700, ec);
-      if (!dst_exists && is_enoent(ec)) return errc::destination_parent_missing;
-      if (!ec) root->dst = s_.fs.open_root(dst, ec);
+    // made by the applier (in a dry run the recording one: then not, and nothing is read there)
+    const bool reached = dst_exists || first.make_root(dst, ec);
+    if (ec) return ec;
+    if (reached) {
+      root->dst = s_.fs.open_root(dst, ec);
       if (ec) return ec;
       root->have_dst = true;
       const stat_info id = dst_exists ? ds : s_.fs.stat(root->dst, ".", false, ec);

@@ -166,7 +166,8 @@ inline constexpr std::size_t delete_open_levels = 64;
 //              applier's);
 //   scheduler  the work list, the lifetime of each directory pair and the open-descriptor window.
 // A `worker` (one per thread) puts a journal, a walker, an applier and a pruner together; in a dry
-// run the applier is the recording one (it writes nothing: applier::dry_).
+// run the applier is the recording one (recording_applier: the same operations, none writing),
+// chosen once per run (make_applier).
 
 /// What the walker decided for one entry; the worker hands it to the applier (which, in a dry run,
 /// records it as if carried out).
@@ -619,6 +620,12 @@ class journal {
   void cleaned(file_type t) {
     ++rep.cleaned;
     note(action_kind::remove, t);
+  }
+
+  /// A directory made (walker::new_dir): created, or (an entry of another type replaced) updated.
+  void made_dir(const plan& p) {
+    count(p.kind());
+    note(p.kind(), file_type::directory, 0, 0, {}, p.changes);
   }
 
   /// A written entry (created or replaced).

@@ -316,6 +316,19 @@ class walker {
     return verdict::apply;
   }
 
+  /// A directory the source has, about to be entered: made when the destination has no directory
+  /// at its name (the parent's listing said what it has: n.dst_type), after what is there goes
+  /// (p.old: the whole tree, as any replaced entry of another type).  An update when something
+  /// was there, else a create; every attribute is new (changed::all).  Reads nothing.
+  verdict new_dir(const node& n, plan& p) const {
+    if (n.dst_type == file_type::directory) return verdict::none;
+    p.what = plan::step::write;
+    p.type = file_type::directory;
+    p.old = n.dst_type;
+    p.changes = changed::all;
+    return verdict::apply;
+  }
+
   /// The metadata a finished directory needs.  An existing one whose metadata changes is an
   /// update_meta; one this run made gets all of it.
   dir_plan finish(const node& n) const {
