@@ -500,28 +500,18 @@ class writing_applier final : public applier<S> {
     return true;
   }
 
-  /// A directory's metadata, once its content is complete; a staged one then takes its name.
+  /// A directory's metadata, once its content is complete; a staged one then takes its name,
+  /// even when its metadata failed (reported): what it holds is complete, and kept.
   bool finish_dir(node& n, const dir_plan& p) override {
     if (!reach(n) || !s_.before_write()) return false;
-    const stat_info& st = n.src_st;
-    handle& d = n.dst;
-    std::error_code ec;
-    if (p.owner || p.group) {  // before the chmod, which a chown may undo
-      fs_.set_owner(d, ".", p.owner ? std::int64_t(st.uid) : -1, p.group ? std::int64_t(st.gid) : -1, ec);
-      if (ec) return j_.fail(side::destination, operation::chown, ec), false;
-    }
-    if (p.mode) fs_.set_mode(d, ".", st.mode, ec);
-    if (ec) return j_.fail(side::destination, operation::chmod, ec), false;
-    if (p.mtime) fs_.set_mtime(d, ".", st.mtime_ns, ec);
-    if (ec) return j_.fail(side::destination, operation::utime, ec), false;
-    if (p.fsync) fs_.sync_dir(d, ec);
-    if (ec) return j_.fail(side::destination, operation::fsync, ec), false;
-    if (!n.staged.empty()) {  // complete: into place (the parent's handle is open: see make_dir)
+    const bool meta = set_dir_meta(n, p);
+    if (!n.staged.empty()) {  // into place (the parent's handle is open: see make_dir)
+      std::error_code ec;
       fs_.rename(n.parent->dst, n.staged, n.name, ec);
       if (ec) return j_.fail(side::destination, operation::rename, ec), false;  // left under its temporary name: the next run removes it
       n.staged.clear();
     }
-    return true;
+    return meta;
   }
 
   /// Another name for a file already in the destination (hard_links), installed at `name` in `d`
@@ -639,6 +629,24 @@ class writing_applier final : public applier<S> {
     if (ec) j_.fail(side::destination, operation::chmod, ec);
   }
  private:
+  // finish_dir's metadata, up to the first failure (reported).
+  bool set_dir_meta(node& n, const dir_plan& p) {
+    const stat_info& st = n.src_st;
+    handle& d = n.dst;
+    std::error_code ec;
+    if (p.owner || p.group) {  // before the chmod, which a chown may undo
+      fs_.set_owner(d, ".", p.owner ? std::int64_t(st.uid) : -1, p.group ? std::int64_t(st.gid) : -1, ec);
+      if (ec) return j_.fail(side::destination, operation::chown, ec), false;
+    }
+    if (p.mode) fs_.set_mode(d, ".", st.mode, ec);
+    if (ec) return j_.fail(side::destination, operation::chmod, ec), false;
+    if (p.mtime) fs_.set_mtime(d, ".", st.mtime_ns, ec);
+    if (ec) return j_.fail(side::destination, operation::utime, ec), false;
+    if (p.fsync) fs_.sync_dir(d, ec);
+    if (ec) return j_.fail(side::destination, operation::fsync, ec), false;
+    return true;
+  }
+
   // Puts the entry made as `made` in `d` at `name`.  What the destination held there (`old`)
   // goes first: a directory with its content, anything else into the backup directory when
   // there is one.  Then `made` is renamed over the name, unless it was made there.  On failure

@@ -548,14 +548,19 @@ class scheduler {
     node* done = nullptr;  // the child finished just before: its handle leads back up
     while (n && n->pending.fetch_sub(1) == 1) {
       node* parent = n->parent;
-      if (n->finish && !s_.halted()) {
-        // through the directory's own handle: no name lookup, nothing to race with
+      if (n->finish || (!n->staged.empty() && n->have_dst && s_.halted())) {
+        // Through the directory's own handle: no name lookup, nothing to race with.  A stopped
+        // run (cancel_on, errors::stop, an exception) finishes its directories too: what it made
+        // is kept (a staged directory takes its name with what it holds, see dir_node::staged)
+        // and gets its metadata, and a read-only one it opened up gets its mode back.
         w.record().set_rel_of(*n);
         if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
-        if (!n->closed || !n->have_dst || reopen(w, *n, done)) w.finish_dir(*n);
-      } else if (!n->staged.empty()) {
+        guarded([&] {
+          if (!n->closed || !n->have_dst || reopen(w, *n, done)) w.finish_dir(*n);
+        });
+      } else if (!n->staged.empty()) {  // its source could not be listed, or it could not be entered: never made visible
         w.record().set_rel_of(*n);
-        w.drop_staged(*n);
+        guarded([&] { w.drop_staged(*n); });
       }
       retire(done);
       done = n;
@@ -565,6 +570,17 @@ class scheduler {
   }
 
  private:
+  // release runs from a batch's destructor (and finishes directories after an exception stopped
+  // the run): an exception there (an observer's, bad_alloc) stops the run, never escapes.
+  template <class F>
+  void guarded(F&& f) {
+    try {
+      f();
+    } catch (...) {
+      s_.stop_on(std::current_exception());
+    }
+  }
+
   struct task {
     node* n;
     std::size_t begin;  // a start task when begin == npos
