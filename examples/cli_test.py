@@ -733,7 +733,7 @@ def test_progress_tty():
             print("  attempt %d: the run finished before SIGINT; again with more files" % attempt)
             continue
         segments, rest = tty_segments(out)
-        check(rc == 130, "SIGINT during a run with --progress: exit 130 (%d)" % rc)
+        check(rc == 20, "SIGINT during a run with --progress: exit 20 (%d)" % rc)
         check(segments and re.search(r" in \d+:\d\d:\d\d ", segments[-1]) is not None,
               "SIGINT: the last state of the line is drawn (%r)" % (segments[-1:],))
         check(rest.startswith("(interrupted) ") and rest.count("\n") == 1,
@@ -1340,8 +1340,9 @@ def big_tree(root, dirs=20, files=30, big_files=2):
 
 
 def count_entries(root):
-    """Entries below root (files, directories, links), temporaries not counted."""
-    return sum(1 for _, dirs, names in os.walk(root) for n in dirs + names if not n.startswith(".treesync-tmp-"))
+    """Entries below root (files, directories, links), temporary files not counted.  A staged new
+    directory (a temporary name) counts, with what it holds: a stopped run puts it in place."""
+    return sum(1 for _, dirs, names in os.walk(root) for n in dirs + [m for m in names if not m.startswith(".treesync-tmp-")])
 
 
 def no_partial_files(src, dst, what):
@@ -1537,7 +1538,7 @@ def interrupt(sig, twice, extra=()):
     w = fresh("interrupt-%s-%d" % (name, twice))
     src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
     big_tree(src)
-    expected_rc = 130 if sig == signal.SIGINT else 143
+    expected_rc = 20  # rsync's status for SIGINT and SIGTERM alike
     if twice:
         interrupt_twice(sig, extra, src, dst, expected_rc)
     else:
@@ -1616,6 +1617,66 @@ def interrupt_twice(sig, extra, src, dst, expected_rc):
 
 def test_interrupt():
     interrupt(signal.SIGINT, False)
+
+
+def complete_files(dst, size):
+    """Relative paths of the files of `size` bytes below dst, inside staged directories too."""
+    out = []
+    for dirpath, _, names in os.walk(dst):
+        for n in names:
+            p = os.path.join(dirpath, n)
+            if not n.startswith(".treesync-tmp-") and os.lstat(p).st_size == size:
+                out.append(os.path.relpath(p, dst))
+    return out
+
+
+def test_interrupt_keeps():
+    """Issue 32's repro, smaller: big files in a new directory, -i -j1, SIGINT once some but not all
+    are complete.  Every file finished is kept (the new directory is put in place with what it holds),
+    each -i line names a file that exists with the source's bytes, exit 20; the rerun copies only the
+    files that were not finished."""
+    w = fresh("interrupt-keeps")
+    src, dst = os.path.join(w, "s"), os.path.join(w, "d1")
+    size, count = 24 << 20, 6
+    os.makedirs(os.path.join(src, "d"))
+    for i in range(count):
+        with open(os.path.join(src, "d", "big%d" % i), "wb") as fh:
+            fh.write(bytes([65 + i]) * size)
+    os.utime(src, ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    for attempt in range(1, 6):
+        if os.path.lexists(dst):
+            make_writable(dst)
+            shutil.rmtree(dst)
+        p = subprocess.Popen([CLI, "-i", "-j1", src + "/", dst], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        wait_for(lambda: p.poll() is not None or len(complete_files(dst, size)) >= 1)
+        sent, seen = run_unfinished(p, signal.SIGINT, src, dst, lambda: len(complete_files(dst, size)),
+                                    lambda n: 1 <= n < count)
+        out, err = p.communicate(timeout=120)
+        if sent:
+            break
+        print("  attempt %d: the run could not be stopped with some files finished (exit %s); again"
+              % (attempt, p.returncode))
+    else:
+        check(False, "SIGINT could be sent with some files finished (5 attempts)")
+        return
+    out, err = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+    print("  exit %s; %d files complete at the signal; stdout %r" % (p.returncode, seen, out[-300:]))
+    check(p.returncode == 20, "SIGINT: exit 20, as rsync (got %s)" % p.returncode)
+    kept = sorted(os.path.relpath(os.path.join(dp, n), dst) for dp, _, names in os.walk(dst) for n in names)
+    check(len(kept) >= seen, "every file complete at the signal is kept (%d complete, %d kept: %r)"
+          % (seen, len(kept), kept))
+    check(temporaries(dst) == [], "no temporaries are left behind (%r)" % temporaries(dst))
+    no_partial_files(src, dst, "after SIGINT")
+    reported = [l[12:] for l in lines(out) if l.startswith(">f")]
+    check(reported and all(os.path.isfile(os.path.join(dst, r)) for r in reported),
+          "each file -i reported exists (%r; in DST: %r)" % (reported, kept))
+    check(sorted(reported) == kept, "-i reported exactly the files kept (%r vs %r)" % (reported, kept))
+    rc, out, err = run("-i", src, dst)
+    again = sorted(l[12:] for l in lines(out) if l.startswith(">f"))
+    check(rc == 0, "the rerun succeeds (%d: %s)" % (rc, err[-200:]))
+    check(again == sorted(set("d/big%d" % i for i in range(count)) - set(kept)),
+          "the rerun copies only the files not finished (%r; kept %r)" % (again, kept))
+    same_tree(src, dst, "the rerun converges: DST equals SRC")
 
 
 def test_interrupt_json():
@@ -2846,6 +2907,7 @@ GROUPS = {
     "progress_quiet": test_progress_quiet,
     "dry_run": test_dry_run,
     "interrupt": test_interrupt,
+    "interrupt_keeps": test_interrupt_keeps,
     "interrupt_json": test_interrupt_json,
     "interrupt_twice": test_interrupt_twice,
     "sigterm": test_sigterm,

@@ -13,7 +13,7 @@
 // directories, empty source); 23 some entries failed, or a missing source; 24 some source entries
 // vanished during the run (23 wins over 24); 25 --max-delete exceeded (every other change made, no
 // deletion; the refusal says how many entries the run would delete: report::would_delete);
-// 130 / 143 interrupted by SIGINT / SIGTERM.
+// 20 interrupted by SIGINT / SIGTERM (rsync's status).
 //
 // Output: every path printed on stdout or stderr goes through treesync_cli::display(): ASCII
 // controls, DEL and '\' as treesync::escape() writes them (\n, \t, \r, \xNN, \\), and the bytes of
@@ -24,8 +24,9 @@
 //
 // Interrupts: SIGINT / SIGTERM set the flag passed as treesync::cancel_on: no new work is started,
 // entries in flight complete or are discarded (temporaries removed), nothing partial is left at a
-// final name.  The partial report is printed (-i / -v / --json: what was done, in order) and the
-// exit status is 130 / 143.  A second signal exits at once (_exit) with the same status, printing
+// final name, and every file finished is kept (a new directory is put in place with what it
+// holds), so the next run copies only the rest.  The report of what was done is printed (-i / -v /
+// --json: what exists now, in order) and the exit status is 20, as rsync's.  A second signal exits at once (_exit) with the same status, printing
 // nothing more (the -i / -v lines are kept until the end of the run, so none are printed):
 // temporaries in flight may stay behind under their `.treesync-tmp-*` names, never at a final
 // name, and the next run removes them.  (--inplace writes at the final name by design: an
@@ -48,7 +49,7 @@
 //                                         //     "path": "DST"}: the message in CLI spelling (flags, counts:
 //                                         // "would delete 312 entries, --max-delete=100 (...)"), the path
 //                                         // at fault ("" when it is about both), + "path_hex" if needed
-//     "cancelled": false,                 // true when interrupted (the counts are partial)
+//     "cancelled": false,                 // true when interrupted (the counts: what was done before)
 //     "signal": null,                     // or "SIGINT" / "SIGTERM"
 //     "counts": {"scanned": 0, "created": 0, "updated": 0, "meta_updated": 0, "deleted": 0,
 //                "excluded": 0, "skipped": 0, "cleaned": 0, "settled": 0, "errors": 0, "vanished": 0},

@@ -167,8 +167,8 @@ inline int print_report(const options& opt, const treesync::report& r, outcome o
     std::fprintf(stderr, "IO error encountered -- skipping file deletion\n");
   if (!opt.quiet) print_skipped(r, opt.name);
   if (out.signal)
-    std::fprintf(stderr, "treesync: interrupted by %s: no new work was started and no partial file was left "
-                         "at a final name; the report is partial\n", out.signal);
+    std::fprintf(stderr, "treesync: interrupted by %s: no new work was started; every file finished is kept "
+                         "(none partial at a final name) and the report lists what was done\n", out.signal);
 
   if (opt.json) {
     const std::string text = json_report(opt, r, out, actions, refused.message, refused.path, extras.json_members);

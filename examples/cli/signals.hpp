@@ -2,8 +2,9 @@
 // examples/treesync_mpi.cpp).
 //
 // The first signal sets cancel_flag (passed to treesync::cancel_on: no new work is started) and is
-// remembered in first_signal, so the run ends, prints its partial report and exits with 130 / 143.
-// A second signal exits at once (_exit) with the same status, printing nothing more.
+// remembered in first_signal, so the run ends (keeping every file it finished), prints its report of
+// what was done and exits with 20, rsync's status for a signal.  A second signal exits at once
+// (_exit) with the same status, printing nothing more.
 #ifndef TREESYNC_CLI_SIGNALS_HPP
 #define TREESYNC_CLI_SIGNALS_HPP
 
@@ -21,8 +22,9 @@ static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_alw
 inline std::atomic<bool> cancel_flag{false};  // passed to treesync::cancel_on
 inline std::atomic<int> first_signal{0};      // the first SIGINT / SIGTERM, 0 while none came
 
-/// The exit status of a run interrupted by `sig` (SIGINT: 130, SIGTERM: 143).
-inline int interrupted_exit_code(int sig) noexcept { return sig == SIGINT ? 130 : 143; }
+/// The exit status of a run interrupted by `sig`: 20 for SIGINT and SIGTERM alike, as rsync
+/// ("received SIGINT, SIGTERM, or SIGHUP (code 20)"); scripts written for rsync test for it.
+inline int interrupted_exit_code(int sig) noexcept { return (void)sig, 20; }
 
 namespace signal_detail {
 extern "C" {

@@ -506,8 +506,8 @@ struct jobs {
 /// schedules no more work; entries in flight complete (a file copy is cut short between chunks and
 /// removed: nothing partial is left at a final name), and the run ends with
 /// `std::errc::operation_canceled` (report::cancelled is set).  Everything it finished is kept: a
-/// new directory takes its name with what it holds, directories get their metadata, and the
-/// report lists what exists; the next run copies only the rest.  errors::stop ends a run the same way.
+/// new directory takes its name with what it holds, directories get their owner, group and mode
+/// (their mtime, once complete: the next run), and the report lists what exists; the next run copies only the rest.  errors::stop ends a run the same way.
 struct cancel_on {
   explicit cancel_on(const std::atomic<bool>& f) noexcept : flag(&f) {}
   const std::atomic<bool>* flag;

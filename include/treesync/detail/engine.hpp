@@ -195,10 +195,10 @@ class worker {
   }
 
   /// Directory metadata, after the content is complete; then, with a state file, the directory's
-  /// record.
+  /// record.  In a run stopped before the directory was done, all but its mtime (walker::finish).
   void finish_dir(node& n) {
     if (n.scan) return;  // not in the destination
-    const dir_plan p = walker_.finish(n);
+    const dir_plan p = walker_.finish(n, s_.halted());
     const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
     if (writes && n.dst_exists() && !applier_->finish_dir(n, p)) return;
     if (s_.recording) record_dir(n, writes || n.modified.load() || n.made_writable);
@@ -552,7 +552,8 @@ class scheduler {
         // Through the directory's own handle: no name lookup, nothing to race with.  A stopped
         // run (cancel_on, errors::stop, an exception) finishes its directories too: what it made
         // is kept (a staged directory takes its name with what it holds, see dir_node::staged)
-        // and gets its metadata, and a read-only one it opened up gets its mode back.
+        // and gets its owner, group and mode (not its mtime: see walker::finish), and a read-only
+        // one it opened up gets its mode back.
         w.record().set_rel_of(*n);
         if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
         guarded([&] {

@@ -123,7 +123,7 @@ struct dir_node {
   // and renamed into place once complete: nothing below it is visible at its final path until
   // then, so its files are written straight to their final names (no temporary, no rename each).
   // A run that stops (cancel_on, errors::stop, an exception) publishes it all the same, with what
-  // it holds: every file in it is complete (a copy cut short is removed), so the next run finds
+  // it holds (and its mode, but not the source's mtime): every file in it is complete (a copy cut short is removed), so the next run finds
   // them at their names and copies only the rest, and the report, which listed them as made, says
   // what exists.  (Kept under its temporary name instead, it would be a leftover the next run
   // removes, so an interrupted cold run would start again from nothing.)

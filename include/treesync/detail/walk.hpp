@@ -331,7 +331,10 @@ class walker {
 
   /// The metadata a finished directory needs.  An existing one whose metadata changes is an
   /// update_meta; one this run made gets all of it.
-  dir_plan finish(const node& n) const {
+  /// `stopped`: the run was stopped before the directory was done (cancel_on, errors::stop):
+  /// its content may be incomplete, so it keeps the mtime it has now (never the source's, which
+  /// would say it is complete; the next run sets it) and gets the rest.
+  dir_plan finish(const node& n, bool stopped = false) const {
     const stat_info& st = n.src_st;
     const stat_info* old = n.cold ? nullptr : &n.dst_st;
     dir_plan p;
@@ -339,11 +342,11 @@ class walker {
     p.group = s_.opt.group && (!old || old->gid != st.gid);
     p.mode = !old || old->mode != st.mode || p.owner || p.group;
     const bool content_changed = n.modified.load();
-    p.mtime = !old || content_changed || !s_.same_mtime(*old, st);
+    p.mtime = !stopped && (!old || content_changed || !s_.same_mtime(*old, st));
     p.fsync = s_.opt.durable && (!old || content_changed);
     // reported by the mode it had before a write opened it up (restored above: not a change)
     const std::uint32_t was = n.made_writable ? n.mode_before_writable : old ? old->mode : 0;
-    p.meta = old && (was != st.mode || !s_.same_mtime(*old, st) || p.owner || p.group);
+    p.meta = old && (was != st.mode || (p.mtime && !s_.same_mtime(*old, st)) || p.owner || p.group);
     return p;
   }
 
