@@ -198,6 +198,45 @@ TEST_CASE("hard_links relinks a destination name that became a separate file") {
   CHECK(fs.lstat("/dst/one").ino == fs.lstat("/dst/two").ino);
 }
 
+TEST_CASE("hard_links: a second run past the racy window of a fresh copy writes nothing (the links stay)") {
+  // rsync -aH twice: the first run copied a source written in the same tick (racily clean), the
+  // second, seconds later, verifies it by content; a copy with other links is never split from
+  // them to re-stamp the mtime it already has
+  mock_fs fs;
+  fs.write("/src/a", "shared");
+  fs.hard_link("/src/a", "/src/b");
+  fs.write("/src/c", "single");
+  REQUIRE(treesync::sync(fs, "/src", "/dst", treesync::hard_links).ok());  // in the source's tick
+  const auto ino = fs.lstat("/dst/a").ino;
+  REQUIRE(fs.lstat("/dst/b").ino == ino);
+  fs.advance(10s);
+  fs.reset_counters();
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::hard_links);
+  CHECK(r.ok());
+  CHECK(r.created + r.updated + r.meta_updated + r.deleted == 0);
+  CHECK(fs.ops()[op::open_write] == 0);
+  CHECK(fs.ops()[op::link] == 0);
+  CHECK(fs.lstat("/dst/a").ino == ino);
+  CHECK(fs.lstat("/dst/b").ino == ino);
+}
+
+TEST_CASE("compare::checksum leaves a current destination file with other links alone (never split to re-stamp it)") {
+  // rsync -c on a DST whose files have hard links it does not change: nothing is written
+  mock_fs fs;
+  fs.write("/src/a", "hello");
+  REQUIRE(treesync::sync(fs, "/src", "/dst").ok());  // in the source's tick: racily clean
+  fs.hard_link("/dst/a", "/dst/x");                  // another name in DST (not in SRC)
+  fs.advance(10s);
+  fs.reset_counters();
+  std::vector<std::string> seen;
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::compare::checksum, treesync::deletion::keep,
+                                [&](const treesync::action& a) { seen.emplace_back(a.path); });
+  CHECK(r.ok());
+  CHECK(seen.empty());
+  CHECK(fs.ops().writes() == 0);
+  CHECK(fs.lstat("/dst/a").ino == fs.lstat("/dst/x").ino);
+}
+
 TEST_CASE("hard_links leaves an existing further name alone when compare::newer kept the first name's newer copy") {
   // rsync -H -u: the group's first name is newer in DST and kept; another name DST holds is synced
   // on its own (and kept, newer too), never replaced by a link to the kept copy

@@ -422,12 +422,16 @@ class walker {
   //  - a set-user/group-ID bit must be added: never to data treesync did not write;
   //  - any metadata must change and the file has other links: the other name may be a hard
   //    link planted from outside the destination, whose inode a chmod or utime would change.
-  bool fresh_inode_needed(const stat_info& s, const stat_info& d, bool settle) const {
+  // A racily clean copy verified equal is not "metadata to change": its settle (decide_meta) is
+  // a re-stamp of the mtime it already has, made by name only where the file has no other links;
+  // one with other links is left as it is (its content is compared again while it stays racy),
+  // never split from its other names for it: a hard link current in every other way stays.
+  bool fresh_inode_needed(const stat_info& s, const stat_info& d) const {
     if (owner_changes(s, d)) return true;
     const bool mode = d.mode != s.mode;
     if (mode && (s.mode & ~d.mode & 06000) != 0) return true;
     const bool restamp = s_.pol.restamp && !s_.same_mtime(d, s);
-    return d.nlink > 1 && (mode || restamp || (settle && s_.settled(s.mtime_ns)));
+    return d.nlink > 1 && (mode || restamp);
   }
 
   struct content_ctx {
@@ -468,7 +472,7 @@ class walker {
       // The data is current; what is left is metadata, changed by name only where that cannot
       // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise the
       // file is written afresh, and the new inode gets owner, group and mode.
-      if (current && !fresh_inode_needed(p.src, p.dst, ctx.checked && racy))
+      if (current && !fresh_inode_needed(p.src, p.dst))
         return decide_meta(p, ctx.checked && racy);
       p.current = current;  // written afresh for its metadata only (reported as update_meta)
     }
@@ -495,7 +499,7 @@ class walker {
       p.set_mode = true;
       p.op = operation::chmod;
       p.changes = changed::mode;
-    } else if (verified_racy && s_.settled(p.src.mtime_ns)) {
+    } else if (verified_racy && s_.settled(p.src.mtime_ns) && p.dst.nlink <= 1) {
       p.set_mtime = p.settle = true;
       p.changes = changed::mtime;
     } else {
