@@ -6,8 +6,11 @@
 
 #include "support/mock_mirror.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <set>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -315,7 +318,7 @@ TEST_CASE("a directory the run creates is populated under a temporary name and r
   check_mirror(fs);
 }
 
-TEST_CASE("a cancelled cold run leaves no partially populated directory at a final path") {
+TEST_CASE("a cancelled cold run puts its new directories in place with every file it finished, their mtimes left for the next run") {
   for (std::size_t stop_at = 1; stop_at < 40; stop_at += 3) {
     INFO("cancelled at write ", stop_at);
     mock_fs fs;
@@ -327,25 +330,30 @@ TEST_CASE("a cancelled cold run leaves no partially populated directory at a fin
       if (k == op::open_write && ++writes == stop_at) cancel = true;
     });
     std::error_code ec;
-    (void)treesync::sync(fs, "/src", "/dst", treesync::cancel_on(cancel), ec);
+    const auto r = treesync::sync(fs, "/src", "/dst", treesync::cancel_on(cancel), ec);
     fs.on_operation(nullptr);
     const auto src = fs.tree("/src");
+    std::size_t files = 0;
     for (const auto& kv : fs.tree("/dst")) {
-      if (kv.first.find(".treesync-tmp-") != std::string::npos) continue;
-      if (kv.second.type != file_type::directory) continue;
-      // a directory at its final path holds everything the source directory holds
-      for (const auto& s : src) {
-        if (s.first.rfind(kv.first + "/", 0) != 0) continue;
-        INFO("missing: ", s.first);
-        CHECK(fs.exists("/dst/" + s.first));
+      INFO("at: ", kv.first);
+      CHECK(kv.first.find(".treesync-tmp-") == std::string::npos);  // no staged directory stays behind
+      if (kv.second.type == file_type::regular) {
+        ++files;
+        CHECK(kv.second.data == "data");  // complete, with the source's mtime
+        CHECK(kv.second.mtime_ns == src.at(kv.first).mtime_ns);
+        continue;
       }
+      // a directory not complete keeps the mtime it has: never the source's, which says "done"
+      bool complete = true;
+      for (const auto& s : src)
+        if (s.first.rfind(kv.first + "/", 0) == 0 && !fs.exists("/dst/" + s.first)) complete = false;
+      if (!complete) CHECK(kv.second.mtime_ns != src.at(kv.first).mtime_ns);
     }
-    for (const auto& kv : fs.tree("/dst")) {  // and no staged directory stays behind either
-      INFO("left: ", kv.first);
-      CHECK(kv.first.find(".treesync-tmp-") == std::string::npos);
-    }
+    CHECK(files == r.created - (fs.tree("/dst").size() - files) - 1);  // reported: the files kept, the dirs, the root
     cancel = false;
+    fs.reset_counters();
     CHECK(sync(fs).ok());
+    CHECK(fs.ops()[op::open_write] == 30 - files);  // the next run copies only the rest
     check_mirror(fs);
   }
 }
@@ -862,4 +870,28 @@ TEST_CASE("cancel_on stops the run early, leaves nothing partial, and the next r
   cancel = false;
   CHECK(sync(fs).ok());
   check_mirror(fs);
+}
+
+TEST_CASE("a new directory whose source cannot be listed is made empty with the source's mode and reported created, as rsync") {
+  mock_fs fs;
+  fs.write("/src/ok/f", "fine");
+  fs.write("/src/locked/secret", "unreadable");
+  fs.chmod("/src/locked", 0500);
+  fs.advance(10s);
+  fs.fail_path("/src/locked", std::errc::permission_denied, op::list);
+  std::vector<std::string> created;
+  const auto r = treesync::sync(fs, "/src", "/dst", [&](const treesync::action& a) {
+    if (a.kind == treesync::action_kind::create) created.emplace_back(a.path);
+  });
+  fs.clear_faults();
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].path == "locked");
+  CHECK(r.errors[0].side == treesync::side::source);
+  CHECK(std::find(created.begin(), created.end(), "locked") != created.end());
+  REQUIRE(fs.exists("/dst/locked"));  // rsync: cd+++++++++ locked/, then the sender's opendir error
+  CHECK(fs.lstat("/dst/locked").type == file_type::directory);
+  CHECK(fs.lstat("/dst/locked").mode == 0500);
+  CHECK(fs.tree("/dst/locked").empty());
+  CHECK(fs.read("/dst/ok/f") == "fine");
+  CHECK(treesync_test::temporaries(fs, "/dst").empty());
 }

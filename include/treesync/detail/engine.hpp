@@ -54,6 +54,7 @@ class worker {
     plan made;  // the walker's verdict on the directory itself; the applier carries it out
     if (walker_.new_dir(n, made) == verdict::apply && !create_dir(n, made)) return false;
     if (s_.opt.frontier_depth != 0 && n.depth > s_.opt.frontier_depth) {
+      n.created = false;
       s_.hand_out(std::string_view(journal_.rel));
       return false;  // not entered, not finished: the subtree's own sync does both
     }
@@ -445,7 +446,7 @@ class worker {
   // (what was at its name goes first) and reported; then known empty: never listed.
   bool create_dir(node& n, const plan& p) {
     if (!applier_->make_dir(n, p)) return false;
-    n.cold = true;
+    n.cold = n.created = true;
     journal_.made_dir(p);
     return true;
   }
@@ -548,18 +549,20 @@ class scheduler {
     node* done = nullptr;  // the child finished just before: its handle leads back up
     while (n && n->pending.fetch_sub(1) == 1) {
       node* parent = n->parent;
-      if (n->finish || (!n->staged.empty() && n->have_dst && s_.halted())) {
+      if (n->finish || (n->created && n->have_dst)) {
         // Through the directory's own handle: no name lookup, nothing to race with.  A stopped
         // run (cancel_on, errors::stop, an exception) finishes its directories too: what it made
         // is kept (a staged directory takes its name with what it holds, see dir_node::staged)
         // and gets its owner, group and mode (not its mtime: see walker::finish), and a read-only
-        // one it opened up gets its mode back.
+        // one it opened up gets its mode back.  A directory this run made whose source could not
+        // be listed is kept too, empty, with its metadata (as rsync makes it), so the report's
+        // "created" is true.
         w.record().set_rel_of(*n);
         if (n->made_writable) n->dst_st.mode |= 0700;  // what it is now: finish_dir restores the source's
         guarded([&] {
           if (!n->closed || !n->have_dst || reopen(w, *n, done)) w.finish_dir(*n);
         });
-      } else if (!n->staged.empty()) {  // its source could not be listed, or it could not be entered: never made visible
+      } else if (!n->staged.empty()) {  // made, but it could not be entered: never made visible
         w.record().set_rel_of(*n);
         guarded([&] { w.drop_staged(*n); });
       }

@@ -135,6 +135,7 @@ struct dir_node {
   // under frontier).  applier::make_dir carries it out.
   bool stage = false;
   bool finish = false;           // set once the listing succeeded: the directory's metadata is due
+  bool created = false;          // made by this run (not the root): finished by it whatever happens below it
   std::vector<dir_entry> sl, dl;  // sorted listings
   std::vector<std::pair<std::size_t, std::size_t>> merged;  // indices into sl / dl, npos when absent
   std::atomic<std::size_t> pending{1};
