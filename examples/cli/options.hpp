@@ -7,6 +7,7 @@
 
 #include <treesync/treesync.hpp>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -89,6 +90,39 @@ inline std::string source_name(const std::string& src) {
   const std::string last = slash == std::string::npos ? src : src.substr(slash + 1);
   if (last == "." || last == "..") return {};
   return last;
+}
+
+/// rsync's reading of an operand as remote (its check_for_hostspec()): "rsync://..." (a daemon
+/// URL), or a colon before any '/': HOST:PATH (a remote shell), HOST::MODULE (a daemon); a
+/// USER@ may precede HOST, and HOST may be an [IPv6] address.  A '/' before the first colon makes
+/// the operand local (`./host:path`, `/abs:path`, `dir/a:b`); so does a '[' inside HOST, or a
+/// bracketed HOST not followed by ':'.  Returns rsync's meaning ("HOST:PATH, a remote shell", ...)
+/// or "" for a local path.
+inline std::string remote_operand(const std::string& arg) {
+  if (arg.size() >= 8) {
+    std::string head = arg.substr(0, 8);
+    for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (head == "rsync://") return "rsync://HOST/MODULE, an rsync daemon";
+  }
+  std::size_t host_start = 0;
+  for (std::size_t i = 0; i < arg.size(); ++i) {
+    const char c = arg[i];
+    if (c == '/') return {};
+    if (c == ':')
+      return i + 1 < arg.size() && arg[i + 1] == ':' ? "HOST::MODULE, an rsync daemon"
+             : host_start > 0                        ? "USER@HOST:PATH, a remote shell"
+                                                     : "HOST:PATH, a remote shell";
+    if (c == '@') {
+      host_start = i + 1;
+    } else if (c == '[') {
+      if (i != host_start) return {};
+      const std::size_t close = arg.find_first_of("]/", i + 1);
+      if (close == std::string::npos || arg[close] != ']' || close == i + 1) return {};
+      if (close + 1 < arg.size() && arg[close + 1] != ':') return {};
+      i = close;  // the next character is ':' (remote) or the end (local)
+    }
+  }
+  return {};
 }
 
 /// DST/NAME without doubled slashes ("/" + NAME for the root).
@@ -714,6 +748,14 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     usage_error(o.operands.size() < 2 ? "SRC and DST are required" : "too many operands (expected SRC DST)");
     return r;
   }
+  // rsync reads HOST:PATH, USER@HOST:PATH, HOST::MODULE and rsync://HOST/ as remote: copying
+  // into (or from) a local directory of that name would look like a remote copy made
+  for (const std::string& arg : o.operands)
+    if (const std::string form = remote_operand(arg); !form.empty()) {
+      usage_error("'" + display(arg) + "' names a remote host to rsync (" + form + "); " + tool.name +
+                  " copies local trees only: write ./" + display(arg) + " for a local path of that name");
+      return r;
+    }
   resolve_operands(o);
   const mode_t mask = ::umask(0);  // read and put back while the tool has no other thread
   ::umask(mask);

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -180,9 +181,31 @@ inline treesync::report run(run_context& c, std::error_code& ec) {
                    c.observer);
 }
 
+/// Whether the directory `path` would be made in lies in the directory `dir` (or is it): its
+/// parent's real path and each ancestor of it compared with `dir` by device and inode.  A parent
+/// that cannot be resolved answers no (mkdir fails there, and the library says why).
+inline bool inside_directory(std::string path, const struct stat& dir) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const std::size_t slash = path.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  char* real = ::realpath(parent.c_str(), nullptr);
+  if (!real) return false;
+  std::string p = real;
+  std::free(real);
+  for (;;) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) == 0 && st.st_dev == dir.st_dev && st.st_ino == dir.st_ino) return true;
+    if (p == "/") return false;
+    const std::size_t up = p.rfind('/');
+    p = up == 0 ? "/" : p.substr(0, up);
+  }
+}
+
 /// rsync makes a missing DST (not its parents) before it copies SRC into DST/NAME.  Called before
 /// the run when SRC is the directory itself (opt.name set): DST is made only when SRC is a
-/// directory (else the library's refusal names SRC, and nothing is written) and not under -n.
+/// directory (else the library's refusal names SRC, and nothing is written), not under -n, and
+/// not inside SRC (DST/NAME would be nested in SRC: the run goes to DST itself, which the library
+/// refuses as nested before anything is written).
 /// When DST cannot be made (its parent is missing, ...) or under -n, the run goes to DST itself:
 /// the library then refuses with DST's own reason, or, under -n, plans DST/NAME's contents as new
 /// into a DST that does not exist, which is the same plan.
@@ -195,7 +218,7 @@ inline void prepare_destination(options& opt) {
     return;
   }
   if (::stat(opt.src_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || opt.lib.dry_run ||
-      ::mkdir(opt.operands[1].c_str(), 0777) != 0)
+      inside_directory(opt.operands[1], st) || ::mkdir(opt.operands[1].c_str(), 0777) != 0)
     opt.dst_root = opt.operands[1];
 }
 
