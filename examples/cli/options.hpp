@@ -49,7 +49,7 @@ struct options {
   std::optional<std::size_t> max_delete;
   bool ignore_errors = false;  // --ignore-errors: delete even after a source error (rsync's)
   std::vector<filter_arg> filters;  // --exclude, --include, --filter, -F, --exclude-from, --include-from, in order
-  links_mode links = links_mode::dereference;
+  links_mode links = links_mode::skip;  // rsync's default (the library's is links::dereference): -l, -L, -a change it
   compare_mode compare = compare_mode::size_mtime;
   std::int64_t modify_window_ns = 0;
   bool inplace = false;
@@ -220,10 +220,11 @@ inline const char* help_text() {
       "      --ignore-errors       delete even after an error reading SRC (by default, as in rsync, a source\n"
       "                            error stops the deletions: IO error encountered -- skipping file deletion;\n"
       "                            they wait for the end of the run, so an error anywhere stops every one)\n"
-      "  -L, --copy-links          copy what a symlink in SRC points to (the default)\n"
+      "  -L, --copy-links          copy what a symlink in SRC points to\n"
       "  -l, --links               recreate symlinks as symlinks (-L wins over -l, as in rsync)\n"
       "      --copy-unsafe-links   keep symlinks that stay inside SRC, copy what the others point to\n"
-      "      --no-links            skip symlinks (each named on stderr: skipping non-regular file \"NAME\")\n"
+      "      --no-links            skip symlinks, each named on stderr: skipping non-regular file \"NAME\" (the\n"
+      "                            default without -l, -L, -a or --copy-unsafe-links, as in rsync)\n"
       "  -c, --checksum            a DST file is current when size and content match (reads both)\n"
       "      --size-only           a DST file is current when its size matches\n"
       "  -u, --update              leave DST files newer than SRC's alone (data, mode, owner, times);\n"
@@ -311,8 +312,8 @@ inline const char* help_text() {
       "\n"
       "Where treesync differs from rsync (each difference deletes or overwrites nothing rsync would keep):\n"
       "  | rsync                                  | treesync                                              |\n"
-      "  | -r, -p, -t are options                 | always on (--no-r, --no-p, --no-t are usage errors)   |\n"
-      "  | without -l, a symlink is skipped       | without -l, a symlink is followed (-L, the default)   |\n"
+      "  | -r, -t are options                     | always on (--no-r, --no-t are usage errors)           |\n"
+      "  | -p is an option (off by default)       | on unless --no-perms / --no-p (-p is accepted)        |\n"
       "  | SRC may be a file                      | SRC must be a directory (a file: refused, exit 2)     |\n"
       "  | DST/NAME of another type is replaced   | DST/NAME not a directory: refused, nothing touched    |\n"
       "  | --max-delete=N deletes N, then stops   | every other change made, no deletion (exit 25)        |\n"
@@ -450,7 +451,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   parse_result r;
   options& o = r.opt;
   bool copy_links = false, copy_unsafe = false;
-  int links = -1;  // -l / --no-links, the last one wins
+  int links = -1;  // -l / --no-links, the last one wins (neither: skip, as --no-links)
   int compare_given = 0;
   int rule_file_flags = 0;  // -F given so many times
   std::vector<std::string> unsupported;
@@ -742,7 +743,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     o.links = links_mode::dereference_unsafe;
   else if (links == 1)
     o.links = links_mode::preserve;
-  else if (links == 0)
+  else  // neither -l, -a, -L nor --copy-unsafe-links: rsync skips symlinks, naming each
     o.links = links_mode::skip;
   if (o.operands.size() != 2) {
     usage_error(o.operands.size() < 2 ? "SRC and DST are required" : "too many operands (expected SRC DST)");
