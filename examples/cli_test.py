@@ -509,9 +509,12 @@ def test_options():
     age(src, t0)
     age(outside, t0)
 
-    rc, out, err = run(src, dst)
+    rc, out, err = run(src, dst + "-default")
+    check(rc == 0 and not os.path.lexists(os.path.join(dst + "-default", "inside")) and
+          not os.path.lexists(os.path.join(dst + "-default", "outside")), "no link option: links are skipped (rsync's)")
+    rc, out, err = run("-L", src, dst)
     check(rc == 0 and not os.path.islink(os.path.join(dst, "inside")) and
-          open(os.path.join(dst, "outside")).read() == "outside", "-L (default) copies what links point to")
+          open(os.path.join(dst, "outside")).read() == "outside", "-L copies what links point to")
     rc, out, err = run("-l", src, dst + "-l")
     check(os.readlink(os.path.join(dst + "-l", "inside")) == "f" and os.path.islink(os.path.join(dst + "-l", "outside")),
           "-l recreates links")
