@@ -1965,6 +1965,20 @@ def test_refusal_messages():
             check(rc == 2 and "nested" in (err if "--json" not in args else json.loads(out)["refusal"]["message"])
                   and snapshot(src) == before and not os.path.lexists(dst_in),
                   "treesync %s: refused as nested, nothing made (%d, %r)" % (" ".join(args), rc, err))
+    # a refusal the library makes after the CLI made DST (rsync's step for SRC without a slash):
+    # DST is taken back, and its parent keeps its mtime
+    real = os.path.join(w, "real")
+    os.makedirs(real)
+    os.symlink(real, os.path.join(w, "via-link"))
+    parent = os.path.join(w, "parent")
+    os.makedirs(parent)
+    os.utime(parent, ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    dst_new = os.path.join(parent, "new")
+    rc, out, err = run_as_given("--backup-dir=" + os.path.join(w, "via-link", "bak"), src, dst_new)
+    check(rc == 2 and "backup directory" in err and not os.path.lexists(dst_new) and
+          os.stat(parent).st_mtime_ns == 1_500_000_000_000_000_000 and os.listdir(real) == [],
+          "a refused unsafe --backup-dir: the DST made for SRC/NAME is taken back, its parent's mtime kept (%d, %r)"
+          % (rc, err))
 
 
 def test_error_sides():

@@ -201,6 +201,14 @@ inline bool inside_directory(std::string path, const struct stat& dir) {
   }
 }
 
+/// The DST prepare_destination() made, to be taken back when the library then refuses the run:
+/// DST's parent gets its times back too, so a refusal leaves nothing changed.
+struct made_destination {
+  std::string path;    // "" when nothing was made
+  std::string parent;  // DST's parent, and its times before the mkdir
+  struct timespec times[2] = {};
+};
+
 /// rsync makes a missing DST (not its parents) before it copies SRC into DST/NAME.  Called before
 /// the run when SRC is the directory itself (opt.name set): DST is made only when SRC is a
 /// directory (else the library's refusal names SRC, and nothing is written), not under -n, and
@@ -208,18 +216,47 @@ inline bool inside_directory(std::string path, const struct stat& dir) {
 /// refuses as nested before anything is written).
 /// When DST cannot be made (its parent is missing, ...) or under -n, the run goes to DST itself:
 /// the library then refuses with DST's own reason, or, under -n, plans DST/NAME's contents as new
-/// into a DST that does not exist, which is the same plan.
-inline void prepare_destination(options& opt) {
-  if (opt.name.empty()) return;
+/// into a DST that does not exist, which is the same plan.  A DST made here that the library then
+/// refuses to fill (an unsafe --backup-dir, ...) is removed again: unmake_destination().
+inline made_destination prepare_destination(options& opt) {
+  made_destination made;
+  if (opt.name.empty()) return made;
   struct stat st;
-  if (::stat(opt.operands[1].c_str(), &st) == 0 || errno != ENOENT) return;  // exists (or the library says why not)
+  if (::stat(opt.operands[1].c_str(), &st) == 0 || errno != ENOENT) return made;  // exists (or the library says why not)
   if (::lstat(opt.operands[1].c_str(), &st) == 0) {  // a dangling symlink: the library refuses it
     opt.dst_root = opt.operands[1];
-    return;
+    return made;
   }
   if (::stat(opt.src_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || opt.lib.dry_run ||
-      inside_directory(opt.operands[1], st) || ::mkdir(opt.operands[1].c_str(), 0777) != 0)
+      inside_directory(opt.operands[1], st)) {
     opt.dst_root = opt.operands[1];
+    return made;
+  }
+  std::string dst = opt.operands[1];
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  const std::size_t slash = dst.rfind('/');
+  made.parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dst.substr(0, slash);
+  struct stat parent;
+  const bool have_times = ::stat(made.parent.c_str(), &parent) == 0;
+  if (::mkdir(opt.operands[1].c_str(), 0777) != 0) {
+    opt.dst_root = opt.operands[1];
+    return made_destination{};
+  }
+  made.path = dst;
+  if (have_times) {
+    made.times[0] = parent.st_atim;
+    made.times[1] = parent.st_mtim;
+  } else {
+    made.times[0].tv_nsec = made.times[1].tv_nsec = UTIME_OMIT;
+  }
+  return made;
+}
+
+/// Takes back the DST prepare_destination() made, after a refusal: removed if still empty, its
+/// parent's times set back.
+inline void unmake_destination(const made_destination& made) {
+  if (made.path.empty() || ::rmdir(made.path.c_str()) != 0) return;
+  ::utimensat(AT_FDCWD, made.parent.c_str(), made.times, 0);
 }
 
 /// Reads the file `name` ("-": stdin) into `text`.
