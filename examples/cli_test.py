@@ -195,6 +195,14 @@ def test_help_version():
               or ("  " + opt) in out or (", " + opt + " ") in out, "--help documents " + opt)
     check("Examples:" in out and "Exit status:" in out, "--help has examples and the exit codes")
     check(all(len(l) <= 110 for l in out.splitlines()), "--help lines fit 110 columns")
+    # what --help calls a usage error is one: --no-p is accepted, --no-r and --no-t are not
+    called = set(re.findall(r"--no-\w+", " ".join(re.findall(r"\(([^()]*)are usage errors\)", out))))
+    accepted = {o for o in ["--no-p", "--no-perms", "--no-r", "--no-t"]
+                if run_as_given(o, "-n", "-q", "/nonexistent-src/", "/nonexistent-dst")[0] != 1}
+    check(called == {"--no-r", "--no-t"} and accepted == {"--no-p", "--no-perms"},
+          "--help's usage errors (%s) are those refused, --no-p is accepted (%s)" % (sorted(called), sorted(accepted)))
+    check(not re.search(r"-L, --copy-links.*default", out) and "the default without -l, -L, -a" in " ".join(out.split()),
+          "--help: -L is not the default; skipping symlinks is")
     rc, out, err = run("--version")
     header = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include", "treesync",
                                "treesync.hpp")).read()
@@ -308,7 +316,7 @@ def test_json():
     for name in [newline, invalid, control, "ünïcødé.txt".encode()]:
         write(os.path.join(srcb, name), b"x")
     os.symlink(b"nowhere", os.path.join(srcb, b"dangling\nlink"))
-    rc, out, err = run("--json", "-i", src, dst)
+    rc, out, err = run("--json", "-i", "-L", src, dst)  # -L: the link is followed, and fails
     check(rc == 23, "--json run with a dangling link exits 23 (got %d)" % rc)
     check(out.count("\n") == 1 and out.endswith("}\n"), "--json prints one object on one line")
     v = subprocess.run([sys.executable, "-c", "import json,sys; json.load(sys.stdin)"], input=out.encode(),
@@ -392,7 +400,7 @@ def test_exit_codes():
 
     write(os.path.join(src, "ok"), "ok")
     os.symlink("missing-target", os.path.join(src, "dangling"))
-    rc, out, err = run(src, dst)
+    rc, out, err = run("-L", src, dst)  # followed (-L): it fails
     check(rc == 23 and re.search(r"^treesync: \S+ dangling \(source \S+/dangling\): ", err, re.M),
           "23: a dangling link, reported as 'treesync: OPERATION PATH (SIDE FULL-PATH): reason' (%r)" % err)
     check(os.path.exists(os.path.join(dst, "ok")), "23: every other entry was still synced")
@@ -438,8 +446,8 @@ def test_forged_lines():
     write(os.path.join(srcb, b"bidi\xe2\x80\xaetxt.exe"), b"x")
     write(os.path.join(srcb, b"bad\xff"), b"x")
     os.symlink(b"nowhere", os.path.join(srcb, b"dead\n>f+++++++++ also-forged"))
-    rc, out, err = run("-i", "-q", src, dst)
-    show(["-i", "-q", "SRC", "DST"], rc, out, err)
+    rc, out, err = run("-i", "-q", "-L", src, dst)  # -L: the dangling link fails, on stderr
+    show(["-i", "-q", "-L", "SRC", "DST"], rc, out, err)
     got = lines(out)
     check(len(got) == 6, "6 itemized lines for 6 created entries (got %d)" % len(got))
     check(not any(l.startswith(">f+++++++++ forged") or "also-forged" in l and not l.startswith("treesync")
@@ -452,7 +460,7 @@ def test_forged_lines():
     errs = [l for l in lines(err) if l != "IO error encountered -- skipping file deletion"]  # (--delete)
     check(len(errs) == 1 and errs[0].startswith("treesync: ") and "dead\\n>f+++++++++ also-forged" in errs[0],
           "stderr: one line for the dangling link, its newline escaped (%r)" % errs)
-    rc, out, err = run("-v", "-q", src, dst + "-v")
+    rc, out, err = run("-v", "-q", "-L", src, dst + "-v")
     check(len(lines(out)) == 6 and "create   evil\\n>f+++++++++ forged" in lines(out), "-v escapes the same way")
 
 
@@ -501,9 +509,12 @@ def test_options():
     age(src, t0)
     age(outside, t0)
 
-    rc, out, err = run(src, dst)
+    rc, out, err = run(src, dst + "-default")
+    check(rc == 0 and not os.path.lexists(os.path.join(dst + "-default", "inside")) and
+          not os.path.lexists(os.path.join(dst + "-default", "outside")), "no link option: links are skipped (rsync's)")
+    rc, out, err = run("-L", src, dst)
     check(rc == 0 and not os.path.islink(os.path.join(dst, "inside")) and
-          open(os.path.join(dst, "outside")).read() == "outside", "-L (default) copies what links point to")
+          open(os.path.join(dst, "outside")).read() == "outside", "-L copies what links point to")
     rc, out, err = run("-l", src, dst + "-l")
     check(os.readlink(os.path.join(dst + "-l", "inside")) == "f" and os.path.islink(os.path.join(dst + "-l", "outside")),
           "-l recreates links")
@@ -941,9 +952,9 @@ def test_archive_options():
         try:
             write(os.path.join(other, "elsewhere"), "x")
             os.symlink(other, os.path.join(src, "mnt"))
-            rc, out, err = run("-q", src, dst + "-all")
+            rc, out, err = run("-q", "-L", src, dst + "-all")
             check(rc == 0 and os.path.exists(os.path.join(dst + "-all", "mnt", "elsewhere")), "-L enters it")
-            rc, out, err = run("--json", "-x", src, dst + "-x")
+            rc, out, err = run("--json", "-x", "-L", src, dst + "-x")
             doc = json.loads(out)
             check(rc == 0 and not os.path.exists(os.path.join(dst + "-x", "mnt"))
                   and "mnt" in [e["path"] for e in doc["skipped"]], "-x does not, and reports it as skipped")
@@ -1208,14 +1219,87 @@ def test_rsync_habits():
     for arg in ["--frobnicate=1", "--frobnicate", "--no-frobnicate", "--stats-ish=2"]:
         rc, out, err = run(arg, src, os.path.join(w, "unknown"))
         check(rc == 1 and "unknown option" in err, "%s is reported as an unknown option (%r)" % (arg, err.strip()))
-    # special files skipped without --specials: named on stderr, counted, exit 0
+    # special files skipped without --specials: named on stderr, counted, exit 0 (-l: the link kept)
     d = os.path.join(w, "specials")
-    rc, out, err = run(src, d)
+    rc, out, err = run("-l", src, d)
     check(rc == 0 and 'skipping non-regular file "fifo"' in err and "1 skipped" in out
           and not os.path.lexists(os.path.join(d, "fifo")),
           "a FIFO without --specials: 'skipping non-regular file \"fifo\"' on stderr, counted, exit 0 (%r)" % err)
     rc, out, err = run("-q", src, d + "-q")
     check(rc == 0 and "skipping" not in err, "-q silences the notice")
+    symlinks_skipped_by_default(w)
+    remote_operands_refused(w)
+
+
+def symlinks_skipped_by_default(w):
+    """Without -l, -L, -a or --copy-unsafe-links the CLI skips symlinks as rsync does (the library's
+    own default, links::dereference, follows them)."""
+    src = os.path.join(w, "links-src")
+    write(os.path.join(src, "f"), "f\n")
+    os.makedirs(os.path.join(src, "d"))
+    write(os.path.join(src, "d", "in"), "in\n")
+    os.symlink("f", os.path.join(src, "to-file"))
+    os.symlink("d", os.path.join(src, "to-dir"))
+    os.symlink("nowhere", os.path.join(src, "dangling"))
+    age(src)
+    names = ["dangling", "to-dir", "to-file"]
+    d = os.path.join(w, "links-default")
+    rc, out, err = run_as_given("-r", "-i", src + "/", d)
+    notices = sorted(l for l in lines(err) if l.startswith("skipping non-regular file "))
+    check(rc == 0 and notices == ['skipping non-regular file "%s"' % n for n in names] and
+          not any(os.path.lexists(os.path.join(d, n)) for n in names) and os.path.isfile(os.path.join(d, "d", "in")),
+          "-r without -l/-L: every symlink (to a file, to a directory, dangling) is skipped, named on stderr, "
+          "exit 0 (%d, %r)" % (rc, err))
+    check("3 skipped" in out and not any(n in l for l in lines(out) for n in names),
+          "the skipped links are counted, and -i lists no change for them (%r)" % out)
+    rsync = rsync_tool()
+    if rsync:
+        r = os.path.join(w, "links-rsync")
+        p = subprocess.run([rsync, "-r", "-i", src + "/", r], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        theirs = sorted(l for l in p.stdout.decode().split("\n") if l.startswith("skipping non-regular file "))
+        check(p.returncode == 0 and theirs == notices and tree_paths(r) == tree_paths(d),
+              "rsync -r makes the same tree and names the same links (%r)" % theirs)
+    rc, out, err = run_as_given("--json", "-r", src + "/", d + "-json")
+    doc = json.loads(out)
+    check(rc == 0 and sorted(e["path"] for e in doc["skipped"]) == names and doc["errors"] == [],
+          "--json: the links are in 'skipped', no error (%r)" % doc["skipped"])
+    rc, out, err = run_as_given("-r", "-q", src + "/", d + "-q")
+    check(rc == 0 and err == "", "-q silences the notices (%r)" % err)
+    rc, out, err = run_as_given("-r", "-l", "-q", src + "/", d + "-l")
+    check(rc == 0 and all(os.path.islink(os.path.join(d + "-l", n)) for n in names), "-l keeps them as links")
+    rc, out, err = run_as_given("-a", "-q", src + "/", d + "-a")
+    check(rc == 0 and all(os.path.islink(os.path.join(d + "-a", n)) for n in names), "-a keeps them as links")
+    rc, out, err = run_as_given("-r", "-L", "-q", src + "/", d + "-L")
+    check(rc == 23 and os.path.isfile(os.path.join(d + "-L", "to-file")) and
+          os.path.isfile(os.path.join(d + "-L", "to-dir", "in")) and "dangling" in err,
+          "-L follows them (the dangling one fails: exit 23)")
+    rc, out, err = run_as_given("-a", "--no-l", "-q", src + "/", d + "-nol")
+    check(rc == 0 and not any(os.path.lexists(os.path.join(d + "-nol", n)) for n in names),
+          "-a --no-l skips them again")
+
+
+def remote_operands_refused(w):
+    """HOST:PATH, USER@HOST:PATH, HOST::MODULE and rsync://HOST/ are remote to rsync: refused, exit
+    1, nothing made; a '/' before the colon makes an operand local, as in rsync."""
+    src = os.path.join(w, "remote-src")
+    write(os.path.join(src, "f"), "f\n")
+    os.makedirs(os.path.join(w, "sub"))
+    before = sorted(os.listdir(w))
+    for op, form in [("buildhost:backup", "HOST:PATH"), ("user@buildhost:backup", "USER@HOST:PATH"),
+                     ("buildhost::module", "HOST::MODULE"), ("rsync://buildhost/module", "rsync://HOST/MODULE"),
+                     ("[fe80::1]:backup", "HOST:PATH"), ("buildhost:", "HOST:PATH")]:
+        for args in (["-a", "remote-src/", op], ["-a", op, "dst"], ["-a", "remote-src", op]):
+            rc, out, err = run_as_given(*args, cwd=w)
+            check(rc == 1 and ("treesync: '%s' names a remote host to rsync (%s" % (op, form)) in err and
+                  ("write ./%s for a local path" % op) in err and out == "" and sorted(os.listdir(w)) == before,
+                  "%s: refused as rsync's %s, the way out named, exit 1, nothing made (%r)" % (" ".join(args), form, err))
+    rc, out, err = run_as_given("--json", "-a", "remote-src/", "buildhost:backup", cwd=w)
+    doc = json.loads(out)
+    check(rc == 1 and doc["status"] == "usage" and "remote host" in doc["message"], "--json: a usage error")
+    for op in ["./buildhost:backup", os.path.join(w, "abs:dir"), "sub/a:b", "host[x:y"]:
+        rc, out, err = run_as_given("-a", "-q", "remote-src/", op, cwd=w)
+        made = op if os.path.isabs(op) else os.path.join(w, op)
+        check(rc == 0 and os.path.isfile(os.path.join(made, "f")), "%s: a local path, copied into (%r)" % (op, err))
 
 
 def recipe_fixture(root):
@@ -1838,7 +1922,7 @@ def test_output_order():
 def test_output_order_errors():
     w = fresh("output_order_errors")
     src = os.path.join(w, "src")
-    # dangling symlinks, copied by their referent (-L, the default): one error each, in several directories
+    # dangling symlinks, copied by their referent (-L): one error each, in several directories
     for d in ["", "a", "a/b", "b", "a-b", "z/y"]:
         for n in ["x", "b", "a"]:
             os.makedirs(os.path.join(src, d), exist_ok=True)
@@ -1850,10 +1934,10 @@ def test_output_order_errors():
         dst = os.path.join(w, "dst")
         if os.path.exists(dst):
             shutil.rmtree(dst)
-        rc, out, err = run("-j8", "-q", src, dst)
+        rc, out, err = run("-j8", "-q", "-L", src, dst)
         errs.add(err)
         shutil.rmtree(dst)
-        rc, out, err = run("-j8", "--json", src, dst)
+        rc, out, err = run("-j8", "--json", "-L", src, dst)
         docs.add(json.dumps(json.loads(out)["errors"]))
     check(len(errs) == 1, "10 runs under -j8 print the errors on stderr in one order (%d variants)" % len(errs))
     paths = [e["path"] for e in json.loads(docs.pop() if len(docs) == 1 else "[]")]
@@ -1933,6 +2017,29 @@ def test_refusal_messages():
     doc = json.loads(out)
     check(rc == 2 and doc["status"] == "refused" and doc["refusal"]["path"] == src,
           "--json: the same directory twice is refused with a path")
+    # DST inside SRC, DST missing: SRC without a slash goes to DST/NAME, and DST would be made first
+    # (rsync makes a missing DST); the refusal comes before it: nothing is made
+    for dst_in in [os.path.join(src, "c", "in"), os.path.join(src, "new")]:
+        before = snapshot(src)
+        for args in ([src, dst_in], ["--json", src, dst_in], [src + "/", dst_in]):
+            rc, out, err = run_as_given(*args)
+            check(rc == 2 and "nested" in (err if "--json" not in args else json.loads(out)["refusal"]["message"])
+                  and snapshot(src) == before and not os.path.lexists(dst_in),
+                  "treesync %s: refused as nested, nothing made (%d, %r)" % (" ".join(args), rc, err))
+    # a refusal the library makes after the CLI made DST (rsync's step for SRC without a slash):
+    # DST is taken back, and its parent keeps its mtime
+    real = os.path.join(w, "real")
+    os.makedirs(real)
+    os.symlink(real, os.path.join(w, "via-link"))
+    parent = os.path.join(w, "parent")
+    os.makedirs(parent)
+    os.utime(parent, ns=(1_500_000_000_000_000_000, 1_500_000_000_000_000_000))
+    dst_new = os.path.join(parent, "new")
+    rc, out, err = run_as_given("--backup-dir=" + os.path.join(w, "via-link", "bak"), src, dst_new)
+    check(rc == 2 and "backup directory" in err and not os.path.lexists(dst_new) and
+          os.stat(parent).st_mtime_ns == 1_500_000_000_000_000_000 and os.listdir(real) == [],
+          "a refused unsafe --backup-dir: the DST made for SRC/NAME is taken back, its parent's mtime kept (%d, %r)"
+          % (rc, err))
 
 
 def test_error_sides():
@@ -1943,13 +2050,13 @@ def test_error_sides():
     write(os.path.join(src, "ok"), "ok")
     os.makedirs(os.path.join(src, "sub"))
     os.symlink("missing-target", os.path.join(src, "sub", "dangling"))
-    rc, out, err = run(src, dst)
+    rc, out, err = run("-L", src, dst)  # followed (-L): it fails
     full = os.path.join(src, "sub", "dangling")
     check(rc == 23 and ("treesync: stat sub/dangling (source %s): " % full) in err,
           "text: a source failure says 'source' and the source's full path (%r)" % err)
-    rc, out, err = run(src + "/", dst)
+    rc, out, err = run("-L", src + "/", dst)
     check(("(source %s)" % full) in err, "text: a trailing '/' on SRC is not doubled in the full path (%r)" % err)
-    rc, out, err = run("--json", src, dst)
+    rc, out, err = run("--json", "-L", src, dst)
     doc = json.loads(out)
     errs = doc["errors"]
     check(len(errs) == 1 and errs[0]["side"] == "source" and errs[0]["full_path"] == full and
@@ -1995,7 +2102,7 @@ def test_error_sides():
     os.makedirs(d3)
     os.symlink("nowhere", os.path.join(d3, "ok"))
     os.symlink("nowhere", os.path.join(d3, "sub"))
-    rc, out, err = run(src, d3)
+    rc, out, err = run("-L", src, d3)
     check(rc == 23 and os.path.isfile(os.path.join(d3, "ok")) and not os.path.islink(os.path.join(d3, "sub"))
           and os.path.isdir(os.path.join(d3, "sub")) and "File exists" not in err,
           "dangling symlinks in the destination are replaced (only the dangling source link fails) (%r)" % err)
@@ -2142,7 +2249,7 @@ def test_json_utf8():
     with open(os.path.join(os.fsencode(src), b"d", raw), "wb") as f:
         f.write(b"x")
     os.symlink(b"nowhere", os.path.join(os.fsencode(src), raw + b"-link"))
-    rc, out, err = run("--json", "-i", src, dst)
+    rc, out, err = run("--json", "-i", "-L", src, dst)  # -L: the link is followed, and fails
     out.encode("utf-8")  # the text itself is valid UTF-8
     doc = json.loads(out)
     for key in ("actions", "errors"):

@@ -164,7 +164,8 @@ int main(int argc, char** argv) {
   }
 
   install_signal_handlers();
-  prepare_destination(opt);  // SRC without a trailing slash: DST is made when missing (rsync)
+  // SRC without a trailing slash: DST is made when missing (rsync), and taken back on a refusal
+  const made_destination made = prepare_destination(opt);
 
   // --progress: the meter, and the count of the source that gives it its totals (cli/progress.hpp)
   const bool terminal = ::isatty(STDOUT_FILENO) == 1;
@@ -206,6 +207,7 @@ int main(int argc, char** argv) {
   sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 
   outcome out = decide_outcome(first_signal.load(), ec, r);
+  if (out.refusal && ec != treesync::errc::max_delete_exceeded) unmake_destination(made);  // nothing was written
   if (list_capped && !out.refusal && first_signal.load() == 0 && r.deleted > *opt.max_delete) {
     out.exit_code = 25;
     out.status = "max_delete";

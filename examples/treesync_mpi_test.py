@@ -115,7 +115,8 @@ class Runner:
     def raw(self, tool, opts, src, dst):
         """Runs the CLI ("cli") or the MPI tool ("mpi") as given: (exit status, stdout, stderr)."""
         cmd = ([self.a.cli] if tool == "cli" else self.a.mpirun + ["-np", str(self.a.np), self.a.mpi]) + opts
-        p = subprocess.run(cmd + mirror([], src, dst), capture_output=True, text=True, timeout=120, env=self.env)
+        p = subprocess.run(cmd + mirror([], src, dst, follow=not keeps_links(opts)), capture_output=True, text=True,
+                           timeout=120, env=self.env)
         return p.returncode, p.stdout, p.stderr
 
     def mpi(self, opts, src, dst):
@@ -127,13 +128,22 @@ class Runner:
         return p.returncode, json.loads(lines[-1]) if lines else None, p.stderr
 
 
-def mirror(opts, src, dst):
+def keeps_links(opts):
+    return any(o in ("-l", "--links", "-a", "--archive") for o in opts)
+
+
+def mirror(opts, src, dst, follow=None):
     """Both tools follow rsync since issue 24 (SRC without a trailing slash goes into DST/NAME;
     nothing is deleted without --delete): these runs mirror SRC's contents, so they say --delete
     (first: a later --no-delete still wins) and SRC/.  --ignore-errors: the MPI tool's subtrees are
     separate runs, so rsync's "IO error encountered -- skipping file deletion" (the CLI's default
-    since issue 24) cannot hold across them; with it, both delete alike after a source error."""
-    return ["--delete", "--ignore-errors"] + list(opts) + [src if src.endswith("/") else src + "/", dst]
+    since issue 24) cannot hold across them; with it, both delete alike after a source error.  -L
+    unless the options keep links: the tree's links are followed (without -l or -L both tools skip
+    them, as rsync does since issue 32)."""
+    if follow is None:
+        follow = not keeps_links(opts)
+    return ["--delete", "--ignore-errors"] + (["-L"] if follow else []) + list(opts) + \
+        [src if src.endswith("/") else src + "/", dst]
 
 
 def entries(j, key):

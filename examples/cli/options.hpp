@@ -7,6 +7,7 @@
 
 #include <treesync/treesync.hpp>
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
@@ -48,7 +49,7 @@ struct options {
   std::optional<std::size_t> max_delete;
   bool ignore_errors = false;  // --ignore-errors: delete even after a source error (rsync's)
   std::vector<filter_arg> filters;  // --exclude, --include, --filter, -F, --exclude-from, --include-from, in order
-  links_mode links = links_mode::dereference;
+  links_mode links = links_mode::skip;  // rsync's default (the library's is links::dereference): -l, -L, -a change it
   compare_mode compare = compare_mode::size_mtime;
   std::int64_t modify_window_ns = 0;
   bool inplace = false;
@@ -89,6 +90,39 @@ inline std::string source_name(const std::string& src) {
   const std::string last = slash == std::string::npos ? src : src.substr(slash + 1);
   if (last == "." || last == "..") return {};
   return last;
+}
+
+/// rsync's reading of an operand as remote (its check_for_hostspec()): "rsync://..." (a daemon
+/// URL), or a colon before any '/': HOST:PATH (a remote shell), HOST::MODULE (a daemon); a
+/// USER@ may precede HOST, and HOST may be an [IPv6] address.  A '/' before the first colon makes
+/// the operand local (`./host:path`, `/abs:path`, `dir/a:b`); so does a '[' inside HOST, or a
+/// bracketed HOST not followed by ':'.  Returns rsync's meaning ("HOST:PATH, a remote shell", ...)
+/// or "" for a local path.
+inline std::string remote_operand(const std::string& arg) {
+  if (arg.size() >= 8) {
+    std::string head = arg.substr(0, 8);
+    for (char& c : head) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (head == "rsync://") return "rsync://HOST/MODULE, an rsync daemon";
+  }
+  std::size_t host_start = 0;
+  for (std::size_t i = 0; i < arg.size(); ++i) {
+    const char c = arg[i];
+    if (c == '/') return {};
+    if (c == ':')
+      return i + 1 < arg.size() && arg[i + 1] == ':' ? "HOST::MODULE, an rsync daemon"
+             : host_start > 0                        ? "USER@HOST:PATH, a remote shell"
+                                                     : "HOST:PATH, a remote shell";
+    if (c == '@') {
+      host_start = i + 1;
+    } else if (c == '[') {
+      if (i != host_start) return {};
+      const std::size_t close = arg.find_first_of("]/", i + 1);
+      if (close == std::string::npos || arg[close] != ']' || close == i + 1) return {};
+      if (close + 1 < arg.size() && arg[close + 1] != ':') return {};
+      i = close;  // the next character is ':' (remote) or the end (local)
+    }
+  }
+  return {};
 }
 
 /// DST/NAME without doubled slashes ("/" + NAME for the root).
@@ -186,10 +220,11 @@ inline const char* help_text() {
       "      --ignore-errors       delete even after an error reading SRC (by default, as in rsync, a source\n"
       "                            error stops the deletions: IO error encountered -- skipping file deletion;\n"
       "                            they wait for the end of the run, so an error anywhere stops every one)\n"
-      "  -L, --copy-links          copy what a symlink in SRC points to (the default)\n"
+      "  -L, --copy-links          copy what a symlink in SRC points to\n"
       "  -l, --links               recreate symlinks as symlinks (-L wins over -l, as in rsync)\n"
       "      --copy-unsafe-links   keep symlinks that stay inside SRC, copy what the others point to\n"
-      "      --no-links            skip symlinks (each named on stderr: skipping non-regular file \"NAME\")\n"
+      "      --no-links            skip symlinks, each named on stderr: skipping non-regular file \"NAME\" (the\n"
+      "                            default without -l, -L, -a or --copy-unsafe-links, as in rsync)\n"
       "  -c, --checksum            a DST file is current when size and content match (reads both)\n"
       "      --size-only           a DST file is current when its size matches\n"
       "  -u, --update              leave DST files newer than SRC's alone (data, mode, owner, times);\n"
@@ -278,8 +313,8 @@ inline const char* help_text() {
       "\n"
       "Where treesync differs from rsync (each difference deletes or overwrites nothing rsync would keep):\n"
       "  | rsync                                  | treesync                                              |\n"
-      "  | -r, -p, -t are options                 | always on (--no-r, --no-p, --no-t are usage errors)   |\n"
-      "  | without -l, a symlink is skipped       | without -l, a symlink is followed (-L, the default)   |\n"
+      "  | -r, -t are options                     | always on (--no-r, --no-t are usage errors)           |\n"
+      "  | -p is an option (off by default)       | on unless --no-perms / --no-p (-p is accepted)        |\n"
       "  | SRC may be a file                      | SRC must be a directory (a file: refused, exit 2)     |\n"
       "  | DST/NAME of another type is replaced   | DST/NAME not a directory: refused, nothing touched    |\n"
       "  | --max-delete=N deletes N, then stops   | every other change made, no deletion (exit 25)        |\n"
@@ -290,7 +325,8 @@ inline const char* help_text() {
       "  | -v lists names                         | -v lists create/update/meta/delete/skip and the name  |\n"
       "  | -c, --size-only, -u combine            | they exclude each other (usage error, exit 1)         |\n"
       "  | -i: 'created directory DST'            | not printed                                           |\n"
-      "  | -i escapes a newline in a name: \\#012  | as \\n, \\t, \\x1b, '\\' as '\\\\'                          |\n"
+      "  | -i escapes a newline in a name: \\#012  | as \\n, \\t, \\x1b, '\\' as '\\\\', whatever the locale:    |\n"
+      "  | and in a C locale each byte over 0x7f  | well-formed UTF-8 as it is, invalid bytes as \\xNN     |\n"
       "  | skipping non-regular file: on stdout   | on stderr (silenced by -q)                            |\n"
       "  | IO error encountered -- skipping file  | on stderr                                             |\n"
       "  | deletion: on stdout                    |                                                       |\n"
@@ -417,7 +453,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   parse_result r;
   options& o = r.opt;
   bool copy_links = false, copy_unsafe = false;
-  int links = -1;  // -l / --no-links, the last one wins
+  int links = -1;  // -l / --no-links, the last one wins (neither: skip, as --no-links)
   int compare_given = 0;
   int rule_file_flags = 0;  // -F given so many times
   std::vector<std::string> unsupported;
@@ -709,12 +745,20 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     o.links = links_mode::dereference_unsafe;
   else if (links == 1)
     o.links = links_mode::preserve;
-  else if (links == 0)
+  else  // neither -l, -a, -L nor --copy-unsafe-links: rsync skips symlinks, naming each
     o.links = links_mode::skip;
   if (o.operands.size() != 2) {
     usage_error(o.operands.size() < 2 ? "SRC and DST are required" : "too many operands (expected SRC DST)");
     return r;
   }
+  // rsync reads HOST:PATH, USER@HOST:PATH, HOST::MODULE and rsync://HOST/ as remote: copying
+  // into (or from) a local directory of that name would look like a remote copy made
+  for (const std::string& arg : o.operands)
+    if (const std::string form = remote_operand(arg); !form.empty()) {
+      usage_error("'" + display(arg) + "' names a remote host to rsync (" + form + "); " + tool.name +
+                  " copies local trees only: write ./" + display(arg) + " for a local path of that name");
+      return r;
+    }
   resolve_operands(o);
   const mode_t mask = ::umask(0);  // read and put back while the tool has no other thread
   ::umask(mask);

@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -180,23 +181,82 @@ inline treesync::report run(run_context& c, std::error_code& ec) {
                    c.observer);
 }
 
+/// Whether the directory `path` would be made in lies in the directory `dir` (or is it): its
+/// parent's real path and each ancestor of it compared with `dir` by device and inode.  A parent
+/// that cannot be resolved answers no (mkdir fails there, and the library says why).
+inline bool inside_directory(std::string path, const struct stat& dir) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const std::size_t slash = path.rfind('/');
+  const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  char* real = ::realpath(parent.c_str(), nullptr);
+  if (!real) return false;
+  std::string p = real;
+  std::free(real);
+  for (;;) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) == 0 && st.st_dev == dir.st_dev && st.st_ino == dir.st_ino) return true;
+    if (p == "/") return false;
+    const std::size_t up = p.rfind('/');
+    p = up == 0 ? "/" : p.substr(0, up);
+  }
+}
+
+/// The DST prepare_destination() made, to be taken back when the library then refuses the run:
+/// DST's parent gets its times back too, so a refusal leaves nothing changed.
+struct made_destination {
+  std::string path;    // "" when nothing was made
+  std::string parent;  // DST's parent, and its times before the mkdir
+  struct timespec times[2] = {};
+};
+
 /// rsync makes a missing DST (not its parents) before it copies SRC into DST/NAME.  Called before
 /// the run when SRC is the directory itself (opt.name set): DST is made only when SRC is a
-/// directory (else the library's refusal names SRC, and nothing is written) and not under -n.
+/// directory (else the library's refusal names SRC, and nothing is written), not under -n, and
+/// not inside SRC (DST/NAME would be nested in SRC: the run goes to DST itself, which the library
+/// refuses as nested before anything is written).
 /// When DST cannot be made (its parent is missing, ...) or under -n, the run goes to DST itself:
 /// the library then refuses with DST's own reason, or, under -n, plans DST/NAME's contents as new
-/// into a DST that does not exist, which is the same plan.
-inline void prepare_destination(options& opt) {
-  if (opt.name.empty()) return;
+/// into a DST that does not exist, which is the same plan.  A DST made here that the library then
+/// refuses to fill (an unsafe --backup-dir, ...) is removed again: unmake_destination().
+inline made_destination prepare_destination(options& opt) {
+  made_destination made;
+  if (opt.name.empty()) return made;
   struct stat st;
-  if (::stat(opt.operands[1].c_str(), &st) == 0 || errno != ENOENT) return;  // exists (or the library says why not)
+  if (::stat(opt.operands[1].c_str(), &st) == 0 || errno != ENOENT) return made;  // exists (or the library says why not)
   if (::lstat(opt.operands[1].c_str(), &st) == 0) {  // a dangling symlink: the library refuses it
     opt.dst_root = opt.operands[1];
-    return;
+    return made;
   }
   if (::stat(opt.src_root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || opt.lib.dry_run ||
-      ::mkdir(opt.operands[1].c_str(), 0777) != 0)
+      inside_directory(opt.operands[1], st)) {
     opt.dst_root = opt.operands[1];
+    return made;
+  }
+  std::string dst = opt.operands[1];
+  while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+  const std::size_t slash = dst.rfind('/');
+  made.parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dst.substr(0, slash);
+  struct stat parent;
+  const bool have_times = ::stat(made.parent.c_str(), &parent) == 0;
+  if (::mkdir(opt.operands[1].c_str(), 0777) != 0) {
+    opt.dst_root = opt.operands[1];
+    return made_destination{};
+  }
+  made.path = dst;
+  if (have_times) {
+    made.times[0] = parent.st_atim;
+    made.times[1] = parent.st_mtim;
+  } else {
+    made.times[0].tv_nsec = made.times[1].tv_nsec = UTIME_OMIT;
+  }
+  return made;
+}
+
+/// Takes back the DST prepare_destination() made, after a refusal: removed if still empty, its
+/// parent's times set back.
+inline void unmake_destination(const made_destination& made) {
+  if (made.path.empty() || ::rmdir(made.path.c_str()) != 0) return;
+  ::utimensat(AT_FDCWD, made.parent.c_str(), made.times, 0);
 }
 
 /// Reads the file `name` ("-": stdin) into `text`.

@@ -89,12 +89,13 @@ def make_tools(bindir, jobs, has_jobs, rsync_extra=(), state_dir=None):
     mirror = os.path.join(bindir, "fs_mirror")
     everything = set(SCENARIOS)
     warm = everything - {"cold"}
-    # serial: the library's default; the CLI may default to some workers, so ask for one
+    # serial: the library's default; the CLI may default to some workers, so ask for one.  -L: the
+    # library's default (follow links), which the CLI, like rsync, has only when asked
     serial = ["--jobs", "1"] if has_jobs else []
-    tools = [Tool("treesync", "treesync", lambda s, d: [cli, "--delete"] + serial + [s + "/", d], "follow",
+    tools = [Tool("treesync", "treesync", lambda s, d: [cli, "-L", "--delete"] + serial + [s + "/", d], "follow",
                   everything)]
     if has_jobs:
-        tools.append(Tool("treesync-j", f"treesync -j{jobs}", lambda s, d: [cli, "--delete", "--jobs", str(jobs), s + "/", d],
+        tools.append(Tool("treesync-j", f"treesync -j{jobs}", lambda s, d: [cli, "-L", "--delete", "--jobs", str(jobs), s + "/", d],
                           "follow", everything))
         # the state file (--state) at each verify level, -j like treesync-j; the files live on the
         # local disk (state_dir), whatever the destination is
@@ -102,7 +103,7 @@ def make_tools(bindir, jobs, has_jobs, rsync_extra=(), state_dir=None):
             state = (os.path.join(state_dir or "/tmp", f"treesync-{level}.state"), level)
 
             def argv(s, d, state=state):
-                return [cli, "--delete", "--jobs", str(jobs), f"--state={state[0]}", f"--verify={state[1]}", s + "/", d]
+                return [cli, "-L", "--delete", "--jobs", str(jobs), f"--state={state[0]}", f"--verify={state[1]}", s + "/", d]
             tools.append(Tool(f"treesync-{level}", f"treesync -j{jobs} --state --verify={level}", argv,
                               "follow", everything, state=state))
     tools += [

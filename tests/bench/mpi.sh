@@ -129,15 +129,15 @@ for j in "${job_list[@]}"; do
   for run in $(seq 1 "$runs"); do
     if [ -n "$cli_bin" ]; then
       rm -rf "$work/backing/dst"
-      measure cli 1 "$j" cold "$run" "$cli_bin" --json --delete -j"$j" "$work/mnt/src/" "$work/mnt/dst"
+      measure cli 1 "$j" cold "$run" "$cli_bin" --json -L --delete -j"$j" "$work/mnt/src/" "$work/mnt/dst"
       verify "treesync -j$j"
-      measure cli 1 "$j" noop "$run" "$cli_bin" --json --delete -j"$j" "$work/mnt/src/" "$work/mnt/dst"
+      measure cli 1 "$j" noop "$run" "$cli_bin" --json -L --delete -j"$j" "$work/mnt/src/" "$work/mnt/dst"
     fi
     for np in "${rank_list[@]}"; do
       rm -rf "$work/backing/dst"
-      measure mpi "$np" "$j" cold "$run" "${mpirun[@]}" -np "$np" "$mpi_bin" --json --delete -j"$j" "$work/mnt/src/" "$work/mnt/dst"
+      measure mpi "$np" "$j" cold "$run" "${mpirun[@]}" -np "$np" "$mpi_bin" --json -L --delete -j"$j" "$work/mnt/src/" "$work/mnt/dst"
       verify "treesync_mpi -np $np -j$j"
-      measure mpi "$np" "$j" noop "$run" "${mpirun[@]}" -np "$np" "$mpi_bin" --json --delete -j"$j" "$work/mnt/src/" "$work/mnt/dst"
+      measure mpi "$np" "$j" noop "$run" "${mpirun[@]}" -np "$np" "$mpi_bin" --json -L --delete -j"$j" "$work/mnt/src/" "$work/mnt/dst"
     done
     say "jobs $j, run $run done"
   done
