@@ -1,6 +1,8 @@
 """pytest suite of the treesync Python package: every keyword of sync(), the errors, cancellation
 (Ctrl-C and an Event, from another thread), callbacks (raising, one at a time), path types and
-non-UTF-8 names, the seed's behaviours of sync_tree, and the README's migration snippet."""
+non-UTF-8 names, the seed's behaviours of sync_tree and its errors beside the old rmtree + copytree helper,
+and the README's migration snippet (also past the racy window).  ctest runs it as root and, through
+setpriv, as uid 65534 (treesync.python.nonroot)."""
 
 import _thread
 import ast
