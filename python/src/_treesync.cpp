@@ -409,6 +409,9 @@ PYBIND11_MODULE(_treesync, m) {
   errc["nested_directory"] = static_cast<int>(treesync::errc::nested_directory);
   errc["empty_source"] = static_cast<int>(treesync::errc::empty_source);
   errc["max_delete_exceeded"] = static_cast<int>(treesync::errc::max_delete_exceeded);
+  errc["symlink_cycle"] = static_cast<int>(treesync::errc::symlink_cycle);
+  errc["dangling_symlink"] = static_cast<int>(treesync::errc::dangling_symlink);
+  errc["vanished"] = static_cast<int>(treesync::errc::vanished);
   errc["source_missing"] = static_cast<int>(treesync::errc::source_missing);
   errc["destination_parent_missing"] = static_cast<int>(treesync::errc::destination_parent_missing);
   errc["destination_dangling_symlink"] = static_cast<int>(treesync::errc::destination_dangling_symlink);

@@ -1,6 +1,8 @@
 """pytest suite of the treesync Python package: every keyword of sync(), the errors, cancellation
 (Ctrl-C and an Event, from another thread), callbacks (raising, one at a time), path types and
-non-UTF-8 names, the seed's behaviours of sync_tree, and the README's migration snippet."""
+non-UTF-8 names, the seed's behaviours of sync_tree and its errors beside the old rmtree + copytree helper,
+and the README's migration snippet (also past the racy window).  ctest runs it as root and, through
+setpriv, as uid 65534 (treesync.python.nonroot)."""
 
 import _thread
 import ast
@@ -310,7 +312,7 @@ def test_refusals(src, tmp_path):
     with pytest.raises(treesync.Refused) as info:
         treesync.sync(tmp_path / "missing", tmp_path / "d")
     assert info.value.errno == errno.ENOENT and info.value.filename == str(tmp_path / "missing")
-    assert isinstance(info.value, FileNotFoundError) is False and isinstance(info.value, OSError)
+    assert isinstance(info.value, FileNotFoundError) and type(info.value) is treesync.Refused.FileNotFoundError
     with pytest.raises(treesync.Refused, match="same directory"):
         treesync.sync(src, src)
     with pytest.raises(treesync.Refused, match="nested"):
@@ -319,9 +321,36 @@ def test_refusals(src, tmp_path):
         treesync.sync(src, tmp_path / "no" / "such" / "dst")
     assert info.value.errno == errno.ENOENT and info.value.count is None
     write(str(tmp_path / "file"))
-    with pytest.raises(treesync.Error) as info:
+    with pytest.raises(NotADirectoryError) as info:
         treesync.sync(src, tmp_path / "file")
-    assert info.value.errno == errno.ENOTDIR
+    assert info.value.errno == errno.ENOTDIR and isinstance(info.value, treesync.Error)
+    assert not isinstance(info.value, treesync.Refused)
+
+
+def test_errors_are_the_builtin_class_of_their_errno(src, tmp_path):
+    # as OSError(errno, ...) picks it, and a treesync.Error (or Refused) too; strerror and filename kept
+    for errno_value in (errno.ENOENT, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        builtin = type(OSError(errno_value, "x"))
+        for base in (treesync.Error, treesync.Refused, treesync.Partial):
+            e = treesync._error(base, errno_value, "what failed", "/the/path")
+            assert isinstance(e, builtin) and isinstance(e, base) and e.errno == errno_value
+            assert e.strerror == "what failed" and e.filename == "/the/path" and str(e) == "what failed"
+    assert type(treesync._error(treesync.Error, errno.EROFS, "read-only", "/p")) is treesync.Error
+    assert type(treesync._error(treesync.Refused, None, "refused")) is treesync.Refused
+    # a refusal of treesync's own has no errno and no builtin class
+    with pytest.raises(treesync.Refused) as info:
+        treesync.sync(src, src)
+    assert info.value.errno is None and type(info.value) is treesync.Refused
+
+
+def test_errors_pickle_with_their_class(tmp_path):
+    import pickle
+    with pytest.raises(FileNotFoundError) as info:
+        treesync.sync(tmp_path / "missing", tmp_path / "d")
+    back = pickle.loads(pickle.dumps(info.value))
+    assert type(back) is treesync.Refused.FileNotFoundError
+    assert (back.errno, back.strerror, back.filename, back.code) == (
+        info.value.errno, info.value.strerror, info.value.filename, info.value.code)
 
 
 def test_entry_errors_collected_and_stop_on_error(tmp_path):
@@ -580,6 +609,29 @@ def test_sync_tree_racy_mtime(tmp_path):
     assert (d / "gen.h").read_bytes() == b"version 2"
 
 
+def old_sync_tree(src, dst, exclude=()):
+    """The helper sync_tree replaces (README: "before:")."""
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(*exclude))
+
+
+def both_helpers(src, old_dst, new_dst):
+    """(the exception the old helper raised, sync_tree's), each None when it raised none."""
+    raised = []
+    for helper, dst in ((old_sync_tree, old_dst), (treesync.sync_tree, new_dst)):
+        try:
+            helper(src, dst)
+            raised.append(None)
+        except OSError as e:
+            raised.append(e)
+    return raised
+
+
+def failed_pairs(err, src, dst):
+    """shutil.Error's args[0] as (source, destination) paths relative to the roots, sorted."""
+    return sorted((os.path.relpath(s, src), os.path.relpath(d, dst)) for s, d, _ in err.args[0])
+
+
 def test_sync_tree_raises_on_first_error(tmp_path):
     s, d = tmp_path / "s", tmp_path / "d"
     write(str(s / "a"), b"a")
@@ -598,6 +650,70 @@ def test_sync_tree_raises_on_first_error(tmp_path):
     assert os.listdir(d) == []
 
 
+def test_sync_tree_dangling_link_copies_the_rest_like_the_old_helper(tmp_path):
+    s = tmp_path / "s"
+    write(str(s / "a.h"), b"a")
+    write(str(s / "sub" / "b.h"), b"b")
+    write(str(s / "sub" / "deep" / "c.h"), b"c")
+    os.symlink("nowhere", s / "m-dangling")
+    old, new = both_helpers(s, tmp_path / "old", tmp_path / "new")
+    assert type(old) is shutil.Error  # copytree copied the rest, then raised every failure at once
+    assert isinstance(new, type(old)) and isinstance(new, treesync.Partial) and isinstance(new, treesync.Error)
+    assert isinstance(new, FileNotFoundError) and new.errno == errno.ENOENT  # what opening the link raised
+    assert new.filename == str(s / "m-dangling") and "dangling" in new.strerror
+    assert tree(tmp_path / "new") == tree(tmp_path / "old") == {
+        k: v for k, v in tree(s).items() if k != b"m-dangling"}
+    assert stat.S_IMODE(os.stat(tmp_path / "new").st_mode) == stat.S_IMODE(os.stat(s).st_mode)
+    assert failed_pairs(new, s, tmp_path / "new") == failed_pairs(old, s, tmp_path / "old") == [
+        ("m-dangling", "m-dangling")]
+
+
+def test_sync_tree_every_failed_entry_is_attached(tmp_path):
+    s = tmp_path / "s"
+    write(str(s / "a.h"), b"a")
+    os.symlink("nowhere", s / "first")
+    write(str(s / "sub" / "b.h"), b"b")
+    os.symlink("nowhere", s / "sub" / "second")
+    old, new = both_helpers(s, tmp_path / "old", tmp_path / "new")
+    assert type(old) is shutil.Error and isinstance(new, shutil.Error)
+    assert failed_pairs(new, s, tmp_path / "new") == failed_pairs(old, s, tmp_path / "old")
+    assert len(new.args[0]) == 2 and sorted(e.path for e in new.errors) == ["first", "sub/second"]
+    assert new.errors == new.report.errors and new.entry == new.errors[0] and "1 more" in str(new)
+    assert tree(tmp_path / "new") == tree(tmp_path / "old")
+
+
+def test_sync_tree_missing_source_like_the_old_helper(tmp_path):
+    old, new = both_helpers(tmp_path / "missing", tmp_path / "old", tmp_path / "new")
+    assert type(old) is FileNotFoundError
+    assert isinstance(new, FileNotFoundError) and isinstance(new, treesync.Refused)
+    assert new.errno == errno.ENOENT and new.filename == str(tmp_path / "missing")
+    assert not (tmp_path / "old").exists() and not (tmp_path / "new").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into a mode-0555 directory; the non-root pass "
+                    "(ctest treesync.python.nonroot) runs this case")
+def test_sync_tree_unwritable_destination_like_the_old_helper(src, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        old, new = both_helpers(src, ro / "old", ro / "new")
+    finally:
+        ro.chmod(0o755)
+    assert type(old) is PermissionError
+    assert isinstance(new, PermissionError) and isinstance(new, treesync.Error) and new.errno == errno.EACCES
+    assert str(ro / "new") in str(new)
+    assert os.listdir(ro) == []
+
+
+def test_sync_tree_destination_under_a_file_like_the_old_helper(src, tmp_path):
+    write(str(tmp_path / "file"), b"not a directory")
+    old, new = both_helpers(src, tmp_path / "file" / "old", tmp_path / "file" / "new")
+    assert type(old) is NotADirectoryError
+    assert isinstance(new, NotADirectoryError) and isinstance(new, treesync.Error) and new.errno == errno.ENOTDIR
+    assert (tmp_path / "file").read_bytes() == b"not a directory"
+
+
 # ---- the README's migration snippet ---------------------------------------------------------------
 
 def test_readme_migration_snippet(src, tmp_path, monkeypatch):
@@ -613,3 +729,31 @@ def test_readme_migration_snippet(src, tmp_path, monkeypatch):
     assert tree(tmp_path / "checkout" / "include") == {
         k: v for k, v in tree(tmp_path / "build" / "include").items()
         if not k.endswith(b".pyc") and b"__pycache__" not in k}
+
+
+# the racy window of the real filesystem (posix_fs: 1 s): a copy made within it of its source's
+# mtime is verified by content on the next run past it, and its mtime set again (settled)
+RACY_WINDOW = 1.0
+
+
+def test_readme_migration_snippet_past_the_racy_window(src, tmp_path, monkeypatch):
+    readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
+    code = re.search(r"<!-- python-migration-snippet -->\s*```python\n(.*?)```", readme, re.S).group(1)
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(src, tmp_path / "build" / "include")
+    newest = max(os.lstat(os.path.join(d, n)).st_mtime for d, ds, fs in os.walk(tmp_path / "build") for n in fs)
+    real_sync = treesync.sync
+
+    def sync_later(*args, **kw):  # the snippet's second run, just past the window of the first's copies
+        time.sleep(max(0.0, newest + RACY_WINDOW + 0.05 - time.time()))
+        return real_sync(*args, **kw)
+
+    monkeypatch.setattr(treesync, "sync", sync_later)
+    ns = {}
+    exec(compile(code, "README.md:python-migration-snippet", "exec"), ns)  # its assert holds
+    report = ns["report"]
+    assert report.settled == 3 and report.writes == 0 and not report.unchanged  # the settle did happen
+    for key in ("scanned", "created", "updated", "meta_updated", "deleted", "excluded", "skipped", "cleaned",
+                "settled", "bytes_copied", "errors", "vanished", "skipped_entries", "notices"):
+        assert key + "=" in repr(report)
+    assert "settled=3" in repr(report)

@@ -11,12 +11,14 @@ within a tick (20 ms) and raises ``KeyboardInterrupt`` after the run has removed
 
 import errno as _errno
 import os as _os
+import shutil as _shutil
 import threading as _threading
 from typing import NamedTuple as _NamedTuple
 
 from . import _treesync
 
-__all__ = ["sync", "sync_tree", "Report", "EntryError", "Action", "Progress", "Error", "Refused", "__version__"]
+__all__ = ["sync", "sync_tree", "Report", "EntryError", "Action", "Progress", "Error", "Refused", "Partial",
+           "__version__"]
 
 __version__ = _treesync.version
 
@@ -68,16 +70,25 @@ class Progress(_NamedTuple):
 class Report:
     """The outcome of a run: the counts (scanned, created, updated, meta_updated, deleted, excluded,
     skipped, cleaned, settled, bytes_copied), the lists of EntryError (errors, vanished,
-    skipped_entries, notices), elapsed seconds, and whether the run was cancelled."""
+    skipped_entries, notices), elapsed seconds, and whether the run was cancelled.
+
+    ``settled`` counts racily clean files (copied within the racy window, 1 s, of their source's
+    mtime) that a later run verified by content and whose mtime, already the source's, it set
+    again so that runs after it trust size + mtime: nothing differed, no action is reported for
+    them, and ``writes`` leaves them out; ``unchanged`` is False (their ctime moved)."""
 
     __slots__ = ("scanned", "created", "updated", "meta_updated", "deleted", "excluded", "skipped", "cleaned",
                  "settled", "bytes_copied", "errors", "vanished", "skipped_entries", "notices", "elapsed",
                  "cancelled", "dry_run")
 
+    _COUNTS = ("scanned", "created", "updated", "meta_updated", "deleted", "excluded", "skipped", "cleaned",
+               "settled", "bytes_copied")
+    _LISTS = ("errors", "vanished", "skipped_entries", "notices")
+
     def __init__(self, raw, decode, dry_run=False):
         for key, value in raw["counts"].items():
             setattr(self, key, value)
-        for key in ("errors", "vanished", "skipped_entries", "notices"):
+        for key in self._LISTS:
             setattr(self, key, [_entry(e, decode) for e in raw[key]])
         self.elapsed = raw["elapsed"]
         self.cancelled = raw["cancelled"]
@@ -90,26 +101,46 @@ class Report:
 
     @property
     def unchanged(self):
-        """True when the destination was not modified at all."""
-        return self.created + self.updated + self.meta_updated + self.deleted + self.cleaned + self.settled == 0
+        """True when the destination was not touched at all (not even a settled file's mtime set
+        again to the value it had)."""
+        return self.writes + self.settled == 0
 
     @property
     def writes(self):
-        """The number of entries written or removed (0 for a warm no-op)."""
-        return self.created + self.updated + self.meta_updated + self.deleted + self.cleaned + self.settled
+        """The number of entries made, rewritten, changed (mode, mtime) or removed, temporaries of an
+        earlier run included: the changes on_action reports.  0 for a warm no-op, settled files or
+        not (``settled`` counts those apart)."""
+        return self.created + self.updated + self.meta_updated + self.deleted + self.cleaned
 
     def __repr__(self):
-        return ("Report(created=%d, updated=%d, meta_updated=%d, deleted=%d, excluded=%d, skipped=%d, "
-                "errors=%d, bytes_copied=%d, elapsed=%.3f%s)" % (
-                    self.created, self.updated, self.meta_updated, self.deleted, self.excluded, self.skipped,
-                    len(self.errors), self.bytes_copied, self.elapsed, ", cancelled=True" if self.cancelled else ""))
+        return "Report(%s, %s, elapsed=%.3f%s%s)" % (
+            ", ".join("%s=%d" % (k, getattr(self, k)) for k in self._COUNTS),
+            ", ".join("%s=%d" % (k, len(getattr(self, k))) for k in self._LISTS), self.elapsed,
+            ", cancelled=True" if self.cancelled else "", ", dry_run=True" if self.dry_run else "")
+
+
+# The builtin OSError subclasses, each picked by OSError(errno, ...) for its errno values.
+_BUILTIN_ERRORS = sorted({type(OSError(e, "")) for e in _errno.errorcode} - {OSError}, key=lambda c: c.__name__)
+
+
+def _restore(cls, errno, message, path, args, state):
+    err = cls(errno, message, path)
+    err.args = args
+    err.__dict__.update(state)
+    return err
 
 
 class Error(OSError):
-    """A run that failed as a whole (refused before it began, or sync_tree's first failed entry).
+    """A run that failed as a whole (refused before it began, or an entry sync_tree could not copy).
     ``errno`` (None for treesync's own refusals), ``strerror`` the message as the CLI prints it,
     ``filename`` the path at fault; ``code``/``category`` the C++ std::error_code; ``report`` the
-    Report of what was done before (None for a refusal)."""
+    Report of what was done before (None for a refusal).
+
+    What is raised is also the builtin class OSError(errno, ...) picks: Error.FileNotFoundError
+    (a subclass of Error and of FileNotFoundError), Error.PermissionError, Error.NotADirectoryError,
+    ... (Refused.FileNotFoundError, Partial.PermissionError, ... likewise); plain Error when the
+    errno has no class of its own.  ``except FileNotFoundError`` and ``except treesync.Error``
+    both catch it."""
 
     def __init__(self, errno, message, path=None, *, code=0, category="generic", report=None, entry=None):
         if path is None:
@@ -126,6 +157,9 @@ class Error(OSError):
     def __str__(self):
         return self.message
 
+    def __reduce__(self):  # pickles (multiprocessing) with its class, args and attributes
+        return (_restore, (type(self), self.errno, self.message, self.path, self.args, dict(self.__dict__)))
+
 
 class Refused(Error):
     """The run was refused before anything was touched: same or nested directories, an empty source
@@ -135,6 +169,43 @@ class Refused(Error):
     def __init__(self, errno, message, path=None, *, count=None, **kw):
         super().__init__(errno, message, path, **kw)
         self.count = count
+
+
+class Partial(Error, _shutil.Error):
+    """sync_tree copied all it could and these entries failed: errno, filename, strerror, entry
+    are the first failure's; ``errors`` every EntryError (report.errors); ``args[0]`` the list of
+    (source path, destination path, message), as shutil.copytree's shutil.Error has it."""
+
+    def __init__(self, errno, message, path=None, *, errors=(), failures=(), **kw):
+        super().__init__(errno, message, path, **kw)
+        self.errors = list(errors)
+        self.args = (list(failures),)
+
+
+def _derive(base):
+    for builtin in _BUILTIN_ERRORS:
+        name = builtin.__name__
+        setattr(base, name, type(name, (base, builtin), {
+            "__module__": __name__, "__qualname__": "%s.%s" % (base.__qualname__, name),
+            "__doc__": "%s that is also a %s (errno %s)." % (base.__name__, name, ", ".join(
+                sorted(_errno.errorcode[e] for e in _errno.errorcode if type(OSError(e, "")) is builtin)))}))
+
+
+for _base in (Error, Refused, Partial):
+    _derive(_base)
+del _base
+
+
+def _error(base, errno, message, path=None, **kw):
+    """base(...), as the subclass of it that is also the builtin class OSError(errno, ...) picks."""
+    builtin = OSError if errno is None else type(OSError(errno, ""))
+    cls = base if builtin is OSError else getattr(base, builtin.__name__)
+    return cls(errno, message, path, **kw)
+
+
+# treesync's own per-entry codes with an errno meaning: what the copy shutil.copytree makes would
+# have raised (a dangling link: the open of its target, ENOENT; a link cycle, ELOOP)
+_ENTRY_ERRNO = {"dangling_symlink": _errno.ENOENT, "symlink_cycle": _errno.ELOOP, "vanished": _errno.ENOENT}
 
 
 def _fspath_bytes(p, what):
@@ -193,8 +264,8 @@ def _refusal(ec, ec_category, ec_message, ec_errno, planned, src, dst, max_delet
             message = "source %s: %s" % (s, ec_message)
         else:
             message = "destination %s: %s" % (d, ec_message)
-        return Error(ec_errno, message, path, code=ec, category=ec_category)
-    return Refused(ec_errno, message, path, count=count, code=ec, category=ec_category)
+        return _error(Error, ec_errno, message, path, code=ec, category=ec_category)
+    return _error(Refused, ec_errno, message, path, count=count, code=ec, category=ec_category)
 
 
 def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclude=(), include=(), filter=(),
@@ -294,33 +365,59 @@ def sync_tree(src, dst, exclude=()):
 
     New and changed files are copied (size + mtime compared, so an unchanged tree writes nothing),
     entries ``src`` lacks are deleted from ``dst``, symlinks are followed (copytree's default),
-    ``dst`` and its missing parents are made (as copytree does).  ``exclude`` patterns match a bare name at any depth with
-    ``fnmatch`` rules (``*``, ``?``, ``[seq]``, ``[!seq]``; case-sensitive): a matching file or
-    directory is neither copied nor, if present in ``dst``, deleted.  Raises treesync.Error on the
-    first failure (an OSError: ``errno``, ``filename`` the full path), as the original does.
+    ``dst`` and its missing parents are made (as copytree does).  ``exclude`` patterns match a bare
+    name at any depth with ``fnmatch`` rules (``*``, ``?``, ``[seq]``, ``[!seq]``; case-sensitive):
+    a matching file or directory is neither copied nor, if present in ``dst``, deleted.
+
+    Errors, as the original raises them: a run that cannot start raises the builtin class of its
+    errno (a missing source FileNotFoundError, a destination it may not make PermissionError, ...),
+    also a treesync.Error (Refused for a refusal).  An entry that fails does not stop the run:
+    every other entry is copied, then treesync.Partial is raised (an OSError and a shutil.Error, as
+    copytree's, and the builtin class of the first failure's errno): the first failure's errno,
+    filename (the full path) and message, ``errors`` every failed entry, ``args[0]`` copytree's
+    list of (source, destination, message).
     """
     names = _patterns(exclude, "exclude")
     decode = _os.fsdecode
     bsrc, bdst = _fspath_bytes(src, "src"), _fspath_bytes(dst, "dst")
     if _os.path.isdir(bsrc):  # copytree makes dst's missing parents too (the library makes dst only)
-        _os.makedirs(_os.path.dirname(_os.path.abspath(bdst)), exist_ok=True)
+        parent = _os.path.dirname(_os.path.abspath(bdst))
+        try:
+            _os.makedirs(parent, exist_ok=True)
+        except FileExistsError:
+            pass  # not a directory: the run says so, as copytree's makedirs(dst) did (NotADirectoryError)
+        except OSError as e:
+            name = _os.fsdecode(e.filename if e.filename is not None else parent)
+            raise _error(Error, e.errno, "mkdir %s: %s" % (name, e.strerror), name) from None
     options = {"src": bsrc, "dst": bdst, "deletion": 0, "name_excludes": names, "jobs": 0,
-               "allow_empty_source": True, "stop_on_error": True,
+               "allow_empty_source": True, "stop_on_error": False,
                "check_signals": _threading.current_thread() is _threading.main_thread()}
     try:
         raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
     except _treesync.FilterError as e:  # pragma: no cover - no rule files here
         raise Error(_errno.EINVAL, str(e), _os.fsdecode(bsrc)) from None
     report = Report(raw, decode)
-    if report.errors:
-        e = report.errors[0]
-        root = bsrc if e.side == "source" else bdst
-        full = _os.path.join(_os.fsdecode(root), e.path) if e.path else _os.fsdecode(root)
-        message = "%s %s: %s" % (e.operation, full, e.message)
-        raise Error(e.errno, message, full, code=e.code, category=e.category, report=report, entry=e)
     if ec:
         err = _refusal(ec, ec_category, ec_message, ec_errno, planned, bsrc, bdst, None, report)
         err.report = report
         raise err
+    if report.errors:
+        roots = {"source": _os.fsdecode(bsrc), "destination": _os.fsdecode(bdst)}
+
+        def at(root, e):
+            return _os.path.join(root, e.path) if e.path else root
+
+        failures = [(at(roots["source"], e), at(roots["destination"], e),
+                     "%s %s: %s" % (e.operation, at(roots[e.side], e), e.message)) for e in report.errors]
+        first = report.errors[0]
+        message = failures[0][2]
+        if len(failures) > 1:
+            message += " (and %d more failed entries: .errors)" % (len(failures) - 1)
+        errno = first.errno
+        if errno is None and first.category == _treesync.category:
+            errno = next((v for k, v in _ENTRY_ERRNO.items() if _treesync.errc[k] == first.code), None)
+        full = at(roots[first.side], first)
+        raise _error(Partial, errno, message, full, code=first.code, category=first.category, report=report,
+                     entry=first, errors=report.errors, failures=failures)
     if report.cancelled:  # pragma: no cover - only a cancel would do this, and KeyboardInterrupt is raised
         raise KeyboardInterrupt

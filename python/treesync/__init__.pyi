@@ -1,5 +1,6 @@
 # Type stubs for the treesync package (so an editor completes sync()'s keywords).
 import os
+import shutil
 import threading
 from typing import Callable, Iterable, List, Literal, NamedTuple, Optional, Protocol, Union
 
@@ -61,6 +62,10 @@ class Report:
     @property
     def writes(self) -> int: ...
 
+# What is raised is the subclass of Error, Refused or Partial that also derives from the builtin
+# class OSError(errno, ...) picks, e.g. Error.PermissionError, Refused.FileNotFoundError,
+# Partial.FileNotFoundError (one per builtin OSError subclass, as class attributes); plain Error,
+# Refused or Partial when the errno has none.
 class Error(OSError):
     message: str
     path: Optional[str]
@@ -71,6 +76,10 @@ class Error(OSError):
 
 class Refused(Error):
     count: Optional[int]
+
+class Partial(Error, shutil.Error):
+    # sync_tree: every other entry was copied; args[0] is [(source, destination, message), ...]
+    errors: List[EntryError]
 
 class _Event(Protocol):
     def is_set(self) -> bool: ...
