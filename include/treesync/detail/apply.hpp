@@ -76,6 +76,7 @@ class pruner {
     if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
       std::error_code ec;
       const stat_info st = fs_.stat(d, name, false, ec);
+      if (ec && !is_enoent(ec)) j_.fail(side::destination, operation::stat, ec);  // gone: nothing to clean
       if (ec) return false;
       t = st.type;
       return std::int64_t(st.uid) == fs_.user_id();
