@@ -545,16 +545,19 @@ class writing_applier final : public applier<S> {
     }
     const std::string made = s_.temp_name();
     fs_.link(fdir, fname, d, made, ec);
-    const bool linked = !ec && install(d, made, name, old);
+    const bool made_link = !ec;
     if (ec) j_.fail(side::destination, operation::link, ec);
+    // installed, or discarded when what is at the name cannot go (a non-empty directory): either
+    // way the directory changed, and gets its mtime back (rsync's too)
+    const bool linked = made_link && install(d, made, name, old);
     if (!s_.before_write()) return linked;
     std::error_code ec2;
     if (opened) fs_.set_mode(d, ".", before.mode & 07777, ec2);
     if (ec2) j_.fail(side::destination, operation::chmod, ec2);
-    if (!linked) return false;
+    if (!made_link) return false;
     fs_.set_mtime(d, ".", before.mtime_ns, ec);
     if (ec) j_.fail(side::destination, operation::utime, ec);
-    return true;
+    return linked;
   }
 
   /// A leftover of an interrupted run (a temporary name) in `n`, removed whatever the deletion

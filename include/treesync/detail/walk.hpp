@@ -594,8 +594,11 @@ class walker {
     if (!probe_dst(n, name, de, p)) return;
     source_mode(p);  // st is p.src
     // without perms a new directory keeps the set-group-ID bit mkdir gives it in a parent that has
-    // it (rsync --no-perms never chmods it)
-    if (!s_.opt.perms && p.old != file_type::directory) p.src.mode |= setgid_while_filled(n);
+    // it (rsync --no-perms never chmods it); as a user other than root, not one without write
+    // permission for its owner: rsync makes that one writable to fill it and chmods it at the
+    // end to the mode it gets, which clears the bit
+    if (!s_.opt.perms && p.old != file_type::directory && (s_.privileged || (p.src.mode & 0200) != 0))
+      p.src.mode |= setgid_while_filled(n);
     auto child = std::make_unique<node>();
     child->dst_type = p.old;
     child->dst_st = p.dst;
