@@ -2,6 +2,9 @@
 """The differential test (rsync_diff_test.py) as a user other than root (issue 32, item 2).
 
     python3 rsync_diff_nonroot.py --cli PATH/TO/treesync --work DIR [--cases N] [--seed S] [--uid 65534]
+    python3 rsync_diff_nonroot.py --cli PATH/TO/treesync --work DIR --cli-test GROUP...
+
+With --cli-test, examples/cli_test.py's GROUPs run the same way instead (the CLI suite's non-root pass).
 
 As root: makes DIR/nonroot owned by the user (uid and gid --uid), copies the CLI and the test there
 (a build tree need not be readable by that user), makes DIR/nonroot/foreign: root-owned files of
@@ -28,11 +31,14 @@ def main():
     ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
     ap.add_argument("--uid", type=int, default=65534)
     ap.add_argument("--jobs", type=int, default=None)
+    ap.add_argument("--cli-test", nargs="+", default=None, metavar="GROUP")
     a = ap.parse_args()
     here = os.path.dirname(os.path.abspath(__file__))
-    test = os.path.join(here, "rsync_diff_test.py")
+    test = os.path.join(here, "cli_test.py" if a.cli_test else "rsync_diff_test.py")
     python = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else sys.executable
     extra = ["--seed", str(a.seed), "--cases", str(a.cases)] + (["--jobs", str(a.jobs)] if a.jobs else [])
+    if a.cli_test:
+        extra = a.cli_test
     if os.geteuid() != 0:
         print("rsync_diff_nonroot: not root: the test runs as uid %d itself" % os.geteuid())
         sys.stdout.flush()
@@ -56,7 +62,7 @@ def main():
         p = os.path.dirname(p)
     cli = os.path.join(base, "treesync")
     shutil.copy2(a.cli, cli)
-    script = os.path.join(base, "rsync_diff_test.py")
+    script = os.path.join(base, os.path.basename(test))
     shutil.copy2(test, script)
     for f in (cli, script):
         os.chown(f, a.uid, a.uid)
@@ -74,7 +80,7 @@ def main():
     os.mkdir(work)
     os.chown(work, a.uid, a.uid)
     cmd = [setpriv, "--reuid=%d" % a.uid, "--regid=%d" % a.uid, "--clear-groups", python, script,
-           "--cli", cli, "--work", work, "--foreign", foreign] + extra
+           "--cli", cli, "--work", work] + ([] if a.cli_test else ["--foreign", foreign]) + extra
     print("rsync_diff_nonroot: " + " ".join(cmd))
     sys.stdout.flush()
     rc = subprocess.call(cmd, cwd=base)
