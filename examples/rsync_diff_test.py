@@ -72,6 +72,11 @@ RULES = {
         "delete it (or in it) and leaves it so when it stays (entries excluded, of another type that cannot "
         "replace it, or --max-delete stopped); treesync gives it back its mode -> such an entry's mode is "
         "accepted when treesync's is DST's before and rsync's that plus u+w",
+    "user_unreadable_kept":
+        "README: a SRC file the user cannot read where DST has an entry of another type: rsync removes DST's "
+        "entry, then fails to open the file (exit 23); treesync fails the copy and leaves DST's entry -> DST "
+        "entries treesync kept unchanged at such a NAME (from 'copy NAME (source ...): Permission denied' on its "
+        "stderr) where rsync has none are accepted",
     "user_readonly_dir_replaced":
         "README: as a user other than root rsync cannot replace a DST directory holding a directory without "
         "write permission by another type ('delete_file: rmdir(NAME) failed: Permission denied', 'could not "
@@ -188,6 +193,10 @@ GENERATOR = {
         "rsync 3.5 -H as a user other than root tries to give a hard-linked file a group the user is not in "
         "('chgrp NAME failed: Operation not permitted', exit 23), where -g alone skips such a group silently; "
         "treesync skips it -> treesync's exit 0 is accepted where rsync's 23 comes from those errors alone",
+    "user_unreadable_file":
+        "as a user other than root: a SRC file made unreadable (0o000) in a case without hard links (-H or "
+        "links in DST: there treesync reads SRC for a fresh copy where rsync chmods in place, rule "
+        "fresh_inode_breaks_dst_links)",
     "state_tampered_ignored":
         "treesync's --state (rsync has none): after a case that both tools passed with exit 0, the state file "
         "gets an entry '../canary' (outside DST) and treesync runs again with --verify=none: the file must be "
@@ -224,6 +233,7 @@ IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 # another owner and a group the user is not in, mode 0666, which the generator hard-links into SRC
 # (protected_hardlinks allows a link to a file the user may read and write)
 FOREIGN = []
+UNREADABLE_RATE = 0.15
 NAMES = ["a", "b", "c.txt", "d.o", "x.c", "e.tmp", "sub", "Z", "with space", "-dash", "--opt", "ünï",
          "名前", "a-b", "a.b", "tab\tname", "nl\nname", ".hidden", "keep.o"]
 UIDS = [0, 1000, 1234, 65534]
@@ -783,8 +793,13 @@ def compare_trees(t_snap, r_snap, ctx):
     hard_h = "-H" in ctx["opts"]
     members = group_members(ctx) if hard_h else set()
     before = ctx.get("dst_before") or {}
+    unreadable_kept = ctx.get("unreadable_kept") or set()
+
+    def unreadable_at(p):
+        return any(p == q or p.startswith(q + "/") for q in unreadable_kept)
     kept_any = set(p for p in t if p not in r and p in before and before[p][:2] == t[p][:2] and
-                   (ctx.get("io_error_both") or ctx.get("rule_files_delete") or ctx.get("max_delete_over")))
+                   (ctx.get("io_error_both") or ctx.get("rule_files_delete") or ctx.get("max_delete_over") or
+                    unreadable_at(p)))
     replaced_kept = ctx.get("replaced_kept") or set()
     for p in sorted(set(t) | set(r)):
         if any(p == q or p.startswith(q + "/") for q in replaced_kept):
@@ -798,6 +813,10 @@ def compare_trees(t_snap, r_snap, ctx):
                 continue
             if ctx.get("rule_files_delete") and old is not None and old[:2] == t[p][:2]:
                 fire("rule_files_both_sides")
+                kept_rules.add(p)
+                continue
+            if unreadable_at(p) and old is not None and old[:2] == t[p][:2]:
+                fire("user_unreadable_kept")
                 kept_rules.add(p)
                 continue
             if ctx.get("max_delete_over") and old is not None and old[:2] == t[p][:2]:
@@ -978,6 +997,7 @@ class Runner:
         src = {p: e.copy() for p, e in base.items()}
         if state.startswith("mirror") or rng.random() < 0.5:
             gen.churn(src, rng.choice([1, 3, 6, 12]), specials)
+        unreadable = not IS_ROOT and rng.random() < UNREADABLE_RATE
         dst = None
         if state == "empty":
             dst = {"": Entry("d", mode=0o755, mtime=gen.mtime())}
@@ -1007,6 +1027,14 @@ class Runner:
         else:
             rule_files = []
         opts = pick_options(rng, self.have, any(e.kind == "p" for e in src.values()), slash)
+        if unreadable and "-H" not in opts and not any(e.group is not None for t_ in (src, dst or {}) for e in t_.values()):
+            # what only a user meets: a SRC file it cannot read (mode 0o000).  Not where a file is
+            # hard-linked (-H, or links in DST): treesync writes such a file afresh for its metadata
+            # (rule fresh_inode_breaks_dst_links), reading SRC where rsync chmods DST's in place
+            cands = [p for p, e in src.items() if p and e.kind == "f" and not e.foreign]
+            if cands:
+                src[rng.choice(cands)].mode = 0o000
+                fire("user_unreadable_file")
         if not slash and "--existing" in self.have:
             fire("pending_existing_makes_dst_name")
         if rng.random() < 0.35:
@@ -1181,6 +1209,10 @@ class Runner:
                 for m in re.finditer(r"^could not make way for new [a-z ]*: (.*)$", r_err0, re.M):
                     user_replaced.add(m.group(1))
             ctx["replaced_kept"] |= user_replaced
+            ctx["unreadable_kept"] = set()
+            if not IS_ROOT:
+                for m in re.finditer(r"^treesync: copy (.*) \(source .*\): Permission denied$", t_err0, re.M):
+                    ctx["unreadable_kept"].add(join(name, m.group(1)) if name else m.group(1))
             ctx["user_replaced"] = user_replaced
             r_errors = [l for l in r_err0.split("\n") if l and not l.startswith("rsync error: ")]
             if tp.returncode != rp.returncode:
