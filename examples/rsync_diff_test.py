@@ -185,6 +185,10 @@ PENDING = {
 BLOCKERS = {
 }
 GENERATOR = {
+    "max_delete_replacement":
+        "README (--max-delete): a directory replaced by an entry of another type is emptied when the walk "
+        "comes to it, if its entries fit the cap; rsync counts in its own order -> --max-delete is dropped from "
+        "a case where SRC replaces a DST directory by another type",
     "max_delete_rule_files":
         "rule rule_files_both_sides: with -F and --delete rsync deletes entries DST's rule files protect, which "
         "treesync keeps, so the two count different deletions against --max-delete -> --max-delete is dropped "
@@ -901,7 +905,7 @@ def fmt(name, v):
     return repr(v)
 
 
-def pick_options(rng, have, specials_in_tree, slash):
+def pick_options(rng, have, specials_in_tree, slash, extra=None):
     """Returns the option list: always -a, or -r -p -t plus a link mode (rules rpt_always_on,
     links_default_follow), and a random subset of the shared options."""
     opts = []
@@ -935,8 +939,8 @@ def pick_options(rng, have, specials_in_tree, slash):
         opts += rng.sample(["-u", "-c", "--size-only"], 2)  # rule compare_exclusive
     if rng.random() < 0.5:
         opts.append("--delete")
-        if "--max-delete" in have and rng.random() < 0.25:  # rule max_delete_whole_run
-            opts.append("--max-delete=%d" % rng.choice([1, 1, 2, 3, 5]))
+        if extra and "--max-delete" in have and extra.random() < 0.25:  # rule max_delete_whole_run
+            opts.append("--max-delete=%d" % extra.choice([1, 1, 2, 3, 5]))
     if "--existing" in have and rng.random() < 0.1 and slash:  # rule pending_existing_makes_dst_name
         opts.append("--existing")
     if "--ignore-existing" in have and rng.random() < 0.1:
@@ -986,6 +990,10 @@ class Runner:
 
     def case(self, seed, k):
         rng = random.Random("%d/%d" % (seed, k))
+        # the draws added for issue 32 (--max-delete, --state, unreadable files) come from a second
+        # generator: the trees and options of every case stay what they were (the case numbers the
+        # rules cite still name the same cases)
+        extra = random.Random("%d/%d/32" % (seed, k))
         names = list(NAMES)
         gen = Gen(rng, names)
         specials = rng.random() < 0.2
@@ -997,7 +1005,7 @@ class Runner:
         src = {p: e.copy() for p, e in base.items()}
         if state.startswith("mirror") or rng.random() < 0.5:
             gen.churn(src, rng.choice([1, 3, 6, 12]), specials)
-        unreadable = not IS_ROOT and rng.random() < UNREADABLE_RATE
+        unreadable = not IS_ROOT and extra.random() < UNREADABLE_RATE
         dst = None
         if state == "empty":
             dst = {"": Entry("d", mode=0o755, mtime=gen.mtime())}
@@ -1026,14 +1034,14 @@ class Runner:
             rule_files = ["-F"] if rng.random() < 0.5 else ["-F", "-F"]
         else:
             rule_files = []
-        opts = pick_options(rng, self.have, any(e.kind == "p" for e in src.values()), slash)
+        opts = pick_options(rng, self.have, any(e.kind == "p" for e in src.values()), slash, extra)
         if unreadable and "-H" not in opts and not any(e.group is not None for t_ in (src, dst or {}) for e in t_.values()):
             # what only a user meets: a SRC file it cannot read (mode 0o000).  Not where a file is
             # hard-linked (-H, or links in DST): treesync writes such a file afresh for its metadata
             # (rule fresh_inode_breaks_dst_links), reading SRC where rsync chmods DST's in place
             cands = [p for p, e in src.items() if p and e.kind == "f" and not e.foreign]
             if cands:
-                src[rng.choice(cands)].mode = 0o000
+                src[extra.choice(cands)].mode = 0o000
                 fire("user_unreadable_file")
         if not slash and "--existing" in self.have:
             fire("pending_existing_makes_dst_name")
@@ -1041,6 +1049,15 @@ class Runner:
             opts += pick_filters(rng, name)
             if rng.random() < 0.3:
                 opts.append("--delete-excluded")
+        replaced = dst is not None and any(
+            p and e.kind != "d" and (join(name, p) if name else p) in dst and dst[join(name, p) if name else p].kind == "d"
+            for p, e in src.items())
+        if replaced and any(o.startswith("--max-delete") for o in opts):
+            # a DST directory SRC replaces by another type: treesync counts (and makes) its deletions
+            # when it comes, rsync in its walk's order with the others, so over the cap the two keep
+            # different entries
+            opts = [o for o in opts if not o.startswith("--max-delete")]
+            fire("max_delete_replacement")
         if rule_files and any(o.startswith("--max-delete") for o in opts):
             # -F --delete: the tools delete different entries (rule rule_files_both_sides), so they
             # count different deletions against the cap
@@ -1051,7 +1068,7 @@ class Runner:
         jobs = rng.choice([None, 1, 2, 4])
         # --state (treesync's own): a state file kept outside DST, then tampered with (an entry named
         # '../canary') and the run repeated: it must be ignored, nothing outside DST deleted
-        state_phase = "--state" in self.have and "--delete" in opts and "-H" not in opts and rng.random() < 0.25
+        state_phase = "--state" in self.have and "--delete" in opts and "-H" not in opts and extra.random() < 0.25
         if rule_files and dst is not None and rng.random() < 0.4:
             # rule files in DST's directories too (rsync -F --delete reads those where it deletes)
             for d in [p for p, e in dst.items() if e.kind == "d"][:3]:
