@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 DEFAULT_SEED = 99120  # the seed of issue 32's report
 DEFAULT_CASES = 1000
@@ -51,15 +52,17 @@ def main():
     if os.path.lexists(base):
         subprocess.call(["rm", "-rf", base])  # as root: whatever modes a kept case left
     os.makedirs(base)
-    os.chown(base, a.uid, a.uid)
-    os.chmod(base, 0o755)
-    # the path down to it must be traversable by the user
+    # the path down to it must be traversable by the user; else a directory of /tmp
     p = os.path.dirname(base)
     while p != "/":
         if not os.stat(p).st_mode & 0o001:
-            print("rsync_diff_nonroot: %s cannot be entered by uid %d: skipped" % (p, a.uid))
-            return 77
+            os.rmdir(base)
+            base = tempfile.mkdtemp(prefix="treesync-nonroot-")
+            print("rsync_diff_nonroot: %s cannot be entered by uid %d: working in %s" % (p, a.uid, base))
+            break
         p = os.path.dirname(p)
+    os.chown(base, a.uid, a.uid)
+    os.chmod(base, 0o755)
     cli = os.path.join(base, "treesync")
     shutil.copy2(a.cli, cli)
     script = os.path.join(base, os.path.basename(test))
