@@ -88,7 +88,9 @@ def test_version_and_stubs():
     real = {name: p.default for name, p in inspect.signature(treesync.sync).parameters.items()
             if p.kind is p.KEYWORD_ONLY}
     assert stubbed == real
-    assert "def sync_tree(src: _Path, dst: _Path, exclude: _Patterns = ()) -> None" in text
+    assert ("def sync_tree(src: _Path, dst: _Path, exclude: _Patterns = (), *, follow_dst_symlink: bool = False)"
+            " -> None") in text
+    assert str(inspect.signature(treesync.sync_tree)) == "(src, dst, exclude=(), *, follow_dst_symlink=False)"
 
 
 # ---- sync(): the keywords ------------------------------------------------------------------------
