@@ -411,9 +411,9 @@ class walker {
   // the run acts as the source's owner and is not root (the kernel lets such a user keep the bit
   // only on a file of one of the user's own groups; root's copy would get root's group).  Where
   // the filesystem does not say whom the run acts as (no user_id), only owner / group keep them.
-  // A directory keeps both, as rsync -p does: there they are about what new entries inherit
-  // (set-group-ID: the directory's group, which a new file made by someone outside that group
-  // gets without the bit), not whom a program runs as.
+  // A directory keeps both, as rsync -p does: no program runs with them; set-group-ID there only
+  // makes new entries take the directory's group (the kernel drops the bit from a file made in it
+  // by someone outside that group), and Linux ignores set-user-ID on a directory.
   std::uint32_t setid_dropped(const stat_info& st, file_type t) const {
     if (t == file_type::directory || (st.mode & 06000u) == 0) return 0;
     bool runs_as_owner = false;
