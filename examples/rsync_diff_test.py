@@ -164,6 +164,11 @@ RULES = {
         "SRC's or DST's mode) rsync's line without o/g and treesync's with them are accepted when their "
         "other letters agree, and treesync's o/g-only line when rsync has none (the trees are compared: "
         "seed 240008 cases 105 343 1383 1533 1838, seed 1306349741 case 375, seed 563300701 case 453)",
+    "setid_without_owner":
+        "README: as root, rsync -p (without -o/-g) keeps a set-user/group-ID bit on root's copy of another "
+        "user's file; treesync keeps set-user-ID only with SRC's owner (-o, or a file of root's) and "
+        "set-group-ID only with SRC's group (-g) -> a file's mode that lacks only those bits is accepted, and "
+        "-i lines that differ only by that 'p' (or a 'p'-only line one tool has and the other not)",
     "summary_line":
         "README: without -q treesync ends with a summary line (rsync -i prints none) -> that line is dropped",
 }
@@ -686,6 +691,28 @@ def order_key_groups(lines):
     return others, deletions
 
 
+def setid_dropped(ctx, m):
+    """Rule setid_without_owner: the set-ID bits of SRC's entry `m` treesync's copy does not keep."""
+    if not IS_ROOT or m is None or m[0] != "f":
+        return 0
+    opts = ctx.get("opts") or []
+    dropped = 0
+    if "-a" not in opts and "-o" not in opts and m[4] != 0:
+        dropped |= 0o4000
+    if "-a" not in opts and "-g" not in opts:
+        dropped |= 0o2000
+    return dropped & m[2]
+
+
+def _without_p(line):
+    """An -i line without its 'p' (None for no line, or one that says nothing else)."""
+    if line is None:
+        return None
+    if len(line) > 5 and line[5] == "p":
+        line = line[:5] + "." + line[6:]
+    return None if re.match(r"^\.f\.{9} ", line) else line
+
+
 def compare_itemized(t_lines, r_lines, ctx):
     """Returns a list of difference strings ([] when equal under the rules)."""
     gone = ctx.get("user_replaced") or set()
@@ -762,6 +789,10 @@ def split_link_itemize(t_lines, r_lines, ctx):
     src_meta = ctx.get("src_meta") or {}
     for p in set(t_paths) | set(r_paths):
         a, b = t_paths.get(p), r_paths.get(p)
+        if a != b and setid_dropped(ctx, src_meta.get(p)) and _without_p(a) == _without_p(b):
+            drop_t.add(a), drop_r.add(b)
+            fire("setid_without_owner")
+            continue
         if p not in linked:
             # rule setid_owner_itemize: rsync's chown of a set-user/group-ID file clears the bit,
             # which it sets again, and it itemizes the change as a mode change alone ('p'; under
@@ -897,6 +928,10 @@ def compare_trees(t_snap, r_snap, ctx):
                 # name took another member's metadata; treesync's copy has SRC's, or (not written)
                 # DST's own
                 fire("fresh_inode_breaks_dst_links")
+                continue
+            dropped = setid_dropped(ctx, src) if name == "mode" and a[0] == "f" == b[0] else 0
+            if dropped and (a[k] ^ b[k]) & ~dropped == 0 and a[k] & ~b[k] == 0:
+                fire("setid_without_owner")  # treesync's copy lacks only the set-ID bits it may not keep
                 continue
             if name == "mtime" and a[0] == "l" == b[0] and not symlink_mtime:
                 fire("pending_symlink_mtime")

@@ -213,9 +213,16 @@ struct py_observer {
   }
 };
 
+// A path or pattern with a NUL would name less than it says (a path stops at it): refused as
+// Python's os functions refuse one (the Python layer checks first; this holds for direct calls).
+std::string no_nul(std::string s) {
+  if (s.find('\0') != std::string::npos) throw py::value_error("embedded null byte");
+  return s;
+}
+
 std::string bytes_arg(const py::dict& o, const char* key) {
   if (!o.contains(key) || o[key].is_none()) return {};
-  return o[key].cast<std::string>();  // bytes (the Python layer encodes with os.fsencode)
+  return no_nul(o[key].cast<std::string>());  // bytes (the Python layer encodes with os.fsencode)
 }
 
 template <class T>
@@ -255,7 +262,7 @@ py::tuple run(const py::dict& o) {
   for (const auto& item : get<py::list>(o, "rules", py::list())) {
     const auto t = item.cast<py::tuple>();
     const int kind = t[0].cast<int>();
-    const std::string text = t[1].cast<std::string>();
+    const std::string text = kind < 3 ? no_nul(t[1].cast<std::string>()) : t[1].cast<std::string>();
     have_rules = true;
     if (kind == 0) rules.add_plain(text, false);
     else if (kind == 1) rules.add_plain(text, true);
@@ -266,7 +273,7 @@ py::tuple run(const py::dict& o) {
   }
   std::vector<name_pattern> names;
   for (const auto& item : get<py::list>(o, "name_excludes", py::list()))
-    names.push_back(name_pattern{decode(item.cast<std::string>())});
+    names.push_back(name_pattern{decode(no_nul(item.cast<std::string>()))});
 
   run_shared shared;
   py::object on_action = o.contains("on_action") ? py::object(o["on_action"]) : py::object(py::none());

@@ -91,7 +91,9 @@ def test_version_and_stubs():
     real = {name: p.default for name, p in inspect.signature(treesync.sync).parameters.items()
             if p.kind is p.KEYWORD_ONLY}
     assert stubbed == real
-    assert "def sync_tree(src: _Path, dst: _Path, exclude: _Patterns = ()) -> None" in text
+    assert ("def sync_tree(src: _Path, dst: _Path, exclude: _Patterns = (), *, follow_dst_symlink: bool = False)"
+            " -> None") in text
+    assert str(inspect.signature(treesync.sync_tree)) == "(src, dst, exclude=(), *, follow_dst_symlink=False)"
 
 
 # ---- sync(): the keywords ------------------------------------------------------------------------
@@ -287,6 +289,38 @@ def test_paths_str_bytes_pathlike(src, tmp_path):
         assert tree(d) == tree(src)
     with pytest.raises(TypeError):
         treesync.sync(42, tmp_path / "x")
+
+
+def test_nul_in_a_path_raises_value_error_like_os(src, tmp_path):
+    # the C++ side would stop at the NUL: b"VICTIM\0/../dst" named VICTIM, which was emptied
+    victim = tmp_path / "VICTIM"
+    write(str(victim / "keep.txt"), b"canary")
+    bad = os.fsencode(str(victim)) + b"\0/../dst"
+    with pytest.raises(ValueError) as ref:
+        open(bad, "rb")  # Python's own wording (os.lstat(str) has it too)
+    cases = [((bad, tmp_path / "d"), {}), ((src, bad), {}), ((src, os.fsdecode(bad)), {}),
+             ((src, tmp_path / "d"), {"state": bad}), ((src, tmp_path / "d"), {"backup_dir": bad}),
+             ((os.fsencode(str(src)) + b"\0x", tmp_path / "d"), {})]
+    for args, kw in cases:
+        with pytest.raises(ValueError) as info:
+            treesync.sync(*args, **kw)
+        assert str(info.value) == str(ref.value) == "embedded null byte", (args, kw)
+    for args in ((bad, tmp_path / "d"), (src, bad)):
+        with pytest.raises(ValueError, match="^embedded null byte$"):
+            treesync.sync_tree(*args)
+    assert tree(victim) == {b"keep.txt": ("f", b"canary")} and not (tmp_path / "d").exists()
+
+
+def test_nul_in_a_pattern_raises_value_error_like_os(src, tmp_path):
+    d = tmp_path / "d"
+    for kw in ({"exclude": "a\0b"}, {"exclude": [b"*.o", b"x\0"]}, {"include": "a\0"}, {"filter": "- a\0"},
+               {"filter": ["dir-merge .rules\0/../x"]}, {"exclude_from": str(tmp_path / "r\0")},
+               {"include_from": b"r\0"}):
+        with pytest.raises(ValueError, match="^embedded null byte$"):
+            treesync.sync(src, d, **kw)
+    with pytest.raises(ValueError, match="^embedded null byte$"):
+        treesync.sync_tree(src, d, exclude=["*.pyc", "a\0"])
+    assert not d.exists()
 
 
 def test_non_utf8_names_round_trip(tmp_path):
@@ -600,6 +634,34 @@ def test_sync_tree_symlink_to_dir(tmp_path):
     ref = tmp_path / "ref"
     shutil.copytree(s, ref)
     assert tree(d) == tree(ref)
+
+
+def test_sync_tree_refuses_a_destination_symlink_like_rmtree(src, tmp_path):
+    # the old helper's rmtree(dst) refused a link: sync_tree neither deletes nor writes through it
+    target = tmp_path / "elsewhere"
+    write(str(target / "keep.txt"), b"canary")
+    d = tmp_path / "d"
+    os.symlink(str(target), d)
+    with pytest.raises(OSError) as ref:
+        shutil.rmtree(d)
+    with pytest.raises(treesync.Refused) as info:
+        treesync.sync_tree(src, d)
+    assert isinstance(info.value, OSError) and info.value.filename == str(d)
+    assert str(ref.value) in str(info.value) and "follow_dst_symlink=True" in str(info.value)
+    assert tree(target) == {b"keep.txt": ("f", b"canary")} and os.readlink(d) == str(target)
+    os.symlink(str(tmp_path / "nowhere"), tmp_path / "dangling")  # also a link to nothing
+    with pytest.raises(treesync.Refused, match="Cannot call rmtree on a symbolic link"):
+        treesync.sync_tree(src, tmp_path / "dangling")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_sync_tree_follow_dst_symlink_mirrors_into_the_link_target(src, tmp_path):
+    target = tmp_path / "elsewhere"
+    write(str(target / "extra.txt"), b"gone")
+    d = tmp_path / "d"
+    os.symlink(str(target), d)
+    treesync.sync_tree(src, d, follow_dst_symlink=True)
+    assert os.path.islink(d) and tree(target) == tree(src)
 
 
 def test_sync_tree_racy_mtime(tmp_path):

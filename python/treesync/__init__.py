@@ -212,9 +212,12 @@ def _fspath_bytes(p, what):
     if p is None:
         return None
     try:
-        return _os.fsencode(p)
+        b = _os.fsencode(p)
     except TypeError:
         raise TypeError("%s: expected str, bytes or os.PathLike, not %s" % (what, type(p).__name__)) from None
+    if b"\0" in b:  # the C++ side would stop at it: b"VICTIM\0/../dst" names VICTIM (os raises the same)
+        raise ValueError("embedded null byte")
+    return b
 
 
 def _decoder(src):
@@ -359,7 +362,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     return report
 
 
-def sync_tree(src, dst, exclude=()):
+def sync_tree(src, dst, exclude=(), *, follow_dst_symlink=False):
     """Makes ``dst`` a mirror of ``src`` and returns None: the drop-in for a ``sync_tree`` helper
     built on ``shutil.rmtree`` + ``shutil.copytree(ignore=shutil.ignore_patterns(*exclude))``.
 
@@ -368,6 +371,11 @@ def sync_tree(src, dst, exclude=()):
     ``dst`` and its missing parents are made (as copytree does).  ``exclude`` patterns match a bare
     name at any depth with ``fnmatch`` rules (``*``, ``?``, ``[seq]``, ``[!seq]``; case-sensitive):
     a matching file or directory is neither copied nor, if present in ``dst``, deleted.
+
+    A ``dst`` that is a symbolic link is refused (treesync.Refused, an OSError: "Cannot call rmtree
+    on a symbolic link", as ``shutil.rmtree`` refuses it), nothing touched; ``follow_dst_symlink=True``
+    mirrors into the directory it points to instead.  A NUL in ``src``, ``dst`` or a pattern raises
+    ValueError("embedded null byte"), as ``os`` functions do.
 
     Errors, as the original raises them: a run that cannot start raises the builtin class of its
     errno (a missing source FileNotFoundError, a destination it may not make PermissionError, ...),
@@ -380,6 +388,10 @@ def sync_tree(src, dst, exclude=()):
     names = _patterns(exclude, "exclude")
     decode = _os.fsdecode
     bsrc, bdst = _fspath_bytes(src, "src"), _fspath_bytes(dst, "dst")
+    if not follow_dst_symlink and _os.path.islink(bdst):  # rmtree's refusal: never the link's target
+        d = _os.fsdecode(bdst)
+        raise _error(Refused, None, "Cannot call rmtree on a symbolic link: %s (sync_tree refuses it as "
+                     "shutil.rmtree does; follow_dst_symlink=True mirrors into its target)" % d, d)
     if _os.path.isdir(bsrc):  # copytree makes dst's missing parents too (the library makes dst only)
         parent = _os.path.dirname(_os.path.abspath(bdst))
         try:

@@ -393,13 +393,40 @@ class walker {
     return d && d->listed ? &d->self : nullptr;
   }
 
-  // The permission bits the entry gets (after probe_dst): the source's through --chmod; without
-  // perms, an existing entry of the same type keeps its own, a new one gets the source's under
-  // the umask, without set-ID or sticky bits (rsync --no-perms).
+  // The permission bits the entry gets (after probe_dst): the source's, less the set-ID bits the
+  // copy may not keep (setid_dropped), through --chmod (whose own set-ID bits are asked for by
+  // name); without perms, an existing entry of the same type keeps its own, a new one gets the
+  // source's under the umask, without set-ID or sticky bits (rsync --no-perms).
   void source_mode(plan& p) const {
+    p.src.mode &= ~setid_dropped(p.src, p.type);
     if (!s_.opt.chmod.empty())
       p.src.mode = s_.opt.chmod.apply(p.src.mode, p.type == file_type::directory, s_.opt.umask);
     if (!s_.opt.perms) p.src.mode = p.old == p.type ? p.dst.mode : (p.src.mode & 0777u & ~s_.opt.umask);
+  }
+
+  // The set-ID bits of the source entry `st` (of type `t`) its copy may not keep: a set-ID file
+  // copied by root for another user would otherwise run with root's identity (issue 33).  On a
+  // non-directory, set-user-ID stays only where the copy gets the source's owner (owner) or the
+  // run acts as that owner; set-group-ID only where the copy gets the source's group (group) or
+  // the run acts as the source's owner and is not root (the kernel lets such a user keep the bit
+  // only on a file of one of the user's own groups; root's copy would get root's group).  Where
+  // the filesystem does not say whom the run acts as (no user_id), only owner / group keep them.
+  // A directory keeps both, as rsync -p does: no program runs with them; set-group-ID there only
+  // makes new entries take the directory's group (the kernel drops the bit from a file made in it
+  // by someone outside that group), and Linux ignores set-user-ID on a directory.
+  std::uint32_t setid_dropped(const stat_info& st, file_type t) const {
+    if (t == file_type::directory || (st.mode & 06000u) == 0) return 0;
+    bool runs_as_owner = false;
+    bool root = true;
+    if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
+      const std::int64_t uid = fs_.user_id();
+      runs_as_owner = uid == std::int64_t(st.uid);
+      root = uid == 0;
+    }
+    std::uint32_t dropped = 0;
+    if (!s_.opt.owner && !runs_as_owner) dropped |= 04000u;
+    if (!s_.opt.group && !(runs_as_owner && !root)) dropped |= 02000u;
+    return dropped;
   }
 
   // The set-group-ID bit the destination directory of `n` has while its entries are made: the one
@@ -475,6 +502,9 @@ class walker {
       if (current && !fresh_inode_needed(p.src, p.dst))
         return decide_meta(p, ctx.checked && racy);
       p.current = current;  // written afresh for its metadata only (reported as update_meta)
+      // without perms the new data gets the existing file's bits, less a set-ID bit that data
+      // may not carry (a root-owned set-user-ID file rewritten with a user's data)
+      if (!current && !s_.opt.perms) p.src.mode &= ~setid_dropped(p.src, p.type);
     }
     // In place only into an inode that is this name's alone, whose owner and group stay, and
     // that gets no set-ID bit: anything else is written afresh (temporary name + rename).
