@@ -355,7 +355,7 @@ struct run_state {
 
   run_state(FS& f, const policy_view& p, const run_options& op, report& r)
       : fs(f), pol(p), opt(op), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
-        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify, op.subtree) {}
+        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify, op.subtree, op.state_memory) {}
 
   FS& fs;
   const policy_view pol;  // compare, deletion, links, exclude, observer
