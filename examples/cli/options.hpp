@@ -613,7 +613,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
       if (value->empty()) return usage_error("--state: an empty file name"), false;
       o.state = *value;
     } else if (name == "state-memory") {
-      if (!parse_switch_value(*value, o.state_memory) || o.state_memory == 0)
+      if (!detail::parse_switch_value(*value, o.state_memory) || o.state_memory == 0)
         return usage_error("--state-memory=" + display(*value) + ": expected a size above 0 (K, M, G: powers of 1024)"), false;
     } else if (name == "verify") {
       if (*value == "full") o.verify = treesync::verify_level::full;
