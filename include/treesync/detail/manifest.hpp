@@ -48,20 +48,22 @@
 //
 // Memory: the records are held for the whole run (any directory may be reached at any time, by
 // any worker), and a record costs more than its line: about 176 bytes an entry for a line that
-// may be 15 ("E ~0000001 1 -"), so a crafted file of 64 MiB held 2.3 GB.  Parsing one record at
+// may be 15 ("E ~0000001 1 -"): a crafted file of 64 MiB held 1.6-2.3 GB.  Parsing one record at
 // a time instead would need the walk to follow the file's order (it does not: jobs, frontier)
 // and would still hold one directory's record whole, so the records are capped instead: the
 // reader counts what they take (manifest_reader::charge: each record's size and the heap of its
 // names; an entry count is checked against what is left before the entries are reserved, once,
-// exactly), and past the cap (state_file::max_memory, default_state_memory: 256 MiB, about 1.3
-// million entries with stats) it stops with a defect marked too_large: the file is ignored like
-// a damaged one (errc::state_ignored, "too large: ..."), removed before the first write, and the
-// run reads the destination in full.  A true record of a tree that big is ignored the same (the
-// notice says so; raise the cap).  The run's own copies of a record it takes a listing from
-// (walker: the listing, the merge; the deletions it defers) are at most about as much again, so
-// a run holding a file at the cap peaks near twice the cap.  A std::bad_alloc while the file is
-// read (an address-space limit below the cap) is the same refusal ("too large: it could not be
-// held in memory"), never an exception out of the run.
+// exactly), and past the cap (state_file::max_memory, CLI --state-memory; default_state_memory:
+// 256 MiB, about 1.3 million entries with stats) it stops with a defect marked too_large: the
+// file is ignored like a damaged one (errc::state_ignored, "too large: ..."), removed before the
+// first write, and the run reads the destination in full.  A true record of a tree that big is
+// ignored the same (the notice says so; raise the cap).  The run's own copies of a record it
+// takes a listing from (walker: the listing, the merge; the deletions it defers) are at most
+// about as much again, so a run holding a file at the cap peaks near twice the cap.  A
+// std::bad_alloc while the file is read (an address-space limit below the cap) is the same
+// refusal ("too large: it could not be held in memory"), never an exception out of the run; a
+// cap raised above what the process can allocate is the caller's to answer for (the walk's own
+// allocations are not caught).
 
 /// What a state file's identity calls this version of treesync.
 #ifdef TREESYNC_VERSION_STRING
