@@ -194,7 +194,7 @@ TEST_CASE("state file memory: under verify::none recorded names the destination 
     REQUIRE(n != nullptr);
     CHECK(n->path == "/state/s");
     CHECK(n->operation == treesync::operation::state);
-    CHECK(n->detail == "1000 entries it recorded were already gone from the destination (not counted as deleted)");
+    CHECK(n->detail == "1000 entries it recorded were no longer in the destination");
     CHECK(std::count_if(r.notices.begin(), r.notices.end(), [](const treesync::entry_error& e) {
             return e.code == treesync::errc::state_entries_gone;
           }) == 1);

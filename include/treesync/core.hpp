@@ -180,7 +180,7 @@ class error_category_impl final : public std::error_category {
       case errc::state_dir_missing:
         return "state file: its directory does not exist (inside the destination: or is a symbolic link)";
       case errc::state_entries_gone:
-        return "recorded entries gone: the destination no longer had them (not counted as deleted; entry_error::detail says how many)";
+        return "recorded entries gone (not counted as deleted; entry_error::detail says how many)";
     }
     return "unknown treesync error";
   }

@@ -743,7 +743,7 @@ class state_keeper {
     if (!n || !trusted_) return;
     out.notices.push_back({path_.string(), operation::state, errc::state_entries_gone, side::destination,
                            std::to_string(n) + (n == 1 ? " entry" : " entries") +
-                               " it recorded were already gone from the destination (not counted as deleted)"});
+                               " it recorded were no longer in the destination"});
   }
 
   /// The record of the destination root, when the run may take records from the file.
