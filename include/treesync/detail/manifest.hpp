@@ -232,8 +232,8 @@ class manifest {
   }
 
   /// Parses a whole text; false (and `dirs` empty, `why` saying where and why) when it is not a
-  /// complete and valid state file.
-  bool parse(std::string_view text, state_defect* why = nullptr);
+  /// complete and valid state file, or its records need more memory than `budget`.
+  bool parse(std::string_view text, state_defect* why = nullptr, std::uint64_t budget = default_state_memory);
 
   static void escape(std::string_view s, std::string& out) {
     static const char hex[] = "0123456789ABCDEF";
@@ -348,8 +348,9 @@ class manifest {
 class manifest_reader {
  public:
   /// `budget`: the most memory, in bytes, the records may take (see charge); past it the reader
-  /// stops with a defect marked too_large.
-  explicit manifest_reader(manifest& m, std::uint64_t budget = std::uint64_t(-1)) : m_(m), budget_(budget) {
+  /// stops with a defect marked too_large.  Never unbounded: an entry count is reserved for once
+  /// it fits (manifest::parse, the fuzz target: the default cap).
+  explicit manifest_reader(manifest& m, std::uint64_t budget = default_state_memory) : m_(m), budget_(budget) {
     m_.dirs.clear();
     m_.identity.clear();
   }
@@ -435,9 +436,7 @@ class manifest_reader {
     return charge(n * sizeof(entry_record));
   }
   bool too_large() {
-    fail(budget_ == std::uint64_t(-1) ? std::string("an entry count past what memory can hold")
-                                      : "its records need more than " + size_text(budget_) +
-                                            " of memory (the cap: state_file::max_memory)");
+    fail("its records need more than " + size_text(budget_) + " of memory (the cap: state_file::max_memory)");
     defect_.too_large = true;
     return false;
   }
@@ -630,8 +629,8 @@ class manifest_reader {
   state_defect defect_;
 };
 
-inline bool manifest::parse(std::string_view text, state_defect* why) {
-  manifest_reader r(*this);
+inline bool manifest::parse(std::string_view text, state_defect* why, std::uint64_t budget) {
+  manifest_reader r(*this, budget);
   const bool ok = r.feed(text) && r.finish();
   if (!ok && why) *why = r.defect();
   return ok;
@@ -742,8 +741,8 @@ class state_keeper {
     const std::size_t n = gone_count();
     if (!n || !trusted_) return;
     out.notices.push_back({path_.string(), operation::state, errc::state_entries_gone, side::destination,
-                           std::to_string(n) + (n == 1 ? " entry" : " entries") +
-                               " it recorded were no longer in the destination"});
+                           std::to_string(n) + (n == 1 ? " entry it recorded was" : " entries it recorded were") +
+                               " no longer in the destination"});
   }
 
   /// The record of the destination root, when the run may take records from the file.
