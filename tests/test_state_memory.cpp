@@ -208,3 +208,30 @@ TEST_CASE("state file memory: under verify::none recorded names the destination 
     CHECK(again.deleted == 0);
   }
 }
+
+TEST_CASE("state file memory: the reader counts what the records take and stops at its budget, whatever a count says") {
+  using treesync::detail::manifest;
+  using treesync::detail::manifest_reader;
+  const std::string head = "treesync-state 2\nid x\n";
+  // a count of 2^64 - 1: refused at its line, before anything is reserved
+  manifest m;
+  treesync::detail::state_defect why;
+  bool ok = true;
+  CHECK_NOTHROW(ok = m.parse(head + "D 0 / 0 18446744073709551615 1 2 0 0 0 0 0\nend 1\n", &why));
+  CHECK_FALSE(ok);
+  CHECK(why.too_large);
+  CHECK(why.line == 3);
+  // a file within its budget parses; with one byte less, the same file is too large
+  const std::string text = head + "D 0 / 0 3 1 2 0 0 0 0 0\nE a 1 -\nE b 1 -\nE " + std::string(40, 'c') +
+                           " 3 - %" + std::string(100, 't') + "\nend 1\n";
+  manifest whole;
+  manifest_reader r(whole);
+  REQUIRE(r.feed(text));
+  REQUIRE(r.finish());
+  const std::uint64_t held = r.held();
+  CHECK(held >= 3 * sizeof(treesync::detail::entry_record) + 100);  // the records, and the long name's and target's heap
+  CHECK(whole.parse(text, &why, held));
+  CHECK_FALSE(whole.parse(text, &why, held - 1));
+  CHECK(why.too_large);
+  CHECK(whole.dirs.empty());
+}
