@@ -56,12 +56,31 @@ RULES = {
         "README: SRC must be a directory -> SRC is always a directory",
     "dst_name_not_directory":
         "README: DST/NAME that is not a directory is refused, nothing touched (rsync replaces it) -> "
-        "treesync must exit 2 and leave DST as it was",
+        "treesync must exit 2 and leave DST as it was (unless the filters exclude NAME itself: then both "
+        "touch nothing and exit 0)",
     "empty_source_refused":
         "README: an empty SRC with --delete is refused without --allow-empty-source -> treesync must "
         "exit 2 and leave DST as it was",
     "max_delete_whole_run":
-        "README: over --max-delete treesync deletes nothing (rsync the first N) -> --max-delete is not generated",
+        "README: over --max-delete treesync deletes nothing (rsync the first N): both exit 25 -> when rsync exits "
+        "25, treesync must exit 25 with no *deleting line, and DST entries treesync kept unchanged where rsync "
+        "deleted them are accepted (never the other way round); under the cap the tools must agree",
+    "user_opened_entry_kept":
+        "README: as a user other than root rsync makes a DST entry without write permission writable (u+w) to "
+        "delete it (or in it) and leaves it so when it stays (entries excluded, of another type that cannot "
+        "replace it, or --max-delete stopped); treesync gives it back its mode -> such an entry's mode is "
+        "accepted when treesync's is DST's before and rsync's that plus u+w",
+    "user_unreadable_kept":
+        "README: a SRC file the user cannot read where DST has an entry of another type: rsync removes DST's "
+        "entry, then fails to open the file (exit 23); treesync fails the copy and leaves DST's entry -> DST "
+        "entries treesync kept unchanged at such a NAME (from 'copy NAME (source ...): Permission denied' on its "
+        "stderr) where rsync has none are accepted",
+    "user_readonly_dir_replaced":
+        "README: as a user other than root rsync cannot replace a DST directory holding a directory without "
+        "write permission by another type ('delete_file: rmdir(NAME) failed: Permission denied', 'could not "
+        "make way for new ... file: NAME', exit 23; unlink too); treesync opens it up and replaces it -> under such a NAME "
+        "the trees and -i lines are not compared, and treesync's exit 0 is accepted where rsync's is 23 for "
+        "these errors alone",
     "backup_dir_relative":
         "README: a relative --backup-dir is relative to the mirrored directory -> --backup-dir is not generated",
     "delete_timing":
@@ -166,6 +185,26 @@ PENDING = {
 BLOCKERS = {
 }
 GENERATOR = {
+    "max_delete_replacement":
+        "README (--max-delete): a directory replaced by an entry of another type is emptied when the walk "
+        "comes to it, if its entries fit the cap; rsync counts in its own order -> --max-delete is dropped from "
+        "a case where SRC replaces a DST directory by another type",
+    "max_delete_rule_files":
+        "rule rule_files_both_sides: with -F and --delete rsync deletes entries DST's rule files protect, which "
+        "treesync keeps, so the two count different deletions against --max-delete -> --max-delete is dropped "
+        "from a case with -F",
+    "rsync_hlink_foreign_group":
+        "rsync 3.5 -H as a user other than root tries to give a hard-linked file a group the user is not in "
+        "('chgrp NAME failed: Operation not permitted', exit 23), where -g alone skips such a group silently; "
+        "treesync skips it -> treesync's exit 0 is accepted where rsync's 23 comes from those errors alone",
+    "user_unreadable_file":
+        "as a user other than root: a SRC file made unreadable (0o000) in a case without hard links (-H or "
+        "links in DST: there treesync reads SRC for a fresh copy where rsync chmods in place, rule "
+        "fresh_inode_breaks_dst_links)",
+    "state_tampered_ignored":
+        "treesync's --state (rsync has none): after a case that both tools passed with exit 0, the state file "
+        "gets an entry '../canary' (outside DST) and treesync runs again with --verify=none: the file must be "
+        "ignored, the canary kept, DST unchanged, exit 0",
     "rsync_L_symlink_cycle":
         "README (row '-L and a symlink cycle'): under -L a symlink loop in SRC (a link to an ancestor "
         "directory): rsync copies round the loop until the kernel's 40 links (ELOOP), which with two such "
@@ -194,24 +233,34 @@ def fire(rule):
 
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+# --foreign DIR (the non-root run: tests/rsync_diff_nonroot.py makes it as root): regular files of
+# another owner and a group the user is not in, mode 0666, which the generator hard-links into SRC
+# (protected_hardlinks allows a link to a file the user may read and write)
+FOREIGN = []
+UNREADABLE_RATE = 0.15
 NAMES = ["a", "b", "c.txt", "d.o", "x.c", "e.tmp", "sub", "Z", "with space", "-dash", "--opt", "ünï",
          "名前", "a-b", "a.b", "tab\tname", "nl\nname", ".hidden", "keep.o"]
 UIDS = [0, 1000, 1234, 65534]
 GIDS = [0, 100, 1234, 65534]
 FILE_MODES = [0o644, 0o644, 0o600, 0o755, 0o444, 0o640, 0o700, 0o711, 0o4755, 0o666]
 DIR_MODES = [0o755, 0o755, 0o700, 0o750, 0o775, 0o555, 0o1777, 0o2755]
+if not IS_ROOT:  # what only matters to a user: read-only directories, entries the user cannot read
+    FILE_MODES += [0o444]
+    DIR_MODES += [0o555, 0o500]
 T0 = 1600000000 * 10**9
 
 
 class Entry:
-    __slots__ = ("kind", "data", "mode", "mtime", "uid", "gid", "target", "group")
+    __slots__ = ("kind", "data", "mode", "mtime", "uid", "gid", "target", "group", "foreign")
 
-    def __init__(self, kind, data=b"", mode=0o644, mtime=T0, uid=0, gid=0, target="", group=None):
+    def __init__(self, kind, data=b"", mode=0o644, mtime=T0, uid=0, gid=0, target="", group=None, foreign=None):
         self.kind, self.data, self.mode, self.mtime = kind, data, mode, mtime
         self.uid, self.gid, self.target, self.group = uid, gid, target, group
+        self.foreign = foreign  # a FOREIGN file this entry is a hard link to (its metadata is that file's)
 
     def copy(self):
-        return Entry(self.kind, self.data, self.mode, self.mtime, self.uid, self.gid, self.target, self.group)
+        return Entry(self.kind, self.data, self.mode, self.mtime, self.uid, self.gid, self.target, self.group,
+                     self.foreign)
 
 
 def parent(path):
@@ -250,6 +299,8 @@ class Gen:
         return bytes([r.randrange(256)]) * r.choice([511, 4096, 5000, 70000])
 
     def file(self):
+        if FOREIGN and self.rng.random() < 0.1:
+            return Entry("f", foreign=self.rng.choice(FOREIGN))
         return self.owner(Entry("f", self.data(), self.rng.choice(FILE_MODES), self.mtime()))
 
     def dir(self):
@@ -444,6 +495,8 @@ def materialize(tree, root):
         e, full = tree[p], os.path.join(root, p)
         if e.kind == "d":
             os.mkdir(full)
+        elif e.kind == "f" and e.foreign:
+            os.link(e.foreign, full)
         elif e.kind == "f":
             if e.group is not None and e.group in made:
                 os.link(made[e.group], full)
@@ -460,14 +513,40 @@ def materialize(tree, root):
     for p in sorted(tree, key=lambda p: (-p.count("/"), p), reverse=False):
         e = tree[p]
         full = os.path.join(root, p) if p else root
+        if e.kind == "f" and e.foreign:
+            continue  # not the user's: its owner, group, mode and mtime are the FOREIGN file's
         if IS_ROOT:
             os.lchown(full, e.uid, e.gid)
-        if e.kind != "l":
+        if e.kind not in "ld":
             os.chmod(full, e.mode)
         os.utime(full, ns=(e.mtime, e.mtime), follow_symlinks=False)
-    for p in sorted((p for p in tree if tree[p].kind == "d"), key=lambda p: -p.count("/")):
+    # directories: times, then modes (deepest first: a user cannot reach below a directory it
+    # made 0o000 or 0o300)
+    dirs = sorted((p for p in tree if tree[p].kind == "d"), key=lambda p: -p.count("/"))
+    for p in dirs:
         full = os.path.join(root, p) if p else root
         os.utime(full, ns=(tree[p].mtime, tree[p].mtime))
+    for p in dirs:
+        full = os.path.join(root, p) if p else root
+        os.chmod(full, tree[p].mode)
+
+
+def rmtree(path):
+    """shutil.rmtree, after giving the user back access to directories it cannot enter or change."""
+    if not IS_ROOT and os.path.isdir(path) and not os.path.islink(path):
+        try:
+            os.chmod(path, 0o700)
+        except OSError:
+            pass
+        for dirpath, dirs, files in os.walk(path):
+            for n in dirs:
+                full = os.path.join(dirpath, n)
+                if not os.path.islink(full):
+                    try:
+                        os.chmod(full, 0o700)
+                    except OSError:
+                        pass
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def snapshot(root, follow_files=False):
@@ -491,12 +570,19 @@ def snapshot(root, follow_files=False):
         m = st.st_mode
         if stat.S_ISDIR(m):
             kind, payload = "d", ""
-            for n in os.listdir(full):
+            try:
+                names = os.listdir(full)
+            except PermissionError:  # a user's directory without read permission
+                names, payload = [], "unreadable"
+            for n in names:
                 todo.append(join(rel, n))
         elif stat.S_ISREG(m):
             kind = "f"
-            with open(full, "rb") as f:
-                payload = hashlib.sha1(f.read()).hexdigest()[:12] + ":%d" % st.st_size
+            try:
+                with open(full, "rb") as f:
+                    payload = hashlib.sha1(f.read()).hexdigest()[:12] + ":%d" % st.st_size
+            except PermissionError:  # a user's file without read permission
+                payload = "unreadable:%d" % st.st_size
             if st.st_nlink > 1:
                 inodes.setdefault(st.st_ino, []).append(rel)
         elif stat.S_ISLNK(m):
@@ -602,6 +688,13 @@ def order_key_groups(lines):
 
 def compare_itemized(t_lines, r_lines, ctx):
     """Returns a list of difference strings ([] when equal under the rules)."""
+    gone = ctx.get("user_replaced") or set()
+    if gone:  # rule user_readonly_dir_replaced: neither side's lines at or below such a NAME
+        def under(l):
+            p = line_path(l).rstrip("/")
+            return any(p == q or p.startswith(q + "/") for q in gone)
+        t_lines = [l for l in t_lines if not under(l)]
+        r_lines = [l for l in r_lines if not under(l)]
     t_other, t_del = order_key_groups(t_lines)
     r_other, r_del = order_key_groups(r_lines)
     if [l for l in t_lines if l.startswith("*deleting ")] != [l for l in r_lines if l.startswith("*deleting ")] \
@@ -618,6 +711,8 @@ def compare_itemized(t_lines, r_lines, ctx):
                     continue  # rule io_error_deletion_order (the tree comparison checks what was kept)
                 if ctx.get("rule_files_delete") and (line_path(l).rstrip("/") in (ctx.get("dst_before") or {})):
                     continue  # rule rule_files_both_sides (the tree comparison checks what was kept)
+                if ctx.get("max_delete_over"):
+                    continue  # rule max_delete_whole_run (the tree comparison checks what was kept)
                 diffs.append("-i rsync only:    %r" % l)
     t_other, r_other = split_link_itemize(t_other, r_other, ctx)
     replaced_kept = ctx.get("replaced_kept") or set()
@@ -717,8 +812,13 @@ def compare_trees(t_snap, r_snap, ctx):
     hard_h = "-H" in ctx["opts"]
     members = group_members(ctx) if hard_h else set()
     before = ctx.get("dst_before") or {}
+    unreadable_kept = ctx.get("unreadable_kept") or set()
+
+    def unreadable_at(p):
+        return any(p == q or p.startswith(q + "/") for q in unreadable_kept)
     kept_any = set(p for p in t if p not in r and p in before and before[p][:2] == t[p][:2] and
-                   (ctx.get("io_error_both") or ctx.get("rule_files_delete")))
+                   (ctx.get("io_error_both") or ctx.get("rule_files_delete") or ctx.get("max_delete_over") or
+                    unreadable_at(p)))
     replaced_kept = ctx.get("replaced_kept") or set()
     for p in sorted(set(t) | set(r)):
         if any(p == q or p.startswith(q + "/") for q in replaced_kept):
@@ -732,6 +832,14 @@ def compare_trees(t_snap, r_snap, ctx):
                 continue
             if ctx.get("rule_files_delete") and old is not None and old[:2] == t[p][:2]:
                 fire("rule_files_both_sides")
+                kept_rules.add(p)
+                continue
+            if unreadable_at(p) and old is not None and old[:2] == t[p][:2]:
+                fire("user_unreadable_kept")
+                kept_rules.add(p)
+                continue
+            if ctx.get("max_delete_over") and old is not None and old[:2] == t[p][:2]:
+                fire("max_delete_whole_run")  # rsync deleted the first N; treesync none
                 kept_rules.add(p)
                 continue
             diffs.append("treesync only: %r %s" % (p, t[p][0]))
@@ -754,7 +862,12 @@ def compare_trees(t_snap, r_snap, ctx):
             if name == "mtime" and a[0] == "d" == b[0] and any(parent(q) == p for q in kept_any):
                 # rules rule_files_both_sides / io_error_deletion_order: a directory treesync kept
                 # entries in, which rsync emptied ('now')
-                fire("io_error_deletion_order" if ctx.get("io_error_both") else "rule_files_both_sides")
+                fire("io_error_deletion_order" if ctx.get("io_error_both") else
+                     "max_delete_whole_run" if ctx.get("max_delete_over") else "rule_files_both_sides")
+                continue
+            if name == "mode" and not IS_ROOT and a[0] == b[0] != "l" and old is not None and old[0] == a[0] and \
+                    not old[2] & 0o200 and a[2] == old[2] and b[2] == old[2] | 0o200:
+                fire("user_opened_entry_kept")  # rsync opened it up to delete in it, and left it so
                 continue
             if hard_h and p in members and a[0] == "f" == b[0] and name != "type":
                 if name != "content":
@@ -807,7 +920,7 @@ def fmt(name, v):
     return repr(v)
 
 
-def pick_options(rng, have, specials_in_tree, slash):
+def pick_options(rng, have, specials_in_tree, slash, extra=None):
     """Returns the option list: always -a, or -r -p -t plus a link mode or none (rule rpt_always_on),
     and a random subset of the shared options."""
     opts = []
@@ -844,6 +957,8 @@ def pick_options(rng, have, specials_in_tree, slash):
         opts += rng.sample(["-u", "-c", "--size-only"], 2)  # rule compare_exclusive
     if rng.random() < 0.5:
         opts.append("--delete")
+        if extra and "--max-delete" in have and extra.random() < 0.25:  # rule max_delete_whole_run
+            opts.append("--max-delete=%d" % extra.choice([1, 1, 2, 3, 5]))
     if "--existing" in have and rng.random() < 0.1 and slash:  # rule pending_existing_makes_dst_name
         opts.append("--existing")
     if "--ignore-existing" in have and rng.random() < 0.1:
@@ -889,10 +1004,14 @@ class Runner:
             except OSError:
                 return False
         finally:
-            shutil.rmtree(d, ignore_errors=True)
+            rmtree(d)
 
     def case(self, seed, k):
         rng = random.Random("%d/%d" % (seed, k))
+        # the draws added for issue 32 (--max-delete, --state, unreadable files) come from a second
+        # generator: the trees and options of every case stay what they were (the case numbers the
+        # rules cite still name the same cases)
+        extra = random.Random("%d/%d/32" % (seed, k))
         names = list(NAMES)
         gen = Gen(rng, names)
         specials = rng.random() < 0.2
@@ -904,6 +1023,7 @@ class Runner:
         src = {p: e.copy() for p, e in base.items()}
         if state.startswith("mirror") or rng.random() < 0.5:
             gen.churn(src, rng.choice([1, 3, 6, 12]), specials)
+        unreadable = not IS_ROOT and extra.random() < UNREADABLE_RATE
         dst = None
         if state == "empty":
             dst = {"": Entry("d", mode=0o755, mtime=gen.mtime())}
@@ -932,25 +1052,87 @@ class Runner:
             rule_files = ["-F"] if rng.random() < 0.5 else ["-F", "-F"]
         else:
             rule_files = []
-        opts = pick_options(rng, self.have, any(e.kind == "p" for e in src.values()), slash)
+        opts = pick_options(rng, self.have, any(e.kind == "p" for e in src.values()), slash, extra)
+        if unreadable and "-H" not in opts and not any(e.group is not None for t_ in (src, dst or {}) for e in t_.values()):
+            # what only a user meets: a SRC file it cannot read (mode 0o000).  Not where a file is
+            # hard-linked (-H, or links in DST): treesync writes such a file afresh for its metadata
+            # (rule fresh_inode_breaks_dst_links), reading SRC where rsync chmods DST's in place
+            cands = [p for p, e in src.items() if p and e.kind == "f" and not e.foreign]
+            if cands:
+                src[extra.choice(cands)].mode = 0o000
+                fire("user_unreadable_file")
         if not slash and "--existing" in self.have:
             fire("pending_existing_makes_dst_name")
         if rng.random() < 0.35:
             opts += pick_filters(rng, name)
             if rng.random() < 0.3:
                 opts.append("--delete-excluded")
+        replaced = dst is not None and any(
+            p and e.kind != "d" and (join(name, p) if name else p) in dst and dst[join(name, p) if name else p].kind == "d"
+            for p, e in src.items())
+        if replaced and any(o.startswith("--max-delete") for o in opts):
+            # a DST directory SRC replaces by another type: treesync counts (and makes) its deletions
+            # when it comes, rsync in its walk's order with the others, so over the cap the two keep
+            # different entries
+            opts = [o for o in opts if not o.startswith("--max-delete")]
+            fire("max_delete_replacement")
+        if rule_files and any(o.startswith("--max-delete") for o in opts):
+            # -F --delete: the tools delete different entries (rule rule_files_both_sides), so they
+            # count different deletions against the cap
+            opts = [o for o in opts if not o.startswith("--max-delete")]
+            fire("max_delete_rule_files")
         opts += rule_files
         rng.shuffle(opts)
         jobs = rng.choice([None, 1, 2, 4])
+        # --state (treesync's own): a state file kept outside DST, then tampered with (an entry named
+        # '../canary') and the run repeated: it must be ignored, nothing outside DST deleted
+        state_phase = "--state" in self.have and "--delete" in opts and "-H" not in opts and extra.random() < 0.25
         if rule_files and dst is not None and rng.random() < 0.4:
             # rule files in DST's directories too (rsync -F --delete reads those where it deletes)
             for d in [p for p, e in dst.items() if e.kind == "d"][:3]:
                 if join(d, ".rsync-filter") not in dst:
                     dst[join(d, ".rsync-filter")] = Entry("f", rng.choice([b"- *.o\n", b"- a\n- Z\n", b"- sub/\n"]),
                                                           0o644, gen.mtime())
-        return self.run_case(seed, k, src, dst, opts, slash, name, state, jobs)
+        return self.run_case(seed, k, src, dst, opts, slash, name, state, jobs, state_phase)
 
-    def run_case(self, seed, k, src_tree, dst_tree, opts, slash, name, state, jobs=None):
+    def state_phase(self, d, t_cmd, diffs):
+        """--state: the state file the run wrote gets an entry named '../canary' in DST's root record
+        (a path outside DST); the same run again (--verify=none: it would trust the record) must
+        ignore the file, delete nothing outside DST (the canary stays) and change nothing in DST."""
+        path = os.path.join(d, "state")
+        if not os.path.isfile(path):
+            return
+        with open(path, "rb") as f:
+            lines = f.read().decode("utf-8", "surrogateescape").split("\n")
+        at = next((i for i, l in enumerate(lines) if l.startswith("D 0 ")), None)
+        if at is None:
+            diffs.append("--state: no root record in the state file")
+            return
+        end = at + 1
+        while end < len(lines) and lines[end].startswith("E "):
+            end += 1
+        fields = lines[at].split(" ")
+        fields[4] = str(int(fields[4]) + 1)
+        lines[at] = " ".join(fields)
+        from urllib.parse import unquote_to_bytes
+        entries = sorted(lines[at + 1:end] + ["E ..%2Fcanary 1 -"], key=lambda l: unquote_to_bytes(l.split(" ")[1]))
+        lines[at + 1:end] = entries
+        with open(path, "wb") as f:
+            f.write("\n".join(lines).encode("utf-8", "surrogateescape"))
+        canary = os.path.join(d, "canary")
+        with open(canary, "wb") as f:
+            f.write(b"keep")
+        before = snapshot(os.path.join(d, "t"))
+        p = subprocess.run(t_cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        fire("state_tampered_ignored")
+        if not os.path.exists(canary):
+            diffs.append("--state: a state file naming ../canary made treesync delete it (outside DST)")
+        if p.returncode != 0:
+            diffs.append("--state: the run with the tampered state file exited %d" % p.returncode)
+        if snapshot(os.path.join(d, "t")) != before:
+            diffs.append("--state: the run with the tampered state file changed DST")
+
+    def run_case(self, seed, k, src_tree, dst_tree, opts, slash, name, state, jobs=None, state_phase=False):
         d = tempfile.mkdtemp(dir=self.work, prefix="case-")
         materialize(src_tree, os.path.join(d, "src"))
         if "--ignore-existing" in opts and dst_tree is not None and \
@@ -968,12 +1150,23 @@ class Runner:
                         if IS_ROOT and os.lstat(full).st_uid != 0:
                             os.lchown(full, 0, os.lstat(full).st_gid)
                             fire("rsync_untrusted_symlink")
+        if dst_tree is not None and any(e.foreign for e in dst_tree.values()):
+            # DST is the user's: a FOREIGN file there becomes a file of the user's with its content,
+            # mode and mtime (an unchanged copy the user made)
+            dst_tree = dict(dst_tree)
+            for p_, e in list(dst_tree.items()):
+                if e.foreign:
+                    st_ = os.stat(e.foreign)
+                    with open(e.foreign, "rb") as f:
+                        dst_tree[p_] = Entry("f", f.read(), stat.S_IMODE(st_.st_mode), st_.st_mtime_ns, group=e.group)
         for who in ("t", "r"):
             if dst_tree is not None:
                 materialize(dst_tree, os.path.join(d, who))
         src_arg = "src/" if slash else "src"
         # treesync's workers (rsync has no such option): the default (4), or one drawn
         t_extra = ["-j%d" % jobs] if jobs else []
+        if state_phase:
+            t_extra += ["--state=state", "--verify=none"]
         t_cmd = [self.cli] + opts + t_extra + ["-i", src_arg, "t"]
         r_cmd = [self.rsync] + opts + ["-i", src_arg, "r"]
         before = snapshot(os.path.join(d, "t"))
@@ -984,7 +1177,7 @@ class Runner:
         if "-H" in opts and (rp is None or (rp.returncode == 2 and b"(finish_hard_link)" in rp.stderr)):
             # generator constraint rsync_hard_link_failure: rsync itself failed, nothing to compare
             fire("rsync_hard_link_failure")
-            shutil.rmtree(d, ignore_errors=True)
+            rmtree(d)
             return True
         if rp is None:
             rp = subprocess.CompletedProcess(r_cmd, -9, b"", b"rsync timed out")
@@ -1001,6 +1194,9 @@ class Runner:
                "src_groups": [tuple(join(name, p) if name else p for p in g)
                               for g in (source_link_groups(os.path.join(d, "src"), "-L" in opts) if "-H" in opts else [])],
                "dst_groups": before[1] if before[0] is not None else [],
+               # rule max_delete_whole_run: rsync stopped at the cap (the first N deleted)
+               "max_delete_over": any(o.startswith("--max-delete") for o in opts) and
+                                  b"Deletions stopped due to --max-delete limit" in rp.stderr,
                "rule_files_delete": "-F" in opts and "--delete" in opts and "--delete-excluded" not in opts}
         diffs = []
         t_snap = snapshot(os.path.join(d, "t"))
@@ -1017,7 +1213,10 @@ class Runner:
         elif src_empty and dst_root and ("--delete" in opts or "--delete-excluded" in opts) and \
                 any(p for p in dst_root):
             expected_refusal = ("empty_source_refused", 2)
-        if expected_refusal:
+        if expected_refusal and expected_refusal[0] == "dst_name_not_directory" and tp.returncode == 0 == \
+                rp.returncode and t_snap == before and r_snap == before:
+            fire("dst_name_not_directory")  # NAME excluded: nothing done by either
+        elif expected_refusal:
             rule, code = expected_refusal
             if tp.returncode != code:
                 diffs.append("%s: treesync should refuse with exit %d, exited %d" % (rule, code, tp.returncode))
@@ -1038,8 +1237,31 @@ class Runner:
                     if v[0] == "d" and ov is not None and ov[0] == "d" and rv is not None and rv[0] != "d" and \
                             ("rmdir %s (destination " % rel) in t_err0 and "Directory not empty" in t_err0:
                         ctx["replaced_kept"].add(p_)
+            # rule user_readonly_dir_replaced: what rsync could not replace as a user
+            r_err0 = decode_rsync(rp.stderr.decode("utf-8", "surrogateescape"))
+            user_replaced = set()
+            if not IS_ROOT and "failed: Permission denied (13)" in r_err0:
+                for m in re.finditer(r"^could not make way for new [a-z ]*: (.*)$", r_err0, re.M):
+                    user_replaced.add(m.group(1))
+            ctx["replaced_kept"] |= user_replaced
+            ctx["unreadable_kept"] = set()
+            if not IS_ROOT:
+                for m in re.finditer(r"^treesync: copy (.*) \(source .*\): Permission denied$", t_err0, re.M):
+                    ctx["unreadable_kept"].add(join(name, m.group(1)) if name else m.group(1))
+            ctx["user_replaced"] = user_replaced
+            r_errors = [l for l in r_err0.split("\n") if l and not l.startswith("rsync error: ")]
             if tp.returncode != rp.returncode:
-                if ctx["replaced_kept"] and (tp.returncode, rp.returncode) == (23, 0):
+                if user_replaced and (tp.returncode, rp.returncode) == (0, 23) and all(
+                        ("rmdir(" in l or "unlink(" in l) and "Permission denied" in l or l.startswith("could not make way for new ")
+                        for l in r_errors):
+                    fire("user_readonly_dir_replaced")
+                elif ctx["max_delete_over"] and (tp.returncode, rp.returncode) == (25, 23):
+                    fire("max_delete_whole_run")  # another error too: rsync says 23, treesync 25
+                elif not IS_ROOT and "-H" in opts and (tp.returncode, rp.returncode) == (0, 23) and r_errors and all(
+                        re.match(r'^rsync: \[generator\] chgrp ".*" failed: Operation not permitted \(1\)$', l)
+                        for l in r_errors):
+                    fire("rsync_hlink_foreign_group")
+                elif ctx["replaced_kept"] and (tp.returncode, rp.returncode) == (23, 0):
                     fire("rule_files_both_sides")
                 else:
                     diffs.append("exit status: treesync %d, rsync %d" % (tp.returncode, rp.returncode))
@@ -1054,6 +1276,8 @@ class Runner:
                 fire("rsync_single_entry_dst")
                 t_snap = r_snap
                 t_out = "\n".join(l for l in t_out.split("\n") if l != "cd+++++++++ ./")
+            if ctx["max_delete_over"] and re.search(r"^\*deleting ", t_out, re.M):
+                diffs.append("max_delete_whole_run: over --max-delete treesync deleted (it must delete nothing)")
             diffs += compare_trees(t_snap, r_snap, ctx)
             notices = []
             diffs += compare_itemized(itemized_treesync(t_out), itemized_rsync(r_out, notices), ctx)
@@ -1070,6 +1294,8 @@ class Runner:
                                      "treesync's stderr" % l[1])
                 elif l not in t_err:
                     diffs.append("rsync's %r is not on treesync's stderr" % l)
+        if state_phase and not diffs and tp.returncode == 0 and rp.returncode == 0:
+            self.state_phase(d, t_cmd, diffs)
         if diffs:
             self.failures += 1
             print("FAIL seed %d case %d (destination: %s)" % (seed, k, state))
@@ -1091,7 +1317,7 @@ class Runner:
         elif self.verbose:
             print("ok seed %d case %d: %s %s" % (seed, k, " ".join(opts), src_arg))
         if os.path.lexists(d) and (not diffs or not self.keep):
-            shutil.rmtree(d, ignore_errors=True)
+            rmtree(d)
         return not diffs
 
 
@@ -1176,7 +1402,11 @@ def main():
     ap.add_argument("--max-failures", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="cases run at once (default %d)" % DEFAULT_JOBS)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--foreign", default=None,
+                    help="a directory of files of another owner and group, mode 0666, to hard-link into SRC (non-root)")
     a = ap.parse_args()
+    if a.foreign:
+        FOREIGN.extend(sorted(os.path.join(os.path.abspath(a.foreign), n) for n in os.listdir(a.foreign)))
     if not a.rsync:
         print("rsync_diff_test: no rsync on PATH: nothing to compare against (skipped)")
         return 77
@@ -1247,7 +1477,7 @@ def main():
         for name in sorted(rules):
             print("    %-32s %6d  %s" % (name, FIRED.get(name, 0), rules[name]))
     if not a.keep or r.failures == 0:
-        shutil.rmtree(work, ignore_errors=True)
+        rmtree(work)
     return 1 if r.failures else 0
 
 

@@ -95,8 +95,13 @@ struct copy_options {
   bool follow = false;   ///< the source name is a symlink to follow
   bool replace = false;  ///< truncate the existing destination (in place) instead of creating it exclusively
   bool sync = false;     ///< flush the data to stable storage before returning (durable)
-  bool owner = false;    ///< give the copy the source's owner (preserve_owner; needs privilege)
-  bool group = false;    ///< give the copy the source's group (preserve_group)
+  /// give the copy the source's owner (preserve_owner): as root only; run as another user (the
+  /// filesystem's user_id() is not 0) it is ignored, silently, as rsync -o is
+  bool owner = false;
+  /// give the copy the source's group (preserve_group); run as a user other than root, only
+  /// where the group is one of the user's (user_groups()): the others are left the group the
+  /// user's new entries get, silently (no error, no change reported), as rsync -g does
+  bool group = false;
   bool xattrs = false;   ///< copy extended attributes (xattrs)
   /// The run's cancel flag (cancel_on), checked between chunks of the data: a set flag ends the
   /// copy with std::errc::operation_canceled.  Null: never cancelled.

@@ -182,6 +182,13 @@ inline namespace v0 {
 //        set through a descriptor checked to be that node; whether a just-made, opened directory
 //        is the run's own; the user the process acts as (a leftover temporary name someone else
 //        owns is never removed).  Absent: set_owner / set_mode / set_mtime by name.
+//        user_id() not 0: the run acts as that user, as rsync run unprivileged: preserve_owner is
+//        ignored, preserve_group sets only the user's groups (user_groups below), specials skips
+//        device nodes, a directory without write permission is opened up for a hard link (and
+//        its mode given back).  Absent: the run acts as root.
+//   std::vector<std::int64_t> user_groups() const;
+//        the groups the user the process acts as may give its files (effective and supplementary;
+//        posix_fs: getegid, getgroups).  Absent: every group is tried (a failure is reported).
 //
 // And one declaration, read through filesystem_capabilities_v<FS>:
 //   static constexpr filesystem_capabilities capabilities();

@@ -152,6 +152,9 @@ class mock_fs : public detail::mock_setup {
     res.destination_failed = true;  // the copy's metadata
     if (opt.owner || opt.group) {
       if (!begin(op::chown, join(dd.path, dst_name), ec)) return res;
+      if (!may_chown(nodes_.at(dst), opt.owner ? std::int64_t(expected.uid) : -1,
+                     opt.group ? std::int64_t(expected.gid) : -1, ec))
+        return res;
       if (opt.owner) nodes_.at(dst).uid = expected.uid;
       if (opt.group) nodes_.at(dst).gid = expected.gid;
     }
@@ -205,6 +208,7 @@ class mock_fs : public detail::mock_setup {
   void rename(dir_handle& d, const std::string& from, const std::string& to, std::error_code& ec) {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::rename, join(d.path, from), ec)) return;
+    if (!may_write(d.ino, ec)) return;
     auto& entries = nodes_.at(d.ino).entries;
     const auto it = entries.find(from);
     if (it == entries.end()) return err(ec, std::errc::no_such_file_or_directory);
@@ -228,6 +232,7 @@ class mock_fs : public detail::mock_setup {
   void remove(dir_handle& d, const std::string& name, std::error_code& ec) {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::unlink, join(d.path, name), ec)) return;
+    if (!may_write(d.ino, ec)) return;
     auto& entries = nodes_.at(d.ino).entries;
     const auto it = entries.find(name);
     if (it == entries.end()) return err(ec, std::errc::no_such_file_or_directory);
@@ -240,6 +245,7 @@ class mock_fs : public detail::mock_setup {
   void remove_dir(dir_handle& d, const std::string& name, std::error_code& ec) {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::rmdir, join(d.path, name), ec)) return;
+    if (!may_write(d.ino, ec)) return;
     auto& entries = nodes_.at(d.ino).entries;
     const auto it = entries.find(name);
     if (it == entries.end()) return err(ec, std::errc::no_such_file_or_directory);
@@ -279,6 +285,7 @@ class mock_fs : public detail::mock_setup {
     const std::uint64_t ino = child(d, name, false, ec);
     if (ec) return;
     inode& n = nodes_.at(ino);
+    if (!may_chown(n, uid, gid, ec)) return;
     if (uid >= 0) n.uid = static_cast<std::uint32_t>(uid);
     if (gid >= 0) n.gid = static_cast<std::uint32_t>(gid);
     n.ctime = stamp();
@@ -288,6 +295,8 @@ class mock_fs : public detail::mock_setup {
     const std::lock_guard<std::recursive_mutex> lock(mu_);
     if (!begin(op::mknod, join(d.path, name), ec)) return;
     if (!is_special(st.type)) return err(ec, std::errc::invalid_argument);
+    if (uid_ != 0 && (st.type == file_type::block || st.type == file_type::character))
+      return err(ec, std::errc::operation_not_permitted);
     const std::uint64_t ino = create_in(d.ino, name, st.type, 0600, ec);
     if (!ec) nodes_.at(ino).rdev = st.rdev;
   }
@@ -305,6 +314,7 @@ class mock_fs : public detail::mock_setup {
     if (ec) return;
     if (nodes_.at(ino).type == file_type::directory) return err(ec, std::errc::operation_not_permitted);
     if (nodes_.at(d.ino).entries.count(name)) return err(ec, std::errc::file_exists);
+    if (!may_write(d.ino, ec)) return;
     link_into(d.ino, name, ino);
     nodes_.at(ino).ctime = stamp();
   }

@@ -430,8 +430,8 @@ struct state_file {
     "do not enter directories on another filesystem than SRC (reported)")                                            \
   X(specials, specials, true, "D,specials,devices",                                                                  \
     "recreate FIFOs, sockets and, as root, devices (else skipped, counted, and named on stderr: skipping non-regular file \"NAME\"; exit status 0)")                      \
-  X(owner, preserve_owner, true, "o,owner", "give copies the source's owner (needs root)")                                \
-  X(group, preserve_group, true, "g,group", "give copies the source's group")                                            \
+  X(owner, preserve_owner, true, "o,owner", "give copies the source's owner (as root; ignored otherwise, as rsync)")       \
+  X(group, preserve_group, true, "g,group", "give copies the source's group (not root: only the user's own groups, the others silently left)") \
   X(hard_links, hard_links, false, "H,hard-links", "keep hard-linked files hard-linked (linked at the end of the run)")      \
   X(xattrs, xattrs, true, "X,xattrs", "copy extended attributes of what is written (an xattr-only change is not seen)")                   \
   X(case_collisions, detect_case_collisions, false, "",                                                                \

@@ -370,6 +370,18 @@ class posix_fs : private detail::posix_files {
   }
   /// The user this process acts as (leftovers of an earlier run are removed only when theirs).
   std::int64_t user_id() const noexcept { return static_cast<std::int64_t>(euid_); }
+  /// The groups this process may give a file it owns: its effective group and its supplementary
+  /// groups (preserve_group as a user other than root sets only these, as rsync -g does).
+  std::vector<std::int64_t> user_groups() const {
+    std::vector<std::int64_t> out{static_cast<std::int64_t>(::getegid())};
+    const int n = ::getgroups(0, nullptr);
+    if (n > 0) {
+      std::vector<gid_t> g(static_cast<std::size_t>(n));
+      const int got = ::getgroups(n, g.data());
+      for (int i = 0; i < got; ++i) out.push_back(static_cast<std::int64_t>(g[static_cast<std::size_t>(i)]));
+    }
+    return out;
+  }
   /// Flushes a directory (its entries) to stable storage.
   void sync_dir(dir_handle& d, std::error_code& ec) const { check(::fsync(d.fd()), ec); }
   /// A hard link `name` in `d` to `target` in `td`.

@@ -77,6 +77,7 @@ class pruner {
     if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
       std::error_code ec;
       const stat_info st = fs_.stat(d, name, false, ec);
+      if (ec && !is_enoent(ec)) j_.fail(side::destination, operation::stat, ec);  // gone: nothing to clean
       if (ec) return false;
       t = st.type;
       return std::int64_t(st.uid) == fs_.user_id();
@@ -532,14 +533,29 @@ class writing_applier final : public applier<S> {
     const stat_info before = fs_.stat(d, ".", false, ec);
     if (ec) return j_.fail(side::destination, operation::stat, ec), false;
     if (!s_.before_write()) return false;
+    // a directory finished without write permission (a read-only source directory): as a user
+    // other than root it is opened up for the link and gets its mode back after (root writes
+    // there anyway); rsync links into it too
+    const bool opened = !s_.privileged && (before.mode & 0200) == 0;
+    if (opened) {
+      fs_.set_mode(d, ".", (before.mode & 07777) | 0700, ec);
+      if (ec) return j_.fail(side::destination, operation::chmod, ec), false;
+    }
     const std::string made = s_.temp_name();
     fs_.link(fdir, fname, d, made, ec);
-    if (ec) return j_.fail(side::destination, operation::link, ec), false;
-    if (!install(d, made, name, old)) return false;
-    if (!s_.before_write()) return true;
+    const bool made_link = !ec;
+    if (ec) j_.fail(side::destination, operation::link, ec);
+    // installed, or discarded when what is at the name cannot go (a non-empty directory): either
+    // way the directory changed, and gets its mtime back (rsync's too)
+    const bool linked = made_link && install(d, made, name, old);
+    if (!s_.before_write()) return linked;
+    std::error_code ec2;
+    if (opened) fs_.set_mode(d, ".", before.mode & 07777, ec2);
+    if (ec2) j_.fail(side::destination, operation::chmod, ec2);
+    if (!made_link) return false;
     fs_.set_mtime(d, ".", before.mtime_ns, ec);
     if (ec) j_.fail(side::destination, operation::utime, ec);
-    return true;
+    return linked;
   }
 
   /// A leftover of an interrupted run (a temporary name) in `n`, removed whatever the deletion
@@ -622,7 +638,7 @@ class writing_applier final : public applier<S> {
   /// A directory this run made (0700) has the bit when its parent had it (the parent's own
   /// setgid_first, or for the root, a stat).
   void setgid_first(node& n) override {
-    if (s_.opt.group || !n.dst_exists()) return;
+    if (s_.sets_every_group() || !n.dst_exists()) return;
     std::error_code ec;
     std::uint32_t now = n.dst_st.mode & 07777;  // what the directory has
     if (n.cold && n.parent) {
@@ -680,7 +696,7 @@ class writing_applier final : public applier<S> {
   // `mode` with the set-group-ID bit the directory `n` has while its entries are made
   // (setgid_first): the source's, unless the run sets the group of everything it makes (group).
   std::uint32_t setgid_now(const node& n, std::uint32_t mode) const {
-    return s_.opt.group ? mode : (mode & ~02000u) | (n.src_st.mode & 02000u);
+    return s_.sets_every_group() ? mode : (mode & ~02000u) | (n.src_st.mode & 02000u);
   }
 
   void discard(handle& d, const std::string& name) {
@@ -722,8 +738,8 @@ class writing_applier final : public applier<S> {
   // run can give them (as root, or on a filesystem without users): a file that had other links,
   // or whose group alone changes, is not handed to the user the run acts as.
   void ids(const plan& p, stat_info& st, bool& owner, bool& group) const {
-    owner = s_.opt.owner;
-    group = s_.opt.group;
+    owner = s_.opt.owner;  // never as a user other than root (run_state::privileged)
+    group = s_.group_kept(st.gid);  // as a user, only one of the user's groups
     if (!p.current || p.old != p.type || (owner && group)) return;
     if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
       if (fs_.user_id() != 0) return;

@@ -110,6 +110,11 @@ template <class FS>
 using op_check_made_dir = decltype(lv<FS>().check_made_dir(lv<handle_of<FS>>(), lv<std::error_code>()));
 template <class FS>
 using op_user_id = decltype(std::int64_t(lv<const FS>().user_id()));
+// The groups the user the process acts as belongs to (its effective group and supplementary
+// groups): where user_id() is not 0, preserve_group gives an entry the source's group only when
+// it is one of them (rsync -g as a user); absent, every group is tried.
+template <class FS>
+using op_user_groups = decltype(std::vector<std::int64_t>(lv<const FS>().user_groups()));
 
 struct state_piece_probe {  // what read_state's callback is called with
   bool operator()(std::string_view) const { return true; }

@@ -226,6 +226,28 @@ class mock_store : public mock_ops {
     dtype_ = on;
   }
 
+  /// The user the mock's operations act as: `uid`, member of `groups` (the first is the group of
+  /// what it makes; none: the group `uid`).  By default root (uid 0, group 0), who may do
+  /// anything.  Any other user, as the kernel has it: entries it makes (the setup API's too) are
+  /// its own; set_owner and copy_file's owner/group fail (EPERM) unless the owner stays and the
+  /// group is one of `groups`, on an entry the user owns; make_special of a device fails (EPERM);
+  /// creating, linking, renaming or removing in a directory without write permission for the
+  /// user fails (EACCES).  user_id() and user_groups() report it.
+  void act_as(std::uint32_t uid, std::vector<std::uint32_t> groups = {}) {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    if (groups.empty()) groups.push_back(uid);
+    uid_ = uid;
+    groups_ = std::move(groups);
+  }
+  std::int64_t user_id() const {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    return uid_;
+  }
+  std::vector<std::int64_t> user_groups() const {
+    const std::lock_guard<std::recursive_mutex> lock(mu_);
+    return std::vector<std::int64_t>(groups_.begin(), groups_.end());
+  }
+
 
  protected:
   static constexpr std::uint64_t root_ino = 1;
@@ -258,6 +280,8 @@ class mock_store : public mock_ops {
     n.type = t;
     n.mode = mode & 07777;
     n.mtime = n.ctime = stamp();
+    n.uid = uid_;
+    n.gid = groups_.front();
     const std::uint64_t ino = next_ino_++;
     nodes_.emplace(ino, std::move(n));
     return ino;
@@ -279,6 +303,7 @@ class mock_store : public mock_ops {
     inode& d = nodes_.at(dir);
     if (d.type != file_type::directory) return err(ec, std::errc::not_a_directory), 0;
     if (d.entries.count(name)) return err(ec, std::errc::file_exists), 0;
+    if (!may_write(dir, ec)) return 0;
     const std::uint64_t ino = new_inode(t, mode);
     link_into(dir, name, ino);
     return ino;
@@ -292,6 +317,24 @@ class mock_store : public mock_ops {
       n.entries.clear();
     }
     n.ctime = stamp();
+  }
+
+  // act_as: whether the user may change the entries of directory `dir` (EACCES otherwise).
+  bool may_write(std::uint64_t dir, std::error_code& ec) const {
+    if (uid_ == 0) return true;
+    const inode& d = nodes_.at(dir);
+    const std::uint32_t bit = d.uid == uid_ ? 0200u : in_groups(d.gid) ? 0020u : 0002u;
+    return (d.mode & bit) != 0 || (err(ec, std::errc::permission_denied), false);
+  }
+  // act_as: whether the user may give `n` the owner `uid` and group `gid` (-1: unchanged).
+  bool may_chown(const inode& n, std::int64_t uid, std::int64_t gid, std::error_code& ec) const {
+    if (uid_ == 0) return true;
+    const bool ok = (uid < 0 || std::uint32_t(uid) == n.uid) &&
+                    (gid < 0 || std::uint32_t(gid) == n.gid || (n.uid == uid_ && in_groups(std::uint32_t(gid))));
+    return ok || (err(ec, std::errc::operation_not_permitted), false);
+  }
+  bool in_groups(std::uint32_t gid) const {
+    return std::find(groups_.begin(), groups_.end(), gid) != groups_.end();
   }
 
   bool check_readable(std::uint64_t ino, bool, std::error_code& ec) {
@@ -458,6 +501,8 @@ class mock_store : public mock_ops {
 
   std::unordered_map<std::uint64_t, inode> nodes_;
   std::uint64_t next_ino_ = 2;
+  std::uint32_t uid_ = 0;                     // act_as
+  std::vector<std::uint32_t> groups_{0};
   std::int64_t now_ = std::int64_t(1700000000) * 1000000000;
   std::int64_t granularity_ = 1000000;  // 1 ms
   std::int64_t racy_window_ = -1;        // -1: use the granularity

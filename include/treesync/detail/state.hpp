@@ -354,12 +354,52 @@ struct run_state {
   using node = dir_node<handle>;
 
   run_state(FS& f, const policy_view& p, const run_options& op, report& r)
-      : fs(f), pol(p), opt(op), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
-        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify, op.subtree, op.state_memory) {}
+      : fs(f), pol(p), privileged(acts_as_root(f)), opt(as_user(op, privileged)), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
+        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify, op.subtree, op.state_memory) {
+    if constexpr (has_op<op_user_groups, FS>::value) {
+      if (!privileged && opt.group) {
+        for (const std::int64_t g : f.user_groups()) groups.push_back(g);
+        std::sort(groups.begin(), groups.end());
+        groups_known = true;
+      }
+    }
+  }
 
   FS& fs;
   const policy_view pol;  // compare, deletion, links, exclude, observer
-  const run_options opt;
+  // Whether the run acts as root: true where the filesystem does not tell the user (user_id), as
+  // on a filesystem without other users.  A user other than root (rsync's meaning of -o, -g, -D
+  // run unprivileged): preserve_owner is off (no owner is changed, nor reported as changing),
+  // preserve_group gives an entry the source's group only where it is one of the user's groups
+  // (group_kept), and devices are skipped as without specials (FIFOs and sockets are made).
+  const bool privileged;
+  const run_options opt;  // as the caller gave them, preserve_owner off unless privileged
+  std::vector<std::int64_t> groups;  // !privileged: the user's groups (user_groups), sorted
+  bool groups_known = false;
+
+  /// preserve_group for an entry whose source group is `gid`: the run gives it that group
+  /// (and compares and reports it) only where the user may: as root, or one of the user's groups.
+  bool group_kept(std::uint32_t gid) const {
+    return opt.group && (!groups_known || std::binary_search(groups.begin(), groups.end(), std::int64_t(gid)));
+  }
+  /// preserve_group, with every group settable (as root): what the run makes never needs the
+  /// group a set-group-ID directory gives it.
+  bool sets_every_group() const { return opt.group && privileged; }
+  /// Whether an entry of type `t` can be made by this run under preserve_specials: a device
+  /// node only as root (rsync, as a user, skips it: "skipping non-regular file").
+  bool makes_special(file_type t) const {
+    return opt.specials && (privileged || (t != file_type::block && t != file_type::character));
+  }
+
+  static bool acts_as_root(const FS& f) {
+    if constexpr (has_op<op_user_id, FS>::value) return f.user_id() == 0;
+    (void)f;
+    return true;
+  }
+  static run_options as_user(run_options o, bool privileged) {
+    if (!privileged) o.owner = false;
+    return o;
+  }
   const unsigned jobs;
   report& out;
   const std::int64_t racy_window;
@@ -646,7 +686,7 @@ class journal {
                    : !same_type             ? changed::all | changed::replaced
                                             : differences(p.src, &p.dst);
     if (same_type && s_.opt.owner && p.src.uid != p.dst.uid) what |= changed::owner;
-    if (same_type && s_.opt.group && p.src.gid != p.dst.gid) what |= changed::group;
+    if (same_type && s_.group_kept(p.src.gid) && p.src.gid != p.dst.gid) what |= changed::group;
     if (p.type == file_type::regular) {
       rep.bytes_copied += r.bytes;
       if (p.current) what &= ~changed::size | changed::owner | changed::group;

@@ -237,7 +237,7 @@ class walker {
       case file_type::symlink: return decide_link(n, e.name, de, p);
       default:
         // special files are never opened: opening a FIFO blocks, a device may have side effects
-        if (s_.opt.specials) return decide_special(n, e.name, de, p);
+        if (s_.makes_special(p.type)) return decide_special(n, e.name, de, p);
         j_.skip(p.type, operation::open, errc::special_file);
         return verdict::none;
     }
@@ -311,7 +311,7 @@ class walker {
                   (!s_.same_mtime(p.dst, p.src) ? changed::mtime : changed::none) |
                   (s_.opt.perms && p.dst.mode != p.src.mode ? changed::mode : changed::none) |
                   (s_.opt.owner && p.dst.uid != p.src.uid ? changed::owner : changed::none) |
-                  (s_.opt.group && p.dst.gid != p.src.gid ? changed::group : changed::none);
+                  (s_.group_kept(p.src.gid) && p.dst.gid != p.src.gid ? changed::group : changed::none);
     p.what = plan::step::write;
     return verdict::apply;
   }
@@ -339,7 +339,7 @@ class walker {
     const stat_info* old = n.cold ? nullptr : &n.dst_st;
     dir_plan p;
     p.owner = s_.opt.owner && (!old || old->uid != st.uid);
-    p.group = s_.opt.group && (!old || old->gid != st.gid);
+    p.group = s_.group_kept(st.gid) && (!old || old->gid != st.gid);
     p.mode = !old || old->mode != st.mode || p.owner || p.group;
     const bool content_changed = n.modified.load();
     p.mtime = !stopped && (!old || content_changed || !s_.same_mtime(*old, st));
@@ -406,12 +406,12 @@ class walker {
   // setgid_first gives it (the source's, as the run sees it), unless the run sets the group of
   // what it makes; then an existing directory's own until it is finished.
   std::uint32_t setgid_while_filled(const node& n) const {
-    return (s_.opt.group && !n.cold ? n.dst_st.mode : n.src_st.mode) & 02000u;
+    return (s_.sets_every_group() && !n.cold ? n.dst_st.mode : n.src_st.mode) & 02000u;
   }
 
   // Whether owner or group of the destination file `d` must change to match the source's `s`.
   bool owner_changes(const stat_info& s, const stat_info& d) const {
-    return (s_.opt.owner && d.uid != s.uid) || (s_.opt.group && d.gid != s.gid);
+    return (s_.opt.owner && d.uid != s.uid) || (s_.group_kept(s.gid) && d.gid != s.gid);
   }
 
   // A destination regular file whose data is current needs a fresh inode (a copy under a
@@ -601,8 +601,11 @@ class walker {
     if (!probe_dst(n, name, de, p)) return;
     source_mode(p);  // st is p.src
     // without perms a new directory keeps the set-group-ID bit mkdir gives it in a parent that has
-    // it (rsync --no-perms never chmods it)
-    if (!s_.opt.perms && p.old != file_type::directory) p.src.mode |= setgid_while_filled(n);
+    // it (rsync --no-perms never chmods it); as a user other than root, not one without write
+    // permission for its owner: rsync makes that one writable to fill it and chmods it at the
+    // end to the mode it gets, which clears the bit
+    if (!s_.opt.perms && p.old != file_type::directory && (s_.privileged || (p.src.mode & 0200) != 0))
+      p.src.mode |= setgid_while_filled(n);
     auto child = std::make_unique<node>();
     child->dst_type = p.old;
     child->dst_st = p.dst;
