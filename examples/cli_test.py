@@ -63,7 +63,8 @@ def mirror_args(args):
 
 # options whose value is the next argument (so "--exclude-from FILE SRC" is not SRC DST)
 OPTIONS_WITH_VALUE = {"--max-delete", "--exclude", "--exclude-from", "--include", "--include-from", "--filter",
-                      "-f", "--modify-window", "--jobs", "-j", "--backup-dir", "--info", "--state", "--verify"}
+                      "-f", "--modify-window", "--jobs", "-j", "--backup-dir", "--info", "--state", "--verify",
+                      "--state-memory"}
 
 
 def run_as_given(*args, stdin=None, timeout=300, cwd=None):
@@ -2218,6 +2219,70 @@ def test_state():
     check("--state=FILE" in out and "--verify=LEVEL" in out and "misses" in out, "--help states the levels' blind spots")
 
 
+def with_phantoms(state, dir_prefix, count):
+    """Adds `count` entries named ~0000000, ~0000001, ... (none exists) to the record whose D line
+    starts with `dir_prefix`, its count raised to match: a crafted state file that still parses."""
+    with open(state, "rb") as f:
+        text = f.read().split(b"\n")
+    at = next(i for i, l in enumerate(text) if l.startswith(dir_prefix))
+    fields = text[at].split(b" ")
+    fields[4] = str(int(fields[4]) + count).encode()
+    text[at] = b" ".join(fields)
+    end = at + 1
+    while end < len(text) and text[end].startswith(b"E "):
+        end += 1
+    added = [b"E ~%07d 1 -" % k for k in range(count)]
+    with open(state, "wb") as f:
+        f.write(b"\n".join(text[:end] + added + text[end:]))
+
+
+def test_state_memory():
+    """A crafted but valid state file (issue 33): records past --state-memory make it ignored as
+    too large; under an address-space limit a 64 MiB file of short names is ignored, never an
+    abort; names it records that DST no longer has are one notice, not deletions."""
+    w = fresh("state_memory")
+    src, dst, state = os.path.join(w, "src"), os.path.join(w, "dst"), os.path.join(w, "mirror.state")
+    write(os.path.join(src, "d0", "f.h"), "file\n")
+    write(os.path.join(src, "top"), "top\n")
+    age(src)
+    rc, out, err = run("--state=" + state, src, dst)
+    check(rc == 0, "a run with --state writes the state file (%r)" % err)
+    with open(state, "rb") as f:
+        true_file = f.read()
+
+    with_phantoms(state, b"D 1 d0 ", 2000)
+    rc, out, err = run("-v", "--state=" + state, "--verify=none", "--state-memory=64K", src, dst)
+    check(rc == 0 and "ignored: too large" in err and "65536 bytes" in err and " delete " not in out,
+          "records past --state-memory=64K: the file is ignored as too large (%r %r)" % (out[-300:], err))
+    same_tree(src, dst, "and the run reads DST in full")
+    rc, out, err = run("--state=" + state, "--state-memory=0", src, dst)
+    check(rc == 1 and "--state-memory=0" in err, "--state-memory=0 is a usage error (%r)" % err)
+
+    with open(state, "wb") as f:
+        f.write(true_file)
+    with_phantoms(state, b"D 1 d0 ", 2000)
+    rc, out, err = run("-v", "--stats", "--state=" + state, "--verify=none", src, dst)
+    check(rc == 0 and "recorded entries gone" in err and "2000 entries it recorded" in err
+          and "delete" not in out.replace("deleted", "") and re.search(r"Deleted:\s+0\n", out) is not None,
+          "names recorded but gone from DST: one notice with the count, no deletion (%r %r)" % (out[-400:], err))
+    same_tree(src, dst, "and the mirror is exact")
+
+    # 64 MiB of sibling names (4.47 M records, ~0.8 GB in memory) under a 1 GiB address-space limit
+    with open(state, "wb") as f:
+        f.write(true_file)
+    with_phantoms(state, b"D 0 / ", 4473000)
+    def limited():
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+    p = subprocess.run([CLI, "--delete", "--state=" + state, "--verify=none", src + "/", dst], preexec_fn=limited,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300)
+    err = p.stderr.decode("utf-8", "replace")
+    check(p.returncode == 0 and "ignored: too large" in err,
+          "ulimit -v 1 GiB: a 64 MiB state file of short names is ignored as too large, no abort (%d %r)"
+          % (p.returncode, err[-300:]))
+    same_tree(src, dst, "and the mirror is exact")
+
+
 def test_json_usage():
     w = fresh("json_usage")
     src, dst = os.path.join(w, "src"), os.path.join(w, "dst")
@@ -3027,6 +3092,7 @@ GROUPS = {
     "refusal_messages": test_refusal_messages,
     "error_sides": test_error_sides,
     "state": test_state,
+    "state_memory": test_state_memory,
     "json_usage": test_json_usage,
     "json_utf8": test_json_utf8,
     "rsync_semantics": test_rsync_semantics,

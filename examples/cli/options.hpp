@@ -61,6 +61,7 @@ struct options {
   std::uint32_t umask = 022;     // the process's, read by parse() (--no-perms, --chmod without ugoa)
   std::optional<std::string> backup_dir;
   std::optional<std::string> state;  // --state=FILE
+  std::uint64_t state_memory = treesync::default_state_memory;  // --state-memory=SIZE
   treesync::verify_level verify = treesync::verify_level::full;
   bool verify_given = false;
   // what is printed
@@ -242,6 +243,8 @@ inline const char* help_text() {
       "                            stamps are unchanged from FILE: it misses a file edited in place or chmod'ed\n"
       "                            in DST; none reads nothing of DST that FILE vouches for: it misses anything\n"
       "                            done to DST since the last run with FILE (deleted, added, edited entries)\n"
+      "      --state-memory=SIZE   the most memory FILE's records may take (default 256M, about 1.3 million\n"
+      "                            entries; K, M, G: powers of 1024): a larger FILE is ignored (a notice)\n"
       "  -A, --acls                not supported yet (a usage error, never silently ignored)\n"
       "  -r, --recursive           always on (accepted for rsync habits)\n"
       "  -t, --times               always on: modification times are kept (accepted for rsync habits)\n"
@@ -614,6 +617,9 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     } else if (name == "state") {
       if (value->empty()) return usage_error("--state: an empty file name"), false;
       o.state = *value;
+    } else if (name == "state-memory") {
+      if (!detail::parse_switch_value(*value, o.state_memory) || o.state_memory == 0)
+        return usage_error("--state-memory=" + display(*value) + ": expected a size above 0 (K, M, G: powers of 1024)"), false;
     } else if (name == "verify") {
       if (*value == "full") o.verify = treesync::verify_level::full;
       else if (*value == "dirs") o.verify = treesync::verify_level::dirs;
@@ -636,7 +642,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
 
   static const char* const long_with_value[] = {"max-delete", "exclude",  "exclude-from", "include", "include-from",
                                                 "filter",     "modify-window", "jobs",   "backup-dir", "info",
-                                                "state",      "verify",   "chmod"};
+                                                "state",      "verify",   "chmod",  "state-memory"};
   const auto takes_value = [](std::string_view name) {
     if (name == "j" || name == "f") return true;
     for (const auto& row : treesync::switch_table)

@@ -113,6 +113,7 @@ inline treesync::options library_options(const options& o, unsigned jobs, const 
   t.cancel = cancel;
   t.backup_dir = backup_dir;
   if (o.state) t.state = *o.state;
+  t.state_memory = o.state_memory;
   t.verify = o.verify;
   t.perms = o.perms;
   t.chmod = o.chmod;

@@ -148,6 +148,7 @@ enum class errc {
   skipped_symlink,        ///< a symlink the links policy skips (links::skip, rsync --no-links)
   deletions_skipped,      ///< keep_on_source_error: a source failure stopped the run's deletions (a notice)
   unsupported,            ///< the run asks for what the filesystem declares it cannot do (filesystem_capabilities): refused
+  state_entries_gone,     ///< entries the state file recorded were not in the destination when the run deleted them (a notice; detail: how many)
 };
 
 namespace detail {
@@ -183,6 +184,8 @@ class error_category_impl final : public std::error_category {
         return "the filesystem cannot do what the run asks (owners, specials, hard links, xattrs or durable: its capabilities())";
       case errc::state_dir_missing:
         return "state file: its directory does not exist (inside the destination: or is a symbolic link)";
+      case errc::state_entries_gone:
+        return "recorded entries gone (not counted as deleted; entry_error::detail says how many)";
     }
     return "unknown treesync error";
   }

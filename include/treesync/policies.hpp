@@ -387,15 +387,22 @@ struct none_t {
 inline constexpr none_t none{};
 }  // namespace verify
 
+/// The most memory the records of a state file may take by default (state_file::max_memory):
+/// 256 MiB, about 1.3 million entries with their stats.
+inline constexpr std::uint64_t default_state_memory = std::uint64_t(256) << 20;
+
 /// Keep a state file at `path`: what the run left in the destination (per entry: type, size,
 /// mtime, mode, owner, link target and the destination's own identity and ctime; per directory
 /// its own stamps).  It is written atomically at the end of a run and removed before the run's
 /// first write, so a run killed midway leaves none behind; one from another source, destination,
 /// treesync version or policy set is ignored (a notice says so).  Inside the destination it is
 /// never deleted and never mirrored.  Trusted as the verify level says (default verify::full:
-/// written, not trusted).
+/// written, not trusted).  The records read from it are held in memory, at most `max_memory`
+/// bytes of them (about 200 bytes an entry): a file that needs more is ignored (a notice,
+/// errc::state_ignored, "too large") and the run reads the destination in full.
 struct state_file {
   std::filesystem::path path;
+  std::uint64_t max_memory = default_state_memory;
 };
 
 // [treesync.switches] --------------------------------------------------------------------------
@@ -677,6 +684,7 @@ struct options {
   std::size_t frontier_depth = 0;              ///< see frontier; 0: no frontier
   std::function<void(std::string_view rel)> on_subtree;  ///< see frontier
   std::filesystem::path state;                 ///< see state_file; empty: no state file
+  std::uint64_t state_memory = default_state_memory;  ///< see state_file::max_memory
   verify_level verify = verify_level::full;    ///< see verify::full, verify::dirs, verify::none
   /// false: rsync --no-perms.  An existing entry of the source's type keeps its permission bits
   /// (also when its data is rewritten); a new one gets the source's bits masked with `umask` and

@@ -41,6 +41,7 @@ void fold_option(options& o, const P& p) {
     o.backup_dir = p.path;
   } else if constexpr (std::is_same_v<T, state_file>) {
     o.state = p.path;
+    o.state_memory = p.max_memory;
   } else if constexpr (std::is_same_v<T, verify::full_t> || std::is_same_v<T, verify::dirs_t> ||
                        std::is_same_v<T, verify::none_t>) {
     o.verify = T::level;

@@ -48,12 +48,13 @@ class pruner {
     if (t == file_type::unknown) {
       std::error_code ec;
       const stat_info st = fs_.stat(d, name, false, ec);
-      if (ec) return is_enoent(ec) ? removal::done : (fail(operation::stat, ec), removal::failed);
+      if (ec) return is_enoent(ec) ? (gone(count_top, leftover), removal::done) : (fail(operation::stat, ec), removal::failed);
       t = st.type;
     }
     if (t == file_type::directory) return remove_tree(d, name, count_top, leftover);
     if (!counting_ && !ap_.remove_file(d, name, !leftover)) return removal::failed;
-    if (count_top) removed(t);
+    if (!counting_ && ap_.gone) gone(count_top, leftover);
+    else if (count_top) removed(t);
     return removal::done;
   }
 
@@ -262,6 +263,11 @@ class pruner {
   static constexpr std::uint32_t no_mode = static_cast<std::uint32_t>(-1);
 
 
+  // An entry to delete that was not there (a record under verify::none may list names the
+  // destination no longer has): not a deletion, counted for one notice (state_keeper::gone).
+  void gone(bool count_top, bool leftover) {
+    if (count_top && !leftover && !counting_) s_.state.gone();
+  }
   // A removal, reported (or, counting, counted).
   void removed(file_type t) {
     if (counting_) ++tally_;
@@ -304,7 +310,7 @@ class pruner {
     const std::size_t base = j_.rel.size();  // rel names the directory already
     switch (enter_level(top, top_name, levels)) {
       case entered::swapped: return remove_entry(top, top_name, file_type::symlink, count_top, leftover);
-      case entered::gone: return removal::done;
+      case entered::gone: return gone(count_top, leftover), removal::done;
       case entered::failed: return removal::failed;
       case entered::pushed: break;
     }
@@ -366,7 +372,9 @@ class applier {
   /// (`opened`) gets back the mtime and mode it had (`before`).
   virtual void restore_dir(handle& h, const stat_info& before, bool changed, bool opened) = 0;
   /// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
+  /// `gone` says whether there was nothing to remove (ENOENT).
   virtual bool remove_file(handle& d, const std::string& name, bool keep_copy) = 0;
+  bool gone = false;  ///< the last remove_file found nothing at the name: nothing was deleted
   /// Removes an empty directory.
   virtual bool remove_dir(handle& parent, const std::string& name) = 0;
   /// A directory about to be emptied, made writable first.  Returns its mode before, or -1 when
@@ -585,11 +593,13 @@ class writing_applier final : public applier<S> {
 
   /// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
   bool remove_file(handle& d, const std::string& name, bool keep_copy) override {
+    this->gone = false;
     if (!s_.before_write()) return false;
     if (keep_copy && s_.opt.backup_dir.empty() == false && !is_temp_name(name)) return backup(d, name);
     std::error_code ec;
     fs_.remove(d, name, ec);
     if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::unlink, ec), false;
+    this->gone = is_enoent(ec);
     return true;
   }
   bool remove_dir(handle& parent, const std::string& name) override {

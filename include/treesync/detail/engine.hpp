@@ -834,6 +834,7 @@ class engine {
     sched.release(first, r);
     sched.run(first);
     if (s_.state_error) s_.out.errors.push_back({s_.opt.state.string(), operation::state, s_.state_error, side::destination});
+    s_.state.note_gone(s_.out);  // recorded entries the destination no longer had: one notice
     if (!s_.halted()) save_state();
     if (s_.over_limit) s_.out.would_delete = s_.deletions_counted;
     if (s_.stop_error) return s_.stop_error;

@@ -42,10 +42,28 @@
 // A state file is input anyone with write access to it may have written: it is read as such.
 // Every line is checked before anything is taken from it (a name is one path component: not
 // empty, no '/', no NUL, not "." or ".."; numbers in range, no overflow; entries sorted and
-// unique; counts only ever compared, never used to reserve); a line longer than max_state_line
-// or any violation rejects the whole file, and the defect names the line and the reason.  The
-// file is read in pieces (manifest_reader), never whole, and its records take memory in
-// proportion to its size; with names instead of paths, a deep tree's file is linear in its depth.
+// unique); a line longer than max_state_line or any violation rejects the whole file, and the
+// defect names the line and the reason.  The file is read in pieces (manifest_reader), never
+// whole; with names instead of paths, a deep tree's file is linear in its depth.
+//
+// Memory: the records are held for the whole run (any directory may be reached at any time, by
+// any worker), and a record costs more than its line: about 176 bytes an entry for a line that
+// may be 15 ("E ~0000001 1 -"): a crafted file of 64 MiB held 1.6-2.3 GB.  Parsing one record at
+// a time instead would need the walk to follow the file's order (it does not: jobs, frontier)
+// and would still hold one directory's record whole, so the records are capped instead: the
+// reader counts what they take (manifest_reader::charge: each record's size and the heap of its
+// names; an entry count is checked against what is left before the entries are reserved, once,
+// exactly), and past the cap (state_file::max_memory, CLI --state-memory; default_state_memory:
+// 256 MiB, about 1.3 million entries with stats) it stops with a defect marked too_large: the
+// file is ignored like a damaged one (errc::state_ignored, "too large: ..."), removed before the
+// first write, and the run reads the destination in full.  A true record of a tree that big is
+// ignored the same (the notice says so; raise the cap).  The run's own copies of a record it
+// takes a listing from (walker: the listing, the merge; the deletions it defers) are at most
+// about as much again, so a run holding a file at the cap peaks near twice the cap.  A
+// std::bad_alloc while the file is read (an address-space limit below the cap) is the same
+// refusal ("too large: it could not be held in memory"), never an exception out of the run; a
+// cap raised above what the process can allocate is the caller's to answer for (the walk's own
+// allocations are not caught).
 
 /// What a state file's identity calls this version of treesync.
 #ifdef TREESYNC_VERSION_STRING
@@ -102,6 +120,7 @@ struct dir_record {
 struct state_defect {
   std::size_t line = 0;
   std::string reason;
+  bool too_large = false;  ///< not a defect of the text: its records need more memory than they may take
   std::string text() const { return line ? "line " + std::to_string(line) + ": " + reason : reason; }
 };
 
@@ -213,8 +232,8 @@ class manifest {
   }
 
   /// Parses a whole text; false (and `dirs` empty, `why` saying where and why) when it is not a
-  /// complete and valid state file.
-  bool parse(std::string_view text, state_defect* why = nullptr);
+  /// complete and valid state file, or its records need more memory than `budget`.
+  bool parse(std::string_view text, state_defect* why = nullptr, std::uint64_t budget = default_state_memory);
 
   static void escape(std::string_view s, std::string& out) {
     static const char hex[] = "0123456789ABCDEF";
@@ -328,9 +347,28 @@ class manifest {
 /// first defect (defect() says which line and why), after which the manifest is empty.
 class manifest_reader {
  public:
-  explicit manifest_reader(manifest& m) : m_(m) {
+  /// `budget`: the most memory, in bytes, the records may take (see charge); past it the reader
+  /// stops with a defect marked too_large.  Never unbounded: an entry count is reserved for once
+  /// it fits (manifest::parse, the fuzz target: the default cap).
+  explicit manifest_reader(manifest& m, std::uint64_t budget = default_state_memory) : m_(m), budget_(budget) {
     m_.dirs.clear();
     m_.identity.clear();
+  }
+
+  /// The memory the records read so far take, about (what charge counted).
+  std::uint64_t held() const noexcept { return held_; }
+
+  /// A std::bad_alloc was thrown while a piece was fed: the records go, and the reader stops as
+  /// past its budget.
+  void out_of_memory() {
+    m_.dirs.clear();
+    m_.dirs.shrink_to_fit();
+    m_.identity.clear();
+    m_.identity.shrink_to_fit();
+    ok_ = false;
+    defect_.line = line_;
+    defect_.too_large = true;
+    defect_.reason = "it could not be held in memory (std::bad_alloc)";
   }
 
   bool feed(std::string_view bytes) {
@@ -371,11 +409,39 @@ class manifest_reader {
   bool fail(std::string reason) {
     if (!ok_) return false;
     ok_ = false;
+    m_.dirs.clear();
+    m_.dirs.shrink_to_fit();
+    m_.identity.clear();
     defect_.line = line_;
     defect_.reason = std::move(reason);
-    m_.dirs.clear();
-    m_.identity.clear();
     return false;
+  }
+
+  // The heap a string takes beyond its own object (none while it fits in the object).
+  static std::uint64_t heap_of(const std::string& s) noexcept {
+    return s.capacity() > std::string().capacity() ? s.capacity() + 1 : 0;
+  }
+
+  // `bytes` more held by the records: false (and the reader stopped, too_large) past the budget.
+  bool charge(std::uint64_t bytes) {
+    if (bytes > budget_ - held_) return too_large();
+    held_ += bytes;
+    return true;
+  }
+  // `n` more entry records (an entry count, checked before anything is reserved for it: a count
+  // of 2^64 - 1 is past any budget, and past what a vector can hold, not an allocation).
+  bool charge_entries(std::uint64_t n) {
+    const std::uint64_t room = std::min<std::uint64_t>(budget_ - held_, PTRDIFF_MAX);
+    if (n > room / sizeof(entry_record)) return too_large();
+    return charge(n * sizeof(entry_record));
+  }
+  bool too_large() {
+    fail("its records need more than " + size_text(budget_) + " of memory (the cap: state_file::max_memory)");
+    defect_.too_large = true;
+    return false;
+  }
+  static std::string size_text(std::uint64_t b) {
+    return b % (std::uint64_t(1) << 20) == 0 ? std::to_string(b >> 20) + " MiB" : std::to_string(b) + " bytes";
   }
 
   static std::vector<std::string_view> fields(std::string_view l) {
@@ -431,6 +497,7 @@ class manifest_reader {
       case stage::id:
         if (l.substr(0, 3) != "id ") return (void)fail("no identity line");
         if (!manifest::unescape(l.substr(3), m_.identity)) return (void)fail("malformed escape in the identity");
+        if (!charge(heap_of(m_.identity))) return;
         stage_ = stage::dirs;
         return;
       case stage::entries:
@@ -478,11 +545,18 @@ class manifest_reader {
       } else {
         if (!parent.entries.empty() && !(parent.entries.back().name < d.name))
           return (void)fail("directories below an unlisted one are not sorted by name");
+        std::vector<entry_record>& kids = parent.entries;
+        if (kids.size() == kids.capacity()) {  // grown here, by doubling: the growth is charged first
+          const std::size_t more = std::max<std::size_t>(4, kids.capacity());
+          if (!charge_entries(more)) return;
+          kids.reserve(kids.capacity() + more);
+        }
         entry_record e;
         e.name = d.name;
         e.type = file_type::directory;
         e.sub = m_.dirs.size();
-        parent.entries.push_back(std::move(e));
+        if (!charge(heap_of(e.name))) return;
+        kids.push_back(std::move(e));
       }
     }
     if (listed) {
@@ -495,6 +569,11 @@ class manifest_reader {
         return (void)fail("a number out of range in a D line");
       d.settled = settled != 0;
     }
+    // the record, and (listed) its entries: the count is checked against the budget before its
+    // records are reserved, exactly (no doubling; a count the file does not hold is a defect)
+    if (!charge(sizeof(dir_record) + sizeof(std::size_t) + heap_of(d.name)) || (listed && !charge_entries(remaining_)))
+      return;
+    if (listed) d.entries.reserve(static_cast<std::size_t>(remaining_));
     if (depth == 0) path_.clear();
     path_.push_back(m_.dirs.size());
     m_.dirs.push_back(std::move(d));
@@ -533,11 +612,14 @@ class manifest_reader {
     }
     std::vector<entry_record>& entries = m_.dirs.back().entries;
     if (!entries.empty() && !(entries.back().name < e.name)) return (void)fail("entries not sorted by name, or one named twice");
+    if (!charge(heap_of(e.name) + heap_of(e.target))) return;  // the record itself was charged with its directory
     entries.push_back(std::move(e));
     if (--remaining_ == 0) stage_ = stage::dirs;
   }
 
   manifest& m_;
+  std::uint64_t budget_;
+  std::uint64_t held_ = 0;
   bool ok_ = true;
   stage stage_ = stage::header;
   std::size_t line_ = 0;
@@ -547,8 +629,8 @@ class manifest_reader {
   state_defect defect_;
 };
 
-inline bool manifest::parse(std::string_view text, state_defect* why) {
-  manifest_reader r(*this);
+inline bool manifest::parse(std::string_view text, state_defect* why, std::uint64_t budget) {
+  manifest_reader r(*this, budget);
   const bool ok = r.feed(text) && r.finish();
   if (!ok && why) *why = r.defect();
   return ok;
@@ -563,8 +645,10 @@ class state_keeper {
  public:
   using handle = typename FS::dir_handle;
 
-  state_keeper(FS& fs, const std::filesystem::path& path, verify_level level, std::string subtree)
-      : fs_(fs), path_(path), level_(level), subtree_(std::move(subtree)) {}
+  /// `budget`: the most memory the records read may take (state_file::max_memory).
+  state_keeper(FS& fs, const std::filesystem::path& path, verify_level level, std::string subtree,
+               std::uint64_t budget = default_state_memory)
+      : fs_(fs), path_(path), level_(level), subtree_(std::move(subtree)), budget_(budget) {}
 
   bool enabled() const noexcept { return enabled_; }
   verify_level level() const noexcept { return level_; }
@@ -575,26 +659,41 @@ class state_keeper {
   /// Reads the state file `name` in `dir`, before anything is written, piece by piece into its
   /// records.  A missing file is no state.  An error (errc::state_not_regular for anything but a
   /// regular file, or why it could not be read) is the caller's to refuse the run with: such a
-  /// file is never removed or replaced.
+  /// file is never removed or replaced.  One whose records need more memory than the budget, or
+  /// more than there is (std::bad_alloc), is read no further and ignored (check: "too large").
   std::error_code load(handle dir, const std::string& name) {
     attach(std::move(dir), name);
     if constexpr (has_state_ops<FS>::value) {
       std::error_code ec;
-      manifest_reader reader(old_);
+      manifest_reader reader(old_, budget_);
       bool damaged = false;
-      fs_.read_state(dir_, name_, [&](std::string_view piece) {
-        size_ += piece.size();
-        hash_ = fnv(hash_, piece);
-        if (!damaged && !reader.feed(piece)) damaged = true;
-        return !damaged;  // a damaged file is not read further: it will be replaced
-      }, ec);
+      const auto feed = [&](std::string_view piece) {
+        try {
+          if (!reader.feed(piece)) damaged = true;
+        } catch (const std::bad_alloc&) {
+          reader.out_of_memory();
+          damaged = true;
+        }
+      };
+      try {
+        fs_.read_state(dir_, name_, [&](std::string_view piece) {
+          size_ += piece.size();
+          hash_ = fnv(hash_, piece);
+          if (!damaged) feed(piece);
+          return !damaged;  // a damaged file is not read further: it will be replaced
+        }, ec);
+      } catch (const std::bad_alloc&) {  // the filesystem's own buffers
+        if (!damaged) reader.out_of_memory();
+        damaged = true;
+        ec.clear();
+      }
       if (is_missing(ec)) return old_ = manifest{}, std::error_code{};
       if (ec) return old_ = manifest{}, ec;
       exists_ = true;
       if (!damaged && !reader.finish()) damaged = true;
       if (damaged) {
-        defect_ = reader.defect();
         old_ = manifest{};
+        defect_ = reader.defect();
       }
       parsed_ = !damaged;
     }
@@ -613,7 +712,7 @@ class state_keeper {
   /// (errc::state_ignored, with `why` saying which) and never trusted.
   std::error_code check(const std::string& identity, std::string& why) {
     if (!exists_) return {};
-    if (!parsed_) return why = "damaged: " + defect_.text(), errc::state_ignored;
+    if (!parsed_) return why = (defect_.too_large ? "too large: " : "damaged: ") + defect_.text(), errc::state_ignored;
     if (old_.identity != identity) {
       why = identity_difference(old_.identity, identity);
       old_ = manifest{};
@@ -630,6 +729,21 @@ class state_keeper {
   /// No state file is kept for this run (one that exists is still removed before the first write).
   void disable() noexcept { keep_ = false; }
   bool keeps() const noexcept { return enabled_ && keep_ && attached_; }
+
+  /// An entry the run set out to delete was not there (a removal met ENOENT): not a deletion.
+  /// Under verify::none (or dirs) a record may list names the destination no longer has; each
+  /// costs its removal's system call, and all of them one notice at the end (note_gone).
+  void gone() noexcept { gone_.fetch_add(1, std::memory_order_relaxed); }
+  std::size_t gone_count() const noexcept { return gone_.load(std::memory_order_relaxed); }
+  /// The notice for the entries gone, once for the run, when listings were taken from the records
+  /// (without them, an entry gone between the listing and its removal is someone else's doing).
+  void note_gone(report& out) const {
+    const std::size_t n = gone_count();
+    if (!n || !trusted_) return;
+    out.notices.push_back({path_.string(), operation::state, errc::state_entries_gone, side::destination,
+                           std::to_string(n) + (n == 1 ? " entry it recorded was" : " entries it recorded were") +
+                               " no longer in the destination"});
+  }
 
   /// The record of the destination root, when the run may take records from the file.
   const dir_record* root() const { return trusted_ ? old_.root() : nullptr; }
@@ -767,9 +881,11 @@ class state_keeper {
   std::string name_;
   std::uint64_t size_ = 0;
   std::uint64_t hash_ = fnv_basis;
+  std::uint64_t budget_;
   state_defect defect_;
   manifest old_;
   manifest next_;
+  std::atomic<std::size_t> gone_{0};
   std::vector<std::size_t> by_parent_;
   std::mutex mu_;
   std::atomic<bool> dropped_{false};

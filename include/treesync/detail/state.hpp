@@ -355,7 +355,7 @@ struct run_state {
 
   run_state(FS& f, const policy_view& p, const run_options& op, report& r)
       : fs(f), pol(p), privileged(acts_as_root(f)), opt(as_user(op, privileged)), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
-        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify, op.subtree) {
+        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify, op.subtree, op.state_memory) {
     if constexpr (has_op<op_user_groups, FS>::value) {
       if (!privileged && opt.group) {
         for (const std::int64_t g : f.user_groups()) groups.push_back(g);
