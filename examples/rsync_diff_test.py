@@ -691,6 +691,25 @@ def order_key_groups(lines):
     return others, deletions
 
 
+def src_followed(ctx, p):
+    """SRC's entry at `p` as a run that follows links reaches it (below a symlinked directory under
+    -L: not in the snapshot, which does not follow directory links); None when there is none."""
+    m = (ctx.get("src_meta") or {}).get(p)
+    if m is not None or ctx.get("src_root") is None:
+        return m
+    rel = p
+    if ctx.get("src_name"):
+        if not (p == ctx["src_name"] or p.startswith(ctx["src_name"] + "/")):
+            return None
+        rel = p[len(ctx["src_name"]) + 1:]
+    try:
+        st = os.stat(os.path.join(ctx["src_root"], rel))
+    except OSError:
+        return None
+    kind = "f" if stat.S_ISREG(st.st_mode) else "d" if stat.S_ISDIR(st.st_mode) else "?"
+    return (kind, None, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_uid, st.st_gid)
+
+
 def setid_dropped(ctx, m):
     """Rule setid_without_owner: the set-ID bits of SRC's entry `m` treesync's copy does not keep."""
     if not IS_ROOT or m is None or m[0] != "f":
@@ -789,7 +808,7 @@ def split_link_itemize(t_lines, r_lines, ctx):
     src_meta = ctx.get("src_meta") or {}
     for p in set(t_paths) | set(r_paths):
         a, b = t_paths.get(p), r_paths.get(p)
-        if a != b and setid_dropped(ctx, src_meta.get(p)) and _without_p(a) == _without_p(b):
+        if a != b and setid_dropped(ctx, src_followed(ctx, p)) and _without_p(a) == _without_p(b):
             drop_t.add(a), drop_r.add(b)
             fire("setid_without_owner")
             continue
@@ -929,7 +948,7 @@ def compare_trees(t_snap, r_snap, ctx):
                 # DST's own
                 fire("fresh_inode_breaks_dst_links")
                 continue
-            dropped = setid_dropped(ctx, src) if name == "mode" and a[0] == "f" == b[0] else 0
+            dropped = setid_dropped(ctx, src_followed(ctx, p)) if name == "mode" and a[0] == "f" == b[0] else 0
             if dropped and (a[k] ^ b[k]) & ~dropped == 0 and a[k] & ~b[k] == 0:
                 fire("setid_without_owner")  # treesync's copy lacks only the set-ID bits it may not keep
                 continue
@@ -1226,6 +1245,7 @@ class Runner:
                "io_error_both": b"IO error encountered -- skipping file deletion" in tp.stderr and
                                 rp.returncode == 23,
                "src_meta": {(join(name, p) if name else p): v for p, v in (src_snap[0] or {}).items()},
+               "src_root": os.path.join(d, "src") if "-L" in opts else None, "src_name": name,
                "src_groups": [tuple(join(name, p) if name else p for p in g)
                               for g in (source_link_groups(os.path.join(d, "src"), "-L" in opts) if "-H" in opts else [])],
                "dst_groups": before[1] if before[0] is not None else [],

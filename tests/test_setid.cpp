@@ -5,8 +5,8 @@
 // walker's (detail/walk.hpp setid_dropped): set-user-ID stays where the copy gets the source's
 // owner (preserve_owner) or the run acts as that owner; set-group-ID where the copy gets the
 // source's group (preserve_group) or the run acts as the source's owner and is not root.  Over
-// mock_fs, whose runs act as a user only through the optional user_id() (user_mock below), and
-// over the real filesystem as root with a source file of another uid.
+// mock_fs (user_mock below sets the identity user_id() reports), and over the real filesystem as
+// root with a source file of another uid.
 #include <doctest/doctest.h>
 
 #include <treesync/mock_fs.hpp>
@@ -28,7 +28,8 @@ using namespace std::chrono_literals;
 constexpr std::uint32_t user = 4242;  // the owner of the source file, not the run's user
 constexpr std::uint32_t users_group = 4343;
 
-// mock_fs whose runs act as `uid` (the optional user_id(): posix_fs has it, mock_fs does not)
+// mock_fs whose runs act as `uid` as far as user_id() says (mock_fs::act_as also changes what
+// the mock permits; here only the run's identity matters)
 struct user_mock : mock_fs {
   std::int64_t uid = 0;
   std::int64_t user_id() const { return uid; }
@@ -90,15 +91,15 @@ TEST_CASE("set-ID: root's own set-group-ID file copied by root without preserve_
   CHECK(fs.lstat("/dst/wall").mode == 04755);
 }
 
-TEST_CASE("set-ID: where the filesystem does not say whom the run acts as, only preserve_owner / preserve_group keep them") {
-  mock_fs fs;  // no user_id()
+TEST_CASE("set-ID: mock_fs acting as root keeps set-user-ID on root's own file only, set-group-ID only with preserve_group") {
+  mock_fs fs;  // acts as root (mock_fs::act_as: user_id() 0)
   fs.write("/src/evil", "e", 06755);
   fs.chown("/src/evil", user, users_group);
-  fs.write("/src/mine", "m", 06755);  // uid 0, as the mock's new files: still unknown to be the run's
+  fs.write("/src/mine", "m", 06755);  // uid 0: the run's own
   fs.advance(10s);
   CHECK(treesync::sync(fs, "/src", "/dst").ok());
   CHECK(fs.lstat("/dst/evil").mode == 0755);
-  CHECK(fs.lstat("/dst/mine").mode == 0755);
+  CHECK(fs.lstat("/dst/mine").mode == 04755);
   CHECK(treesync::sync(fs, "/src", "/kept", treesync::preserve_owner, treesync::preserve_group).ok());
   CHECK(fs.lstat("/kept/evil").mode == 06755);
 }
