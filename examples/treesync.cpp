@@ -96,6 +96,7 @@
 #include "cli/run.hpp"
 #include "cli/signals.hpp"
 #include "cli/text.hpp"
+#include "cli/trust.hpp"
 
 #include <treesync/treesync.hpp>
 
@@ -139,8 +140,13 @@ int main(int argc, char** argv) {
   // the filter rules, in command-line order
   treesync::filter patterns;
   filter_error bad;
-  if (!make_filter(opt, read_file, patterns, bad))
+  const rule_file_reader read_rules{&opt};  // rsync 3.5: no other user's symlink followed (cli/trust.hpp)
+  if (!make_filter(opt, read_rules, patterns, bad)) {
+    if (*read_rules.refused) return print_untrusted_refusal(opt, **read_rules.refused);  // exit 11
     return usage_exit(tool, opt.json, bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n");
+  }
+  // DST, --backup-dir, --state: a component that is another user's symlink is refused (exit 3, 11)
+  if (const auto t = untrusted_operator_path(opt)) return print_untrusted_refusal(opt, *t);
   try {  // the source root's rule files (-F, dir-merge): a bad one stops the run before any write
     patterns.prepare();
   } catch (const treesync::filter_error& e) {
@@ -151,7 +157,7 @@ int main(int argc, char** argv) {
   cli_deletion deletion{opt.deletion, treesync::unlimited};
   {
     std::string message, notice;
-    if (!keep_dst_rule_files(opt, read_file, deletion, message, notice)) return usage_exit(tool, opt.json, message);
+    if (!keep_dst_rule_files(opt, read_rules, deletion, message, notice)) return usage_exit(tool, opt.json, message);
     std::fputs(notice.c_str(), stderr);
   }
 

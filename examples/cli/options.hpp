@@ -61,6 +61,7 @@ struct options {
   std::uint32_t umask = 022;     // the process's, read by parse() (--no-perms, --chmod without ugoa)
   std::optional<std::string> backup_dir;
   std::optional<std::string> state;  // --state=FILE
+  bool insecure_links = false;  // --insecure-links: follow any symlink in DST, --*-from, --state, --backup-dir
   std::uint64_t state_memory = treesync::default_state_memory;  // --state-memory=SIZE
   treesync::verify_level verify = treesync::verify_level::full;
   bool verify_given = false;
@@ -526,6 +527,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "existing" || name == "ignore-non-existing") o.existing = false;
     else if (name == "ignore-existing") o.ignore_existing = false;
     else if (name == "ignore-errors") o.ignore_errors = false;
+    else if (name == "insecure-links") o.insecure_links = false;
     else if (name == "recursive" || name == "r" || name == "times" || name == "t")
       return usage_error("--no-" + name + ": treesync always recurses and keeps times"), false;
     else return usage_error("unknown option --no-" + display(name)), false;
@@ -546,6 +548,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     else if (name == "existing" || name == "ignore-non-existing") o.existing = true;
     else if (name == "ignore-existing") o.ignore_existing = true;
     else if (name == "ignore-errors") o.ignore_errors = true;
+    else if (name == "insecure-links") o.insecure_links = true;
     else if (name == "chmod") {
       std::string why;
       if (!o.chmod.parse(*value, &why)) return usage_error("--chmod=" + display(*value) + ": " + why), false;
@@ -657,7 +660,7 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
       "delete-excluded", "human-readable", "copy-links", "links", "no-links",
       "copy-unsafe-links", "checksum", "size-only", "update", "inplace", "itemize-changes", "verbose", "quiet",
       "stats", "progress", "json", "help", "version", "acls", "archive", "recursive", "times", "perms", "existing",
-      "ignore-non-existing", "ignore-existing", "ignore-errors"};
+      "ignore-non-existing", "ignore-existing", "ignore-errors", "insecure-links"};
   const auto known_flag = [](const std::string& name) {
     const std::string base = name.compare(0, 3, "no-") == 0 ? name.substr(3) : name;
     for (const char* n : long_flags)

@@ -82,6 +82,7 @@
 #include "detail/engine.hpp"
 #include "detail/posix_io.hpp"
 #include "posix_fs.hpp"
+#include "trusted_path.hpp"
 #include "std_fs.hpp"
 #include "sync.hpp"
 

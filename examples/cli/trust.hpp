@@ -1,0 +1,125 @@
+// examples/cli/trust.hpp - rsync 3.5's untrusted-symlink rule for the paths the operator names:
+// the DST operand, the --exclude-from / --include-from files, --state=FILE and --backup-dir=DIR.
+// A symbolic link at any component of one of them is followed only when it is owned by root or by
+// the user running the tool (treesync::open_trusted); one owned by another user is refused before
+// anything is written, with rsync's exit status: 3 for DST and --backup-dir (rsync's "errors
+// selecting input/output files, dirs": its change_dir into DST fails), 11 for a file read or
+// written (rsync's "error in file IO": failed to open exclude file).  --insecure-links (rsync's
+// opt-out) follows every link as before.  Shared by examples/treesync.cpp and treesync_mpi.cpp.
+#ifndef TREESYNC_CLI_TRUST_HPP
+#define TREESYNC_CLI_TRUST_HPP
+
+#include "options.hpp"
+#include "outcome.hpp"
+#include "output.hpp"
+#include "run.hpp"
+#include "text.hpp"
+
+#include <treesync/treesync.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace treesync_cli {
+
+/// A path refused by the rule: the exit status (3 or 11), the message (after "treesync: refused: ")
+/// and the path at fault, as given on the command line.
+struct trust_refusal {
+  int exit_code = 0;
+  std::string message;
+  std::string path;
+};
+
+/// Why the link `r` met is not followed.
+inline std::string untrusted_link_reason(const treesync::trusted_open_result& r) {
+  return "symbolic link " + display(r.untrusted) + " is owned by uid " + std::to_string(r.owner) +
+         ", neither root nor the caller: not followed (rsync 3.5's rule; --insecure-links follows it; nothing was "
+         "written)";
+}
+
+/// Reads an --exclude-from / --include-from file for make_filter(): through open_trusted() (no
+/// symlink of another user followed, at any component), or as read_file() does under
+/// --insecure-links and for "-" (stdin).  A refused link sets `*refused` (exit 11, rsync's
+/// "failed to open exclude file NAME") and fails with ELOOP.
+struct rule_file_reader {
+  const options* opt;
+  std::shared_ptr<std::optional<trust_refusal>> refused = std::make_shared<std::optional<trust_refusal>>();
+
+  bool operator()(const std::string& name, std::string& text, std::error_code& ec) const {
+    if (opt->insecure_links || name == "-") return read_file(name, text, ec);
+    const treesync::trusted_open_result r = treesync::open_trusted(name, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+    if (r.refused()) {
+      bool include = false;
+      for (const auto& f : opt->filters)
+        if (f.value == name && (f.kind == filter_arg::include_from || f.kind == filter_arg::exclude_from)) {
+          include = f.kind == filter_arg::include_from;
+          break;
+        }
+      *refused = trust_refusal{11,
+                               std::string("failed to open ") + (include ? "include" : "exclude") + " file " +
+                                   display(name) + ": " + untrusted_link_reason(r),
+                               name};
+    }
+    if (r.fd < 0) {
+      ec.assign(r.error, std::generic_category());
+      return false;
+    }
+    std::FILE* f = ::fdopen(r.fd, "rb");
+    if (!f) {
+      ec.assign(errno, std::generic_category());
+      ::close(r.fd);
+      return false;
+    }
+    char buf[65536];
+    std::size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, n);
+    const bool failed = std::ferror(f) != 0;
+    if (failed) ec.assign(errno ? errno : EIO, std::generic_category());
+    std::fclose(f);
+    return !failed;
+  }
+};
+
+/// The first of DST (DST/NAME included), --backup-dir (relative: to the directory mirrored) and
+/// --state whose walk meets a symbolic link of another user than root or the caller, or nothing
+/// (also under --insecure-links).  A path missing from some component on is walked as far as it
+/// exists.
+inline std::optional<trust_refusal> untrusted_operator_path(const options& o) {
+  if (o.insecure_links) return std::nullopt;
+  treesync::trusted_open_result r;
+  if (treesync::meets_untrusted_symlink(o.dst_root, r))
+    return trust_refusal{3, "destination " + display(o.operands[1]) + ": " + untrusted_link_reason(r), o.operands[1]};
+  if (o.backup_dir) {
+    const std::string& b = *o.backup_dir;
+    const std::string path = b[0] == '/' ? b : join_name(o.dst_root, b);
+    if (treesync::meets_untrusted_symlink(path, r))
+      return trust_refusal{3, "--backup-dir=" + display(b) + ": " + untrusted_link_reason(r), b};
+  }
+  if (o.state && treesync::meets_untrusted_symlink(*o.state, r))
+    return trust_refusal{11, "--state=" + display(*o.state) + ": " + untrusted_link_reason(r), *o.state};
+  return std::nullopt;
+}
+
+/// Prints the refusal `t` as every refusal is (stderr, and the --json report with status
+/// "refused", the refusal's code ELOOP) and returns its exit status.
+inline int print_untrusted_refusal(const options& opt, const trust_refusal& t, const report_extras& extras = {}) {
+  outcome out;
+  out.exit_code = t.exit_code;
+  out.status = "refused";
+  out.refusal = std::make_error_code(std::errc::too_many_symbolic_link_levels);
+  const std::vector<std::string> no_actions;
+  return print_report(opt, treesync::report{}, out, refusal_text{t.message, t.path},
+                      opt.itemize || opt.verbose ? &no_actions : nullptr, extras);
+}
+
+}  // namespace treesync_cli
+
+#endif  // TREESYNC_CLI_TRUST_HPP
