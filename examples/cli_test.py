@@ -3065,6 +3065,135 @@ def test_links_and_rule_files():
               "-L cycle: rsync exits 23 too, after copying round the loop (exit %d)" % rrc)
 
 
+def test_untrusted_links():
+    """rsync 3.5's untrusted-symlink rule (issue 33 item 7): a symlink owned by another user than root
+    or the caller, at any component of DST, of --backup-dir, of an --exclude-from / --include-from
+    file or of --state=FILE, is refused before anything is written (exit 3 for DST and --backup-dir,
+    11 for the files, rsync's statuses); root's own links are followed; --insecure-links follows
+    every link.  As root, with links owned by uid 65534 and a canary directory outside DST."""
+    if os.geteuid() != 0:
+        print("  SKIPPED: needs root (to plant a symlink owned by another user, uid 65534)")
+        return
+    attacker = 65534
+
+    def plant(target, link):
+        os.symlink(target, link)
+        os.lchown(link, attacker, attacker)
+
+    def fixture(name):
+        w = fresh("untrusted-" + name)
+        src, dest, outside = (os.path.join(w, n) for n in ("src", "dest", "outside"))
+        for i in range(3):
+            write(os.path.join(src, "sub", "f%d" % i), "payload\n")
+        write(os.path.join(src, "canary_file"), "would-be-transferred\n")
+        write(os.path.join(outside, "canary"), "outside DST\n")
+        os.makedirs(dest)
+        return w, src, dest, outside
+
+    def outside_untouched(outside, what):
+        check(sorted(os.listdir(outside)) == ["canary"] and
+              open(os.path.join(outside, "canary")).read() == "outside DST\n",
+              what + ": nothing written outside DST (%r)" % sorted(os.listdir(outside)))
+
+    # DST's last component is another user's symlink (rsync's symlink-race-dest)
+    w, src, dest, outside = fixture("dest")
+    plant(outside, os.path.join(dest, "sub"))
+    rc, out, err = run_as_given("-a", src + "/sub/", dest + "/sub/")
+    check(rc == 3 and "owned by uid %d" % attacker in err and "--insecure-links" in err,
+          "DST that is another user's symlink: refused, exit 3, the link and its owner named (exit %d, %r)" % (rc, err))
+    outside_untouched(outside, "DST symlink")
+    rc, out, err = run_as_given("--json", "-a", src + "/sub/", dest + "/sub/")
+    doc = json.loads(out) if out.strip() else {}
+    check(rc == 3 and doc.get("status") == "refused" and doc.get("exit_code") == 3 and
+          doc.get("refusal", {}).get("path") == dest + "/sub/",
+          "--json: status refused, exit_code 3, the DST operand at fault (%r)" % out)
+    # the same through --insecure-links (rsync's opt-out): followed, as before
+    rc, out, err = run_as_given("-a", "--insecure-links", src + "/sub/", dest + "/sub/")
+    check(rc == 0 and os.path.isfile(os.path.join(outside, "f0")),
+          "--insecure-links: the link is followed (exit %d, %r)" % (rc, err))
+    # root's own link (the /backup -> /mnt/disk pattern) is followed
+    real = os.path.join(w, "real")
+    os.makedirs(real)
+    os.unlink(os.path.join(dest, "sub"))
+    os.symlink(real, os.path.join(dest, "sub"))
+    rc, out, err = run_as_given("-a", src + "/sub/", dest + "/sub/")
+    check(rc == 0 and os.path.isfile(os.path.join(real, "f0")),
+          "a symlinked DST owned by root is followed (exit %d, %r)" % (rc, err))
+
+    # a relative DST operand that is the link (rsync's symlink-race-relative-dest), and SRC without a
+    # trailing slash into DST whose NAME is the link
+    w, src, dest, outside = fixture("relative")
+    os.rmdir(dest)
+    plant(outside, dest)
+    rc, out, err = run_as_given("-a", "src/", "dest/", cwd=w)
+    check(rc == 3, "a relative DST that is another user's symlink: refused, exit 3 (exit %d, %r)" % (rc, err))
+    outside_untouched(outside, "relative DST symlink")
+    os.unlink(dest)
+    os.makedirs(dest)
+    plant(outside, os.path.join(dest, "src"))
+    rc, out, err = run_as_given("-a", "src", "dest", cwd=w)
+    check(rc == 3, "SRC without a slash: DST/NAME another user's symlink: refused, exit 3 (exit %d, %r)" % (rc, err))
+    outside_untouched(outside, "DST/NAME symlink")
+
+    # a parent component of DST is the link (the link leads to a directory where DST exists)
+    w, src, dest, outside = fixture("parent")
+    os.makedirs(os.path.join(outside, "dst"))
+    plant(outside, os.path.join(w, "parent"))
+    rc, out, err = run("-q", src, os.path.join(w, "parent", "dst"))
+    check(rc == 3 and os.listdir(os.path.join(outside, "dst")) == [],
+          "a parent component of DST that is another user's symlink: refused, exit 3, nothing written (exit %d, %r)"
+          % (rc, err))
+
+    # --exclude-from / --include-from naming another user's symlink, or through one
+    # (rsync's excludefrom-symlink: the leaf and a parent component)
+    w, src, dest, outside = fixture("rule-files")
+    write(os.path.join(outside, "exclude_list"), "canary_file\n")
+    plants = os.path.join(w, "plants")
+    os.makedirs(plants)
+    plant(os.path.join(outside, "exclude_list"), os.path.join(plants, "leaf"))
+    plant(outside, os.path.join(plants, "parent"))
+    for option, path in [("--exclude-from", os.path.join(plants, "leaf")),
+                         ("--exclude-from", os.path.join(plants, "parent", "exclude_list")),
+                         ("--include-from", os.path.join(plants, "leaf"))]:
+        d = os.path.join(w, "dst-%d" % len(os.listdir(w)))
+        rc, out, err = run("-q", option + "=" + path, src, d)
+        kind = "include" if option == "--include-from" else "exclude"
+        check(rc == 11 and ("failed to open %s file" % kind) in err and "owned by uid %d" % attacker in err and
+              not os.path.lexists(d),
+              "%s %s: refused, exit 11, nothing written (exit %d, %r)" % (option, os.path.relpath(path, w), rc, err))
+    d = os.path.join(w, "dst-insecure")
+    rc, out, err = run("-q", "--insecure-links", "--exclude-from=" + os.path.join(plants, "leaf"), src, d)
+    check(rc == 0 and not os.path.lexists(os.path.join(d, "canary_file")) and os.path.isfile(os.path.join(d, "sub", "f0")),
+          "--insecure-links: the --exclude-from link is read (exit %d, %r)" % (rc, err))
+    trusted = os.path.join(plants, "root-link")
+    os.symlink(os.path.join(outside, "exclude_list"), trusted)
+    d = os.path.join(w, "dst-trusted")
+    rc, out, err = run("-q", "--exclude-from=" + trusted, src, d)
+    check(rc == 0 and not os.path.lexists(os.path.join(d, "canary_file")),
+          "an --exclude-from link owned by root is read (exit %d, %r)" % (rc, err))
+
+    # --state=FILE in a directory reached through another user's symlink
+    w, src, dest, outside = fixture("state")
+    plant(outside, os.path.join(w, "statedir"))
+    rc, out, err = run("-q", "--state=" + os.path.join(w, "statedir", "mirror.state"), src, dest)
+    check(rc == 11 and "--state=" in err and os.listdir(dest) == [],
+          "--state through another user's symlink: refused, exit 11, nothing written (exit %d, %r)" % (rc, err))
+    outside_untouched(outside, "--state")
+
+    # --backup-dir through another user's symlink, absolute and relative to DST
+    w, src, dest, outside = fixture("backup")
+    rc, out, err = run("-q", src, dest)
+    write(os.path.join(src, "sub", "f0"), "changed\n")
+    plant(outside, os.path.join(w, "bk"))
+    plant(outside, os.path.join(dest, "bk"))
+    for backup in [os.path.join(w, "bk", "old"), "bk"]:
+        rc, out, err = run("-q", "--backup-dir=" + backup, "--exclude=/bk", src, dest)
+        check(rc == 3 and "--backup-dir=" in err and open(os.path.join(dest, "sub", "f0")).read() == "payload\n",
+              "--backup-dir=%s through another user's symlink: refused, exit 3, DST unchanged (exit %d, %r)"
+              % (os.path.relpath(backup, w) if os.path.isabs(backup) else backup, rc, err))
+        outside_untouched(outside, "--backup-dir")
+
+
 GROUPS = {
     "rsync_diff_fixes": test_rsync_diff_fixes,
     "links_rule_files": test_links_and_rule_files,
@@ -3102,6 +3231,7 @@ GROUPS = {
     "json_utf8": test_json_utf8,
     "rsync_semantics": test_rsync_semantics,
     "copy_back_rsync": test_copy_back_rsync,
+    "untrusted_links": test_untrusted_links,
 }
 
 
