@@ -190,7 +190,7 @@ def test_help_version():
                 "--exclude-from=FILE", "--allow-empty-source", "--copy-links", "--links", "--copy-unsafe-links",
                 "--no-links", "--checksum", "--size-only", "--update", "--modify-window=SECS", "--inplace",
                 "--jobs=N", "--itemize-changes", "--verbose", "--quiet", "--stats", "--progress", "--json",
-                "--help", "--version", "--hard-links", "--owner", "--group", "--one-file-system", "--specials",
+                "--help", "--version", "--insecure-links", "--hard-links", "--owner", "--group", "--one-file-system", "--specials",
                 "--devices", "--backup-dir=DIR", "--fsync", "--max-size=SIZE", "--acls", "-H,", "-o,", "-g,", "-x,", "-n,", "-L,", "-l,", "-c,", "-u,", "-j,", "-i,", "-v,", "-q,"]:
         check(re.search(r"^\s+(-\w, )?" + re.escape(opt.rstrip(",")) + r"\b", out, re.M) is not None
               or ("  " + opt) in out or (", " + opt + " ") in out, "--help documents " + opt)

@@ -10,7 +10,9 @@
 // is printed after the run), signals.hpp (SIGINT, SIGTERM), text.hpp (escaping).
 //
 // Exit status: 0 done; 1 usage error; 2 refused before anything was touched (same or nested
-// directories, empty source); 23 some entries failed, or a missing source; 24 some source entries
+// directories, empty source); 3 DST or --backup-dir reached through a symlink of another user than
+// root or the caller, 11 the same for an --exclude-from / --include-from file or --state=FILE (rsync
+// 3.5's rule and statuses, cli/trust.hpp; --insecure-links opts out); 23 some entries failed, or a missing source; 24 some source entries
 // vanished during the run (23 wins over 24); 25 --max-delete exceeded (every other change made, no
 // deletion; the refusal says how many entries the run would delete: report::would_delete);
 // 20 interrupted by SIGINT / SIGTERM (rsync's status).
@@ -44,6 +46,7 @@
 //     "dry_run": false,
 //     "jobs": 4,                          // workers used
 //     "status": "ok",                     // "ok" | "errors" | "vanished" | "refused" | "interrupted"
+//                                         // (refused: exit 2, or 3 / 11 for another user's symlink, 23, 25)
 //     "exit_code": 0,                     // the process's exit status
 //     "refusal": null,                    // or {"code": 2, "category": "generic", "message": "...",
 //                                         //     "path": "DST"}: the message in CLI spelling (flags, counts:

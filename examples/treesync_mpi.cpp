@@ -33,6 +33,7 @@
 #include "cli/outcome.hpp"
 #include "cli/run.hpp"
 #include "cli/signals.hpp"
+#include "cli/trust.hpp"
 
 #include <treesync/treesync.hpp>
 
@@ -78,6 +79,8 @@ const char* mpi_help_text() {
          "      --exclude-from=FILE   and --include-from: '-' is the stdin of rank 0\n"
          "  -H, -x, --backup-dir, --progress, --info, --state, --verify: usage errors (they span the whole tree\n"
          "                            or need one process)\n"
+         "      --insecure-links      as the CLI's: DST and the --*-from files follow only root's or the\n"
+         "                            caller's symlinks without it (exit 3 / 11, rank 0 decides)\n"
          "  --stats adds a Ranks line; --json adds \"ranks\", \"frontier_depth\" and \"per_rank\".\n";
 }
 
@@ -452,14 +455,23 @@ int main(int argc, char** argv) {
   filter_error bad;
   std::vector<std::string> texts;
   int filter_ok = 1;
+  // rsync 3.5's rule (cli/trust.hpp): no other user's symlink followed in the --*-from files (exit
+  // 11) or in DST (exit 3); rank 0 decides, every rank exits with its status
+  const rule_file_reader read_rules{&opt};
+  std::optional<trust_refusal> untrusted;
   if (rank == 0) {
-    const auto read_and_keep = [&texts](const std::string& name, std::string& text, std::error_code& ec) {
-      if (!read_file(name, text, ec)) return false;
+    const auto read_and_keep = [&texts, &read_rules](const std::string& name, std::string& text, std::error_code& ec) {
+      if (!read_rules(name, text, ec)) return false;
       texts.push_back(text);
       return true;
     };
     filter_ok = make_filter(opt, read_and_keep, patterns, bad) ? 1 : 0;
+    untrusted = *read_rules.refused;
+    if (filter_ok && !untrusted) untrusted = untrusted_operator_path(opt);
   }
+  int untrusted_exit = untrusted ? untrusted->exit_code : 0;
+  MPI_Bcast(&untrusted_exit, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (untrusted_exit != 0) return finish(rank == 0 ? print_untrusted_refusal(opt, *untrusted) : untrusted_exit);
   MPI_Bcast(&filter_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
   if (!filter_ok) {
     const std::string message = bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n";
