@@ -3068,8 +3068,8 @@ def test_links_and_rule_files():
 def test_untrusted_links():
     """rsync 3.5's untrusted-symlink rule (issue 33 item 7): a symlink owned by another user than root
     or the caller, at any component of DST, of --backup-dir, of an --exclude-from / --include-from
-    file or of --state=FILE, is refused before anything is written (exit 3 for DST and --backup-dir,
-    11 for the files, rsync's statuses); root's own links are followed; --insecure-links follows
+    file or of --state=FILE, is refused before anything is written (exit 3 for DST, 11 for
+    --backup-dir and the files, rsync's statuses); root's own links are followed; --insecure-links follows
     every link.  As root, with links owned by uid 65534 and a canary directory outside DST."""
     if os.geteuid() != 0:
         print("  SKIPPED: needs root (to plant a symlink owned by another user, uid 65534)")
@@ -3119,6 +3119,24 @@ def test_untrusted_links():
     rc, out, err = run_as_given("-a", src + "/sub/", dest + "/sub/")
     check(rc == 0 and os.path.isfile(os.path.join(real, "f0")),
           "a symlinked DST owned by root is followed (exit %d, %r)" % (rc, err))
+
+    # run as uid 65534: its own link is followed, root's too, one of uid 4242 is refused
+    w, src, dest, outside = fixture("caller")
+    for root_dir, _, files in os.walk(w):
+        os.chown(root_dir, attacker, attacker)
+        for n in files:
+            os.chown(os.path.join(root_dir, n), attacker, attacker)
+    as_user = ["setpriv", "--reuid=%d" % attacker, "--regid=%d" % attacker, "--clear-groups", CLI]
+    for owner, expected in [(attacker, 0), (0, 0), (4242, 3)]:
+        link = os.path.join(dest, "sub")
+        if os.path.lexists(link):
+            os.unlink(link)
+        os.symlink(outside, link)
+        os.lchown(link, owner, owner)
+        p = subprocess.run(as_user + ["-r", src + "/sub/", link + "/"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        check(p.returncode == expected,
+              "as uid %d, a DST link owned by uid %d: exit %d (exit %d, %r)" % (attacker, owner, expected, p.returncode,
+                                                                              p.stderr))
 
     # a relative DST operand that is the link (rsync's symlink-race-relative-dest), and SRC without a
     # trailing slash into DST whose NAME is the link
@@ -3188,8 +3206,8 @@ def test_untrusted_links():
     plant(outside, os.path.join(dest, "bk"))
     for backup in [os.path.join(w, "bk", "old"), "bk"]:
         rc, out, err = run("-q", "--backup-dir=" + backup, "--exclude=/bk", src, dest)
-        check(rc == 3 and "--backup-dir=" in err and open(os.path.join(dest, "sub", "f0")).read() == "payload\n",
-              "--backup-dir=%s through another user's symlink: refused, exit 3, DST unchanged (exit %d, %r)"
+        check(rc == 11 and "--backup-dir=" in err and open(os.path.join(dest, "sub", "f0")).read() == "payload\n",
+              "--backup-dir=%s through another user's symlink: refused, exit 11 (rsync's), DST unchanged (exit %d, %r)"
               % (os.path.relpath(backup, w) if os.path.isabs(backup) else backup, rc, err))
         outside_untouched(outside, "--backup-dir")
 

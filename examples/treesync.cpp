@@ -10,8 +10,8 @@
 // is printed after the run), signals.hpp (SIGINT, SIGTERM), text.hpp (escaping).
 //
 // Exit status: 0 done; 1 usage error; 2 refused before anything was touched (same or nested
-// directories, empty source); 3 DST or --backup-dir reached through a symlink of another user than
-// root or the caller, 11 the same for an --exclude-from / --include-from file or --state=FILE (rsync
+// directories, empty source); 3 DST reached through a symlink of another user than root or the
+// caller, 11 the same for --backup-dir, an --exclude-from / --include-from file or --state=FILE (rsync
 // 3.5's rule and statuses, cli/trust.hpp; --insecure-links opts out); 23 some entries failed, or a missing source; 24 some source entries
 // vanished during the run (23 wins over 24); 25 --max-delete exceeded (every other change made, no
 // deletion; the refusal says how many entries the run would delete: report::would_delete);
@@ -148,7 +148,7 @@ int main(int argc, char** argv) {
     if (*read_rules.refused) return print_untrusted_refusal(opt, **read_rules.refused);  // exit 11
     return usage_exit(tool, opt.json, bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n");
   }
-  // DST, --backup-dir, --state: a component that is another user's symlink is refused (exit 3, 11)
+  // DST, --backup-dir, --state: a component that is another user's symlink is refused (exit 3; 11)
   if (const auto t = untrusted_operator_path(opt)) return print_untrusted_refusal(opt, *t);
   try {  // the source root's rule files (-F, dir-merge): a bad one stops the run before any write
     patterns.prepare();

@@ -2,9 +2,10 @@
 // the DST operand, the --exclude-from / --include-from files, --state=FILE and --backup-dir=DIR.
 // A symbolic link at any component of one of them is followed only when it is owned by root or by
 // the user running the tool (treesync::open_trusted); one owned by another user is refused before
-// anything is written, with rsync's exit status: 3 for DST and --backup-dir (rsync's "errors
-// selecting input/output files, dirs": its change_dir into DST fails), 11 for a file read or
-// written (rsync's "error in file IO": failed to open exclude file).  --insecure-links (rsync's
+// anything is written, with rsync's exit status: 3 for DST (rsync's "errors selecting input/output
+// files, dirs": its change_dir into DST fails), 11 for --backup-dir and a file read or written
+// (rsync's "error in file IO": failed to open exclude file; rsync 3.5 stops with 11 at the first
+// backup through such a link, treesync refuses before the run).  --insecure-links (rsync's
 // opt-out) follows every link as before.  Shared by examples/treesync.cpp and treesync_mpi.cpp.
 #ifndef TREESYNC_CLI_TRUST_HPP
 #define TREESYNC_CLI_TRUST_HPP
@@ -101,7 +102,7 @@ inline std::optional<trust_refusal> untrusted_operator_path(const options& o) {
     const std::string& b = *o.backup_dir;
     const std::string path = b[0] == '/' ? b : join_name(o.dst_root, b);
     if (treesync::meets_untrusted_symlink(path, r))
-      return trust_refusal{3, "--backup-dir=" + display(b) + ": " + untrusted_link_reason(r), b};
+      return trust_refusal{11, "--backup-dir=" + display(b) + ": " + untrusted_link_reason(r), b};
   }
   if (o.state && treesync::meets_untrusted_symlink(*o.state, r))
     return trust_refusal{11, "--state=" + display(*o.state) + ": " + untrusted_link_reason(r), *o.state};

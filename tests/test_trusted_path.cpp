@@ -1,0 +1,130 @@
+// tests/test_trusted_path.cpp - issue 33 item 7: treesync::open_trusted(), rsync 3.5's walk of an
+// operator-named path (the CLI's DST, --backup-dir, --state, --exclude-from files): a symbolic link
+// is followed only when owned by root or the effective user.  Real filesystem, in a temp_dir; the
+// cases with another user's link need root (they plant a link owned by uid 65534) and say so
+// when skipped.
+#include <doctest/doctest.h>
+
+#include <treesync/treesync.hpp>
+
+#include "support/temp_dir.hpp"
+
+#include <fstream>
+#include <string>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace {
+
+constexpr uid_t other_user = 65534;
+
+void write_file(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream(p, std::ios::binary) << text;
+}
+
+// A symlink `link` -> `target` owned by `owner` (lchown: the link itself).
+void link_owned(const std::filesystem::path& target, const std::filesystem::path& link, uid_t owner) {
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  REQUIRE(::lchown(link.c_str(), owner, owner) == 0);
+}
+
+std::string read_all(int fd) {
+  std::string text;
+  char buf[256];
+  ssize_t n;
+  while ((n = ::read(fd, buf, sizeof buf)) > 0) text.append(buf, static_cast<std::size_t>(n));
+  return text;
+}
+
+bool root() {
+  if (::geteuid() == 0) return true;
+  MESSAGE("skipped: needs root to plant a symlink owned by another user");
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("open_trusted follows a symlink owned by the caller, at the leaf and in the middle") {
+  treesync_test::temp_dir t;
+  std::filesystem::create_directories(t / "real" / "d");
+  write_file(t / "real" / "d" / "f", "content");
+  link_owned(t / "real", t / "mid", ::geteuid());
+  link_owned("d/f", t / "real" / "leaf", ::geteuid());
+  const treesync::trusted_open_result r = treesync::open_trusted((t / "mid" / "leaf").string(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(r.fd >= 0);
+  CHECK_FALSE(r.refused());
+  CHECK(read_all(r.fd) == "content");
+  ::close(r.fd);
+}
+
+TEST_CASE("open_trusted resolves a relative path with '.' and '..' and a trailing slash") {
+  treesync_test::temp_dir t;
+  std::filesystem::create_directories(t / "a" / "b");
+  std::filesystem::create_directories(t / "c");
+  const std::string rel = (t / "a" / "b").string() + "/./../../c/";
+  const treesync::trusted_open_result r = treesync::open_trusted(rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(r.fd >= 0);
+  struct stat got, want;
+  REQUIRE(::fstat(r.fd, &got) == 0);
+  REQUIRE(::stat((t / "c").c_str(), &want) == 0);
+  CHECK(got.st_ino == want.st_ino);
+  ::close(r.fd);
+}
+
+TEST_CASE("meets_untrusted_symlink answers no for a path missing from some component on") {
+  treesync_test::temp_dir t;
+  treesync::trusted_open_result r;
+  CHECK_FALSE(treesync::meets_untrusted_symlink((t / "missing" / "deeper").string(), r));
+  CHECK(r.error == ENOENT);
+}
+
+TEST_CASE("open_trusted stops a symlink cycle with ELOOP without naming an untrusted link") {
+  treesync_test::temp_dir t;
+  link_owned(t / "b", t / "a", ::geteuid());
+  link_owned(t / "a", t / "b", ::geteuid());
+  const treesync::trusted_open_result r = treesync::open_trusted((t / "a").string(), O_RDONLY | O_CLOEXEC);
+  CHECK(r.fd < 0);
+  CHECK(r.error == ELOOP);
+  CHECK_FALSE(r.refused());
+}
+
+TEST_CASE("open_trusted refuses another user's symlink at the last component, canary unread") {
+  if (!root()) return;
+  treesync_test::temp_dir t;
+  std::filesystem::create_directories(t / "outside");
+  write_file(t / "outside" / "secret", "canary");
+  link_owned(t / "outside" / "secret", t / "plant", other_user);
+  const treesync::trusted_open_result r = treesync::open_trusted((t / "plant").string(), O_RDONLY | O_CLOEXEC);
+  CHECK(r.fd < 0);
+  CHECK(r.error == ELOOP);
+  CHECK(r.refused());
+  CHECK(r.untrusted == (t / "plant").string());
+  CHECK(r.owner == other_user);
+}
+
+TEST_CASE("open_trusted refuses another user's symlink at a parent component") {
+  if (!root()) return;
+  treesync_test::temp_dir t;
+  std::filesystem::create_directories(t / "outside");
+  write_file(t / "outside" / "rules", "canary");
+  link_owned(t / "outside", t / "parent", other_user);
+  treesync::trusted_open_result r;
+  CHECK(treesync::meets_untrusted_symlink((t / "parent" / "rules").string(), r));
+  CHECK(r.untrusted == (t / "parent").string());
+  CHECK(treesync::meets_untrusted_symlink((t / "parent" / "missing").string(), r));  // refused before the miss
+}
+
+TEST_CASE("open_trusted refuses another user's symlink reached through a root-owned link's target") {
+  if (!root()) return;
+  treesync_test::temp_dir t;
+  std::filesystem::create_directories(t / "admin" / "real");
+  std::filesystem::create_directories(t / "outside");
+  link_owned(t / "outside", t / "admin" / "planted", other_user);
+  link_owned(t / "admin", t / "backup", 0);  // the administrator's link: followed
+  treesync::trusted_open_result r;
+  CHECK_FALSE(treesync::meets_untrusted_symlink((t / "backup" / "real").string(), r));
+  CHECK(treesync::meets_untrusted_symlink((t / "backup" / "planted" / "x").string(), r));
+  CHECK(r.untrusted == (t / "admin" / "planted").string());
+}
