@@ -249,111 +249,174 @@ inline std::optional<std::string> read_dst_rule_file(int dir, const std::string&
 /// How many levels of the walk read_dst_rule_tree() keeps open at once (the deepest ones).
 inline constexpr std::size_t dst_rule_window = 16;
 
+/// The names of the subdirectories (and of the entries of unknown type) of the directory open as
+/// `fd`, appended to `out`; false when it cannot be listed (errno says why).  Reads through `fd`
+/// itself (its offset is left at the end), so no descriptor more is needed.
+inline bool list_dst_subdirs(int fd, std::vector<std::string>& out) {
+#if defined(__linux__) && defined(SYS_getdents64)
+  alignas(8) char buf[16384];
+  for (;;) {
+    const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) return true;
+    for (long off = 0; off < n;) {
+      // struct linux_dirent64 { u64 d_ino; s64 d_off; u16 d_reclen; u8 d_type; char d_name[]; }
+      std::uint16_t reclen;
+      std::memcpy(&reclen, buf + off + 16, sizeof reclen);
+      const auto type = static_cast<unsigned char>(buf[off + 18]);
+      const std::string_view name(buf + off + 19);
+      off += reclen;
+      if (name == "." || name == ".." || (type != DT_DIR && type != DT_UNKNOWN)) continue;
+      out.emplace_back(name);
+    }
+  }
+#else
+  const int listing = ::dup(fd);
+  DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
+  if (!d) {
+    const int e = errno;
+    if (listing >= 0) ::close(listing);
+    errno = e;
+    return false;
+  }
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view n = e->d_name;
+    if (n == "." || n == ".." || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN)) continue;
+    out.emplace_back(n);
+  }
+  ::closedir(d);
+  return true;
+#endif
+}
+
 /// Reads the rule files `names` of the directory open as `root` and of every directory below it
 /// (recorded as `base`, `base/SUB`, ...), into `out`.  Directories are reached through
 /// descriptors, each opened O_NOFOLLOW from its parent's: a directory swapped for a symlink is not
-/// entered, so no rule file outside the tree is read.  At most `window` levels are open at once
-/// (the header's comment: a level above them is reopened through ".." and checked); a directory
-/// that cannot be opened or listed, or is not the same when reopened, is recorded as unread.
-/// The walk stops when the budget is spent (`out.full`).
+/// entered, so no rule file outside the tree is read.  At most `window` levels are open at once,
+/// the deepest; a level above them that the walk comes back to with subdirectories still to read
+/// is reopened through ".." from the deepest descriptor still held, and checked to be the
+/// directory it was (device and inode).  A directory that cannot be opened or listed, or is not
+/// the same when reopened, is recorded as unread.  The walk stops when the budget is spent
+/// (`out.full`).
 inline void read_dst_rule_tree(int root, std::string_view base, const std::vector<std::string>& names,
                                dst_rule_texts& out, std::size_t window = dst_rule_window) {
   using node_id = dst_rule_texts::node_id;
+  constexpr node_id none = dst_rule_texts::no_node;
   struct level {
-    int fd = -1;        // -1: closed (above the window), or the walk could not come back to it
-    dev_t dev = 0;      // what fd is, to check it when reopened
+    int fd = -1;    // -1: closed (it fell out of the window)
+    dev_t dev = 0;  // what fd is, to check it when reopened
     ino_t ino = 0;
-    node_id node = dst_rule_texts::no_node;  // made when something is recorded at or below it
+    node_id node = none;  // made when something is recorded at or below it
     std::vector<std::string> subdirs;
     std::size_t next = 0;
-    std::size_t cost = 0;  // bytes charged to the walk for this level
+    std::size_t cost = 0;  // bytes counted in out.walk_peak for this level
   };
   if (window == 0) window = 1;
   std::vector<level> stack;
   std::size_t held = 0;
   bool stop = false;
+  int carry = -1;              // the descriptor of a level popped last, to reopen a level above it
+  std::size_t carry_depth = 0;  // its index in the stack when it was there
+  const auto close_carry = [&] {
+    if (carry >= 0) ::close(carry);
+    carry = -1;
+  };
   // the node of stack[k], made with those of the levels above it that have none
   const auto node_of = [&](std::size_t k) -> node_id {
     std::size_t j = k + 1;
-    while (j > 0 && stack[j - 1].node == dst_rule_texts::no_node) --j;
-    if (j == 0) {
-      // stack[0] is `base`
-      dst_rule_texts::node_id n = dst_rule_texts::root_node;
+    while (j > 0 && stack[j - 1].node == none) --j;
+    if (j == 0) {  // stack[0] is `base`
+      node_id n = dst_rule_texts::root_node;
       std::size_t pos = 0;
-      while (pos < base.size() && n != dst_rule_texts::no_node) {
+      while (pos < base.size() && n != none) {
         std::size_t end = base.find('/', pos);
         if (end == std::string_view::npos) end = base.size();
         if (end > pos) n = out.child(n, base.substr(pos, end - pos));
         pos = end + 1;
       }
-      if (n == dst_rule_texts::no_node) return n;
+      if (n == none) return n;
       stack[0].node = n;
       j = 1;
     }
     for (; j <= k; ++j) {
       const level& up = stack[j - 1];
       const node_id n = out.child(up.node, up.subdirs[up.next - 1]);
-      if (n == dst_rule_texts::no_node) return n;
+      if (n == none) return n;
       stack[j].node = n;
     }
     return stack[k].node;
   };
-  const auto unread = [&](std::size_t k) {
-    const node_id n = node_of(k);
-    if (n == dst_rule_texts::no_node || !out.keep_unread(n)) stop = true;
-  };
   const auto note_errno = [&] {
     if (errno == EMFILE || errno == ENFILE) out.out_of_descriptors = true;
   };
-  // reads the rule files of the directory open as fd (a subdirectory of the top level, or `base`)
-  // and pushes its level
+  // stack[k] is not read further: nothing at or below it is deleted
+  const auto unread = [&](std::size_t k) {
+    const node_id n = node_of(k);
+    if (n == none || !out.keep_unread(n)) stop = true;
+    stack[k].next = stack[k].subdirs.size();
+  };
+  // reads the rule files of the directory open as `fd` and pushes its level
   const auto enter = [&](int fd) {
-    level l;
-    l.fd = fd;
+    stack.emplace_back();
+    const std::size_t k = stack.size() - 1;
+    stack[k].fd = fd;
     struct stat st;
     if (::fstat(fd, &st) == 0) {
-      l.dev = st.st_dev;
-      l.ino = st.st_ino;
+      stack[k].dev = st.st_dev;
+      stack[k].ino = st.st_ino;
     }
-    stack.push_back(std::move(l));
-    const std::size_t k = stack.size() - 1;
     for (const auto& n : names) {
       auto text = read_dst_rule_file(fd, n);
       if (!text) continue;
       const node_id id = node_of(k);
-      if (id == dst_rule_texts::no_node || !out.keep(id, n, std::move(*text))) {
+      if (id == none || !out.keep(id, n, std::move(*text))) {
         stop = true;  // the budget is spent: the walk stops (what was not recorded is kept)
         return;
       }
     }
-    const int listing = ::dup(fd);
-    DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
-    if (!d) {
+    if (!list_dst_subdirs(fd, stack[k].subdirs)) {
       note_errno();
-      if (listing >= 0) ::close(listing);
+      stack[k].subdirs.clear();
       unread(k);  // its own files were read; what is below it is not known
-    } else {
-      auto& subdirs = stack[k].subdirs;
-      while (const dirent* e = ::readdir(d)) {
-        const std::string_view n = e->d_name;
-        if (n == "." || n == ".." || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN)) continue;
-        subdirs.emplace_back(n);
-      }
-      ::closedir(d);
-      subdirs.shrink_to_fit();
     }
     level& top = stack[k];
+    top.subdirs.shrink_to_fit();
     top.cost = sizeof(level) + top.subdirs.capacity() * sizeof(std::string);
     for (const auto& s : top.subdirs)
       if (s.capacity() > 15) top.cost += s.capacity() + 1;  // beyond the string's own buffer
     held += top.cost;
     out.walk_peak = std::max(out.walk_peak, held);
-    // above the window: close the level that falls out of it (reopened when the walk comes back)
-    if (stack.size() > window) {
+    if (stack.size() > window) {  // the level that falls out of the window is closed
       level& old = stack[stack.size() - 1 - window];
       if (old.fd >= 0) ::close(old.fd);
       old.fd = -1;
     }
+  };
+  // reopens stack.back(), closed, through ".." from `carry`
+  const auto reopen = [&]() -> bool {
+    level& top = stack.back();
+    const std::size_t k = stack.size() - 1;
+    if (carry < 0 || carry_depth <= k) return false;
+    int fd = carry;
+    for (std::size_t ups = carry_depth - k; ups > 0;) {
+      const std::size_t step = std::min<std::size_t>(ups, 1000);  // "../" * step within PATH_MAX
+      std::string up;
+      for (std::size_t i = 0; i < step; ++i) up += i ? "/.." : "..";
+      const int next = ::openat(fd, up.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (next < 0) note_errno();
+      if (fd != carry) ::close(fd);
+      if (next < 0) return false;
+      fd = next;
+      ups -= step;
+    }
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || st.st_dev != top.dev || st.st_ino != top.ino) {
+      ::close(fd);  // not the directory it was (moved meanwhile)
+      return false;
+    }
+    top.fd = fd;
+    return true;
   };
 
   if (const int fd = ::dup(root); fd >= 0) {
@@ -364,30 +427,21 @@ inline void read_dst_rule_tree(int root, std::string_view base, const std::vecto
   }
   while (!stack.empty() && !stop && !out.full) {
     level& top = stack.back();
-    if (top.fd < 0 || top.next == top.subdirs.size()) {
-      // done with it: back up to the level above, reopening it through ".." if it was closed
-      const int fd = top.fd;
+    if (top.next == top.subdirs.size()) {  // done with it: back up
+      if (top.fd >= 0) {
+        close_carry();
+        carry = top.fd;  // to reopen a closed level above with work left
+        carry_depth = stack.size() - 1;
+      }
       held -= top.cost;
       stack.pop_back();
-      if (!stack.empty() && stack.back().fd < 0) {
-        level& up = stack.back();
-        int parent = fd < 0 ? -1 : ::openat(fd, "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        struct stat st;
-        if (parent < 0) note_errno();
-        if (parent >= 0 && (::fstat(parent, &st) != 0 || st.st_dev != up.dev || st.st_ino != up.ino)) {
-          ::close(parent);  // not the directory it was (moved meanwhile)
-          parent = -1;
-        }
-        if (parent >= 0) {
-          up.fd = parent;
-        } else {
-          unread(stack.size() - 1);  // the rest of it is not read: nothing below it is deleted
-          up.next = up.subdirs.size();
-        }
-      }
-      if (fd >= 0) ::close(fd);
       continue;
     }
+    if (top.fd < 0 && !reopen()) {
+      unread(stack.size() - 1);  // the rest of it is not read
+      continue;
+    }
+    close_carry();
     const std::string& name = top.subdirs[top.next++];
     const int fd = ::openat(top.fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd >= 0) {
@@ -396,10 +450,11 @@ inline void read_dst_rule_tree(int root, std::string_view base, const std::vecto
       note_errno();
       // a directory there that could not be opened
       const node_id up = node_of(stack.size() - 1);
-      const node_id n = up == dst_rule_texts::no_node ? up : out.child(up, name);
-      if (n == dst_rule_texts::no_node || !out.keep_unread(n)) stop = true;
+      const node_id n = up == none ? up : out.child(up, name);
+      if (n == none || !out.keep_unread(n)) stop = true;
     }
   }
+  close_carry();
   for (const level& l : stack)
     if (l.fd >= 0) ::close(l.fd);
 }

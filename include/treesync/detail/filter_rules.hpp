@@ -164,7 +164,10 @@ class filter_rules {
       }
       const std::size_t n = std::min(dir.size(), pd.size());
       std::size_t common = 0;
-      while (common < n && dir[common] == pd[common]) ++common;
+      if (std::string_view(dir).substr(0, n) == pd.substr(0, n))  // one level down or up: one memcmp
+        common = n;
+      else
+        while (common < n && dir[common] == pd[common]) ++common;
       while (stack.size() > 1) {
         const std::size_t e = stack.back().first;
         if (e <= common && (e == pd.size() || pd[e] == '/')) break;
