@@ -56,6 +56,7 @@ class dst_rule_texts {
   bool full = false;       // the budget was spent: what was not recorded is not known
   bool out_of_descriptors = false;  // a directory was not read for want of descriptors (EMFILE, ENFILE)
   std::size_t walk_peak = 0;  // the most bytes read_dst_rule_tree's walk held at once (its stack)
+  std::size_t reopened = 0;   // levels the walk reopened through ".." (they had fallen out of its window)
 
   dst_rule_texts() { nodes_.push_back(node{no_node, std::string(), false, {}}); }
   explicit dst_rule_texts(std::size_t budget_bytes) : dst_rule_texts() { budget = budget_bytes; }
@@ -416,6 +417,7 @@ inline void read_dst_rule_tree(int root, std::string_view base, const std::vecto
       return false;
     }
     top.fd = fd;
+    ++out.reopened;
     return true;
   };
 
