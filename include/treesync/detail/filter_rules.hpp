@@ -438,6 +438,7 @@ class filter_rules {
   void parse_file(std::string_view dir, std::string_view name, unsigned mods, rule_file& out, int& merges,
                   const std::string& merged_at = std::string()) const {
     const std::string text = shared_->load ? shared_->load(dir, name) : std::string();
+    if (text.empty()) return;  // no rules (and no copy of a deep directory's path)
     std::string where = std::string(dir);
     if (!where.empty()) where += '/';
     where += name;
