@@ -3046,6 +3046,25 @@ def test_links_and_rule_files():
           and os.path.exists(os.path.join(w, "t", "f")),
           "-F --delete: DST's rule files past 64 MiB: a notice, and zz/junk (rule files not recorded) kept (exit %d, %r)" % (rc, err))
 
+    # ... and a DST hundreds of levels deep is read to the bottom with a few descriptors (issue 33
+    # item 3: the read held one per level, so under a limit of 128 it stopped some 120 levels down
+    # and silently kept everything below): d^300/gone is deleted, d^300/keep (its rule file) kept
+    import resource
+    w = fresh("rule-files-dst-deep")
+    write(os.path.join(w, "s", "f"), "f\n")
+    deep = os.path.join(w, "t", *(["d"] * 300))
+    write(os.path.join(deep, ".rsync-filter"), "- keep\n")
+    write(os.path.join(deep, "keep"), "protected by DST's rule file\n")
+    write(os.path.join(deep, "gone"), "extraneous\n")
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    p = subprocess.run([CLI, "-a", "-F", "--delete", "-q", "s/", "t"], cwd=w, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, timeout=120,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (min(128, hard), hard)))
+    check(p.returncode == 0 and not os.path.exists(os.path.join(deep, "gone")) and
+          os.path.exists(os.path.join(deep, "keep")) and os.path.exists(os.path.join(w, "t", "f")),
+          "-F --delete, 300 levels, 128 descriptors: d^300/gone deleted, d^300/keep kept (exit %d, %r)"
+          % (p.returncode, p.stderr[:300]))
+
     # -L and a symlink cycle (a link to an ancestor): treesync stops at the link with an error
     # naming it, copies the rest, deletes nothing (a source error), exit 23; rsync goes round the
     # loop until the kernel's 40 links (ELOOP), making DST/d/e/up/e/up/... , exit 23 too

@@ -327,124 +327,14 @@ bool make_filter(const options& o, Read&& read, treesync::filter& patterns, filt
   return true;
 }
 
-/// DST's per-directory rule files as they were before the run (dst_rule_files), read up front.
-/// Bounded: the texts and the names they are kept under count against `budget`; past it nothing
-/// more is read and a directory whose rule files were not recorded keeps everything (`full`).
-struct dst_rule_texts {
-  std::map<std::pair<std::string, std::string>, std::string> files;  // (directory, name): text
-  std::set<std::string> unread;  // directories that could not be entered: nothing below them is deleted
-  std::size_t bytes = 0;         // held by `files` and `unread`, names included
-  std::size_t budget = 0;
-  bool full = false;
-
-  /// Records `text` for (dir, name); false once the budget is spent.
-  bool keep(const std::string& dir, const std::string& name, std::string text) {
-    if (!charge(dir.size() + name.size() + text.size())) return false;
-    files[{dir, name}] = std::move(text);
-    return true;
-  }
-  bool keep_unread(const std::string& dir) { return charge(dir.size()) && (unread.insert(dir), true); }
-  /// Whether `dir` (relative to the loader's root) is at or below a directory not read.
-  bool below_unread(std::string_view dir) const {
-    for (;;) {
-      if (unread.count(std::string(dir))) return true;
-      const auto slash = dir.rfind('/');
-      if (slash == std::string_view::npos) return !dir.empty() && unread.count(std::string());
-      dir = dir.substr(0, slash);
-    }
-  }
-
- private:
-  bool charge(std::size_t n) {
-    if (full || bytes + n > budget) return full = true, false;
-    bytes += n;
-    return true;
-  }
-};
+/// DST's per-directory rule files as they were before the run (dst_rule_files), read up front:
+/// the library's reader (treesync/detail/dst_rules.hpp), shared with the MPI tool and Python.
+using treesync::detail::dst_rule_texts;
+using treesync::detail::read_dst_rule_file;
+using treesync::detail::read_dst_rule_tree;
 
 /// The most DST's rule files may hold in memory (texts and their directories' names).
 inline constexpr std::size_t dst_rule_budget = std::size_t{64} << 20;
-
-/// The text of DST's rule file `name` in the directory `dir`, before the run: nothing when there
-/// is none (or it is not a file); "- *" (keep everything there) when it cannot be read, is larger
-/// than a rule file may be, or is a symlink: never followed (it could name a device whose open does
-/// something), and what rsync would read through it may protect anything, so all is kept.
-inline std::optional<std::string> read_dst_rule_file(int dir, const std::string& name) {
-  const std::string keep_all = "- *";
-  struct stat st;
-  if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
-    return errno == ENOENT || errno == ENOTDIR ? std::nullopt : std::optional<std::string>(keep_all);
-  if (S_ISLNK(st.st_mode)) return keep_all;
-  if (!S_ISREG(st.st_mode)) return std::nullopt;
-  try {
-    std::string text = treesync::filter::read_rule_file(name.c_str(), dir);  // O_NOFOLLOW, regular only
-    if (text.empty() && st.st_size > 0) return keep_all;  // unreadable, or swapped since the stat
-    return text;
-  } catch (const treesync::filter_error&) {  // larger than a rule file may be
-    return keep_all;
-  }
-}
-
-/// Reads the rule files `names` of the directory open as `root` and of every directory below it
-/// (recorded as `base`, `base/SUB`, ...), into `out`.  Directories are reached through
-/// descriptors, each opened O_NOFOLLOW from its parent's: a directory swapped for a symlink is not
-/// entered, so no rule file outside the tree is read.  One descriptor per level; a directory that
-/// cannot be opened or listed (permissions, descriptors exhausted) is recorded as unread.
-inline void read_dst_rule_tree(int root, const std::string& base, const std::vector<std::string>& names,
-                               dst_rule_texts& out) {
-  struct level {
-    int fd;
-    std::string rel;
-    std::vector<std::string> subdirs;
-    std::size_t next = 0;
-  };
-  std::vector<level> stack;
-  const auto enter = [&](int fd, std::string rel) {
-    for (const auto& n : names) {
-      if (auto text = read_dst_rule_file(fd, n); text && !out.keep(rel, n, std::move(*text))) {
-        ::close(fd);  // the budget is spent: the walk stops (what was not recorded is kept)
-        return;
-      }
-    }
-    level l{fd, std::move(rel), {}};
-    const int listing = ::dup(fd);
-    DIR* d = listing < 0 ? nullptr : ::fdopendir(listing);
-    if (!d) {
-      if (listing >= 0) ::close(listing);
-      out.keep_unread(l.rel);  // its own files were read; what is below it is not known
-    } else {
-      while (const dirent* e = ::readdir(d)) {
-        const std::string_view n = e->d_name;
-        if (n == "." || n == ".." || (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN)) continue;
-        l.subdirs.emplace_back(n);
-      }
-      ::closedir(d);
-    }
-    stack.push_back(std::move(l));
-  };
-  if (const int fd = ::dup(root); fd >= 0)
-    enter(fd, base);
-  else
-    out.keep_unread(base);
-  while (!stack.empty() && !out.full) {
-    level& top = stack.back();
-    if (top.fd < 0 || top.next == top.subdirs.size()) {
-      if (top.fd >= 0) ::close(top.fd);
-      stack.pop_back();
-      continue;
-    }
-    const std::string& name = top.subdirs[top.next++];
-    std::string rel = top.rel.empty() ? name : top.rel + '/' + name;
-    const int fd = ::openat(top.fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0) {
-      enter(fd, std::move(rel));
-    } else if (errno != ENOTDIR && errno != ELOOP && errno != ENOENT) {
-      out.keep_unread(rel);  // a directory there that could not be opened
-    }
-  }
-  for (const level& l : stack)
-    if (l.fd >= 0) ::close(l.fd);
-}
 
 /// -F / dir-merge with --delete: the per-directory rule files of DST as they are before the run
 /// (rsync reads them where it deletes, before it writes there; the run may copy SRC's over them).
@@ -480,10 +370,10 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
   }  // else: DST does not exist yet (or is not a directory): it holds no rule files
   std::shared_ptr<const dst_rule_texts> held = texts;
   return [held, names, root](std::string_view dir, std::string_view name) -> std::string {
-    const auto it = held->files.find({std::string(dir), std::string(name)});
-    if (it != held->files.end()) return it->second;
+    const auto kept = held->lookup(dir, name);
+    if (kept.text) return *kept.text;
     if (std::find(names.begin(), names.end(), name) != names.end())
-      return held->full || held->below_unread(dir) ? "- *" : std::string();  // none before the run
+      return held->full || kept.below_unread ? "- *" : std::string();  // none before the run
     const fs::path p = dir.empty() ? root / std::string(name) : root / std::string(dir) / std::string(name);
     return treesync::filter::read_rule_file(p.c_str());
   };
@@ -509,8 +399,9 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
   filter_error bad;
   if (!make_filter(opt, read, *rules, bad, dst_rule_files(opt, texts))) return true;  // the source's filter failed first
   try {
-    for (const auto& f : texts->files)
-      (void)rules->excluded(f.first.first.empty() ? "-" : f.first.first + "/-", treesync::file_type::regular);
+    texts->for_each_file([&](const std::string& dir, const std::string&, const std::string&) {
+      (void)rules->excluded(dir.empty() ? "-" : dir + "/-", treesync::file_type::regular);
+    });
   } catch (const treesync::filter_error& e) {
     message = std::string("treesync: ") + e.what() + " in DST " + display(opt.dst_root) + " (nothing was written)\n";
     return false;
@@ -518,6 +409,9 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
   if (texts->full)
     notice = "treesync: DST's rule files hold more than " + std::to_string(dst_rule_budget >> 20) +
              " MiB: in a directory whose rule files were not read, nothing is deleted\n";
+  else if (texts->out_of_descriptors)
+    notice = "treesync: DST's rule files were not all read (no file descriptors left): below a directory"
+             " not read, nothing is deleted\n";
   deletion = deletion.with_dst_rules(std::move(rules), opt.name);
   return true;
 }

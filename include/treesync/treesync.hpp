@@ -15,6 +15,7 @@
 //   detail/glob.hpp      the pattern matchers (glob's, rsync's wildmatch)
 //   detail/filter_rules.hpp  filter's machinery: rule syntax, matching, rule files, contexts
 //   filter.hpp           exclusion: glob, exclude, filter (rsync rules), predicate combinators
+//   detail/dst_rules.hpp DST's per-directory rule files read up front (-F / dir-merge with --delete)
 //   filesystem.hpp       the filesystem contract (what a backend must do), capability flags
 //   traits.hpp           how a policy is recognised; the policy pack
 //   detail/manifest.hpp  the state file (state_file): records, their text, what a run trusts
@@ -73,6 +74,7 @@
 #include "detail/glob.hpp"
 #include "detail/filter_rules.hpp"
 #include "filter.hpp"
+#include "detail/dst_rules.hpp"
 #include "filesystem.hpp"
 #include "traits.hpp"
 #include "detail/manifest.hpp"

@@ -139,13 +139,16 @@ class filter_rules {
   // that enters a subdirectory another thread is in (or holds in its chain) takes its context
   // from `children` instead of reading the directory's files again; a context lives while some
   // thread's chain holds it (the weak entries of those gone are swept as the list grows).
+  // Its lock is one of shared_state::locks (ctx_lock()): a context costs a few words per
+  // directory of a deep chain, no mutex of its own.
   struct dir_ctx {
-    std::vector<slot> slots;
-    mutable std::mutex mu;  // children; held while a child's context is built (one read per directory)
-    mutable std::map<std::string, std::weak_ptr<const dir_ctx>, std::less<>> children;
+    std::shared_ptr<const std::vector<slot>> slots;  // the parent's own when they are the same (build)
+    // under ctx_lock(*this): the subdirectories some thread holds (few: the weak entries of those
+    // gone are swept as the list grows), held while a child's context is built (one read per directory)
+    mutable std::vector<std::pair<std::string, std::weak_ptr<const dir_ctx>>> children;
     mutable std::size_t sweep_at = 16;
     const slot* find(const rule* r) const {
-      for (const slot& s : slots)
+      for (const slot& s : *slots)
         if (s.merge == r) return &s;
       return nullptr;
     }
@@ -164,7 +167,10 @@ class filter_rules {
       }
       const std::size_t n = std::min(dir.size(), pd.size());
       std::size_t common = 0;
-      while (common < n && dir[common] == pd[common]) ++common;
+      if (std::string_view(dir).substr(0, n) == pd.substr(0, n))  // one level down or up: one memcmp
+        common = n;
+      else
+        while (common < n && dir[common] == pd[common]) ++common;
       while (stack.size() > 1) {
         const std::size_t e = stack.back().first;
         if (e <= common && (e == pd.size() || pd[e] == '/')) break;
@@ -249,6 +255,7 @@ class filter_rules {
   struct shared_state {
     loader load;
     std::mutex mu;
+    std::mutex locks[32];  // the contexts' locks, by address (ctx_lock)
     std::vector<std::pair<std::thread::id, std::shared_ptr<cursor>>> cursors;
     std::shared_ptr<const dir_ctx> root;  // the root's context, shared by every thread's chain
   };
@@ -259,6 +266,11 @@ class filter_rules {
     std::lock_guard<std::mutex> lock(shared_->mu);
     shared_->cursors.clear();
     shared_->root.reset();
+  }
+
+  // The lock of the context `c` (its children, the building of one).
+  std::mutex& ctx_lock(const dir_ctx& c) const {
+    return shared_->locks[(reinterpret_cast<std::uintptr_t>(&c) / alignof(dir_ctx)) % std::size(shared_->locks)];
   }
 
   // The root directory's context, built once (its files read when the first thread asks).
@@ -273,9 +285,9 @@ class filter_rules {
   // directory together read its files once.
   std::shared_ptr<const dir_ctx> child_ctx(const dir_ctx& parent, std::string_view name, std::string_view dir,
                                            std::size_t base) const {
-    std::lock_guard<std::mutex> lock(parent.mu);
+    std::lock_guard<std::mutex> lock(ctx_lock(parent));
     auto& kids = parent.children;
-    const auto it = kids.find(name);
+    const auto it = std::find_if(kids.begin(), kids.end(), [&](const auto& k) { return k.first == name; });
     if (it != kids.end())
       if (auto live = it->second.lock()) return live;
     std::shared_ptr<const dir_ctx> ctx = build(&parent, dir, base);
@@ -283,10 +295,11 @@ class filter_rules {
       it->second = ctx;
     } else {
       if (kids.size() >= parent.sweep_at) {  // drop the entries of directories every thread has left
-        for (auto k = kids.begin(); k != kids.end();) k = k->second.expired() ? kids.erase(k) : std::next(k);
+        kids.erase(std::remove_if(kids.begin(), kids.end(), [](const auto& k) { return k.second.expired(); }),
+                   kids.end());
         parent.sweep_at = std::max<std::size_t>(16, 2 * kids.size());
       }
-      kids.emplace(std::string(name), ctx);
+      kids.emplace_back(std::string(name), ctx);
     }
     return ctx;
   }
@@ -425,6 +438,7 @@ class filter_rules {
   void parse_file(std::string_view dir, std::string_view name, unsigned mods, rule_file& out, int& merges,
                   const std::string& merged_at = std::string()) const {
     const std::string text = shared_->load ? shared_->load(dir, name) : std::string();
+    if (text.empty()) return;  // no rules (and no copy of a deep directory's path)
     std::string where = std::string(dir);
     if (!where.empty()) where += '/';
     where += name;
@@ -502,15 +516,17 @@ class filter_rules {
 
   // The context of the directory `dir` (length+1 = `base`; the root: "" and 0) below `parent`.
   std::shared_ptr<const dir_ctx> build(const dir_ctx* parent, std::string_view dir, std::size_t base) const {
-    auto ctx = std::make_shared<dir_ctx>();
+    struct {
+      std::vector<slot> slots;
+    } building, *ctx = &building;  // the slots, shared with the parent's when they come out the same
     const auto active = [&](std::string_view name) {
       for (const slot& s : ctx->slots)
         if (s.merge->pattern == name) return true;
       return false;
     };
     if (parent) {
-      ctx->slots.reserve(parent->slots.size());
-      for (const slot& s : parent->slots) ctx->slots.push_back(slot{s.merge, s.owner, nullptr, s.inherit});
+      ctx->slots.reserve(parent->slots->size());
+      for (const slot& s : *parent->slots) ctx->slots.push_back(slot{s.merge, s.owner, nullptr, s.inherit});
     } else {
       for (const rule& r : rules_)
         if (r.merge && !active(r.pattern)) ctx->slots.push_back(slot{&r, nullptr, nullptr, nullptr});
@@ -533,7 +549,18 @@ class filter_rules {
       }
       ctx->slots[i].inherit = (m->mods & mod_no_inherit) ? nullptr : ctx->slots[i].current;
     }
-    return ctx;
+    // a directory that changes nothing (no rule file of its own below an inherited one) shares its
+    // parent's slots: a chain of such directories costs a context each, not a context and slots
+    auto made = std::make_shared<dir_ctx>();
+    const auto same = [](const slot& a, const slot& b) {
+      return a.merge == b.merge && a.owner == b.owner && a.current == b.current && a.inherit == b.inherit;
+    };
+    if (parent && std::equal(building.slots.begin(), building.slots.end(), parent->slots->begin(),
+                             parent->slots->end(), same))
+      made->slots = parent->slots;
+    else
+      made->slots = std::make_shared<const std::vector<slot>>(std::move(building.slots));
+    return made;
   }
 
   // rsync's rule_matches(), for a path relative to the transfer root; `base`: the length of the

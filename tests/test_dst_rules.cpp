@@ -1,0 +1,266 @@
+// DST's per-directory rule files read up front (treesync/detail/dst_rules.hpp, issue 33 item 3):
+// the tree of directories they are recorded in (a lookup by path, an unread directory keeping
+// its subtree, the budget), and the read itself on real directories: memory linear in the depth
+// of a chain (counted by the structure and its walk, never timed), and a chain deeper than the
+// descriptors the process may open read to the bottom.
+#include <treesync/treesync.hpp>
+
+#include "support/deep_tree.hpp"
+#include "support/temp_dir.hpp"
+
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <string>
+#include <sys/stat.h>
+#include <tuple>
+#include <unistd.h>
+#include <vector>
+
+namespace {
+
+using treesync::detail::dst_rule_texts;
+using treesync::detail::read_dst_rule_tree;
+using namespace treesync_test;
+
+const std::string rf = ".rsync-filter";
+
+std::string text_of(const dst_rule_texts& t, std::string_view dir, std::string_view name = rf) {
+  const std::string* s = t.find(dir, name);
+  return s ? *s : std::string("<none>");
+}
+
+// `depth` directories "d" below `root`, with `rule` as the rule file of each level i (1 = the
+// first "d") for which `at(i)` holds; returns false on failure.
+template <class At>
+bool chain_with_rules(const std::string& root, int depth, const std::string& rule, At at,
+                      const std::string& name = "d") {
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  for (int i = 1; fd >= 0 && i <= depth; ++i) {
+    ::mkdirat(fd, name.c_str(), 0755);
+    const int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(fd);
+    fd = next;
+    if (fd >= 0 && at(i)) {
+      const int f = ::openat(fd, rf.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+      const bool ok = f >= 0 && ::write(f, rule.data(), rule.size()) == static_cast<ssize_t>(rule.size());
+      if (f >= 0) ::close(f);
+      if (!ok) {
+        ::close(fd);
+        return false;
+      }
+    }
+  }
+  if (fd < 0) return false;
+  ::close(fd);
+  return true;
+}
+
+std::string chain_path(int levels, const std::string& name = "d") {
+  std::string p;
+  for (int i = 0; i < levels; ++i) p += (i ? "/" : "") + name;
+  return p;
+}
+
+void read_tree(const std::string& root, dst_rule_texts& out, std::size_t window = treesync::detail::dst_rule_window) {
+  const int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  read_dst_rule_tree(fd, "", {rf}, out, window);
+  ::close(fd);
+}
+
+}  // namespace
+
+TEST_CASE("dst_rule_texts: a rule file is found by its directory's path, at any depth, and nowhere else") {
+  dst_rule_texts t(1 << 20);
+  REQUIRE(t.keep("a/b/c", rf, "- x"));
+  REQUIRE(t.keep("", rf, "- top"));
+  REQUIRE(t.keep("a/b/c", ".other", "- y"));
+  CHECK(text_of(t, "a/b/c") == "- x");
+  CHECK(text_of(t, "a/b/c", ".other") == "- y");
+  CHECK(text_of(t, "") == "- top");
+  CHECK(text_of(t, "a/b") == "<none>");
+  CHECK(text_of(t, "a/b/c/d") == "<none>");
+  CHECK(text_of(t, "a/b/cc") == "<none>");
+  CHECK(text_of(t, "x/b/c") == "<none>");
+  CHECK(text_of(t, "a/b/c", ".third") == "<none>");
+  CHECK(t.size() == 3);
+  REQUIRE(t.keep("a/b/c", rf, "- again"));  // the same file again: replaced, not added
+  CHECK(text_of(t, "a/b/c") == "- again");
+  CHECK(t.size() == 3);
+}
+
+TEST_CASE("dst_rule_texts: a directory not read keeps its whole subtree, and only it") {
+  dst_rule_texts t(1 << 20);
+  CHECK_FALSE(t.below_unread(""));
+  REQUIRE(t.keep_unread("a/b"));
+  CHECK(t.below_unread("a/b"));
+  CHECK(t.below_unread("a/b/c/d/e"));
+  CHECK_FALSE(t.below_unread("a"));
+  CHECK_FALSE(t.below_unread("a/bc"));
+  CHECK_FALSE(t.below_unread("a/c/b"));
+  CHECK_FALSE(t.below_unread(""));
+  const auto found = t.lookup("a/b/c", rf);
+  CHECK(found.below_unread);
+  CHECK(found.text == nullptr);
+  REQUIRE(t.keep_unread(""));  // the root itself: everything
+  CHECK(t.below_unread(""));
+  CHECK(t.below_unread("z/y"));
+}
+
+TEST_CASE("dst_rule_texts: past the budget nothing more is recorded and it says it is full") {
+  dst_rule_texts t(dst_rule_texts::node_cost + 1 + dst_rule_texts::file_cost + rf.size() + 10);
+  REQUIRE(t.keep("a", rf, std::string(10, 'x')));  // exactly the budget
+  CHECK_FALSE(t.full);
+  CHECK(t.bytes == t.budget);
+  CHECK_FALSE(t.keep("a", ".other", "y"));
+  CHECK(t.full);
+  CHECK_FALSE(t.keep("a", rf, "z"));  // once full, nothing more (not even a replacement)
+  CHECK_FALSE(t.keep_unread("b/c"));
+  CHECK(text_of(t, "a") == std::string(10, 'x'));
+  CHECK(t.bytes <= t.budget);
+}
+
+TEST_CASE("dst_rule_texts: each rule file is visited once, a directory before those below it, names in order") {
+  dst_rule_texts t(1 << 20);
+  REQUIRE(t.keep("b/x", rf, "3"));
+  REQUIRE(t.keep("a", rf, "1"));
+  REQUIRE(t.keep("b", rf, "2"));
+  REQUIRE(t.keep("", ".z", "0z"));
+  REQUIRE(t.keep("", ".a", "0a"));
+  REQUIRE(t.keep_unread("c"));
+  std::vector<std::tuple<std::string, std::string, std::string>> seen;
+  t.for_each_file([&](const std::string& dir, const std::string& name, const std::string& text) {
+    seen.emplace_back(dir, name, text);
+  });
+  const std::vector<std::tuple<std::string, std::string, std::string>> want = {
+      {"", ".a", "0a"}, {"", ".z", "0z"}, {"a", rf, "1"}, {"b", rf, "2"}, {"b/x", rf, "3"}};
+  CHECK(seen == want);
+}
+
+TEST_CASE("read_dst_rule_tree: each directory's rule files under their paths; a symlinked one keeps all") {
+  temp_dir tmp;
+  const fs::path r = tmp.path();
+  make_dir(r / "a");
+  make_dir(r / "a" / "b");
+  make_dir(r / "a" / "b" / "c");
+  make_dir(r / "e");
+  write_file(r / rf, "- top\n");
+  write_file(r / "a" / "b" / "c" / rf, "- deep\n");
+  make_symlink("/etc/passwd", r / "e" / rf);
+  make_symlink("a", r / "link");  // a symlink to a directory is not entered
+  dst_rule_texts t(1 << 20);
+  read_tree(r.string(), t);
+  CHECK(text_of(t, "") == "- top\n");
+  CHECK(text_of(t, "a/b/c") == "- deep\n");
+  CHECK(text_of(t, "e") == "- *");
+  CHECK(text_of(t, "a") == "<none>");
+  CHECK(text_of(t, "link/b/c") == "<none>");
+  CHECK_FALSE(t.below_unread("a/b/c"));
+  CHECK(t.size() == 3);
+  CHECK_FALSE(t.full);
+  CHECK_FALSE(t.out_of_descriptors);
+}
+
+TEST_CASE("read_dst_rule_tree: a directory it cannot enter is recorded as unread, its siblings read") {
+  if (::geteuid() == 0) return;  // root enters a mode-000 directory
+  temp_dir tmp;
+  const fs::path r = tmp.path();
+  make_dir(r / "locked");
+  make_dir(r / "locked" / "in");
+  make_dir(r / "open");
+  write_file(r / "open" / rf, "- o\n");
+  set_mode(r / "locked", 0);
+  dst_rule_texts t(1 << 20);
+  read_tree(r.string(), t);
+  set_mode(r / "locked", 0755);
+  CHECK(t.below_unread("locked"));
+  CHECK(t.below_unread("locked/in"));
+  CHECK_FALSE(t.below_unread("open"));
+  CHECK_FALSE(t.below_unread(""));
+  CHECK(text_of(t, "open") == "- o\n");
+}
+
+TEST_CASE("read_dst_rule_tree: a 2,000-level chain costs memory linear in its depth") {
+  deep_scratch s("dst-rules-chain");
+  REQUIRE_FALSE(s.path.empty());
+  constexpr int depth = 2000;
+  const std::string name(100, 'n');  // a path of the whole depth is 200 KB: one per level would be 200 MB
+  REQUIRE(chain_with_rules(s.path, depth, "- x\n", [](int i) { return i % 10 == 0; }, name));
+  dst_rule_texts t(std::size_t{64} << 20);
+  read_tree(s.path, t);
+  CHECK(t.size() == depth / 10);
+  CHECK(text_of(t, chain_path(depth, name)) == "- x\n");
+  CHECK(text_of(t, chain_path(depth - 1, name)) == "<none>");
+  CHECK_FALSE(t.below_unread(chain_path(depth, name)));
+  CHECK_FALSE(t.out_of_descriptors);
+  // a node per level (its own name, never a path) and a file per tenth level
+  CHECK(t.nodes() == depth + 1);
+  const std::size_t per_level = dst_rule_texts::node_cost + name.size();
+  const std::size_t per_file = dst_rule_texts::file_cost + rf.size() + 4;
+  CHECK(t.bytes == depth * per_level + (depth / 10) * per_file);
+  // the walk: a level's record and its subdirectory's name, the same at any depth
+  CHECK(t.walk_peak > 0);
+  CHECK(t.walk_peak <= depth * std::size_t{512});
+}
+
+TEST_CASE("read_dst_rule_tree: a chain deeper than the descriptors the process may open is read to the bottom") {
+  deep_scratch s("dst-rules-fds");
+  REQUIRE_FALSE(s.path.empty());
+  constexpr int depth = 300;
+  REQUIRE(chain_with_rules(s.path, depth, "- bottom\n", [](int i) { return i == depth || i == 150; }));
+  // siblings "a" and "z" made before and after "d" in each of the first 40 levels: whatever order
+  // the directory lists them in, one of them is left when the walk comes back up from the bottom,
+  // to levels that fell out of the window (reopened)
+  int fd = ::open(s.path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const auto sibling = [&](const char* n) {
+    ::mkdirat(fd, n, 0755);
+    const int f = ::openat(fd, (std::string(n) + "/" + rf).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    const bool ok = f >= 0 && ::write(f, "- s\n", 4) == 4;
+    if (f >= 0) ::close(f);
+    return ok;
+  };
+  for (int i = 0; i < 40; ++i) {
+    REQUIRE(::renameat(fd, "d", fd, "d-moved") == 0);  // "a", then "d", then "z"
+    REQUIRE(sibling("a"));
+    REQUIRE(::renameat(fd, "d-moved", fd, "d") == 0);
+    REQUIRE(sibling("z"));
+    const int next = ::openat(fd, "d", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ::close(fd);
+    fd = next;
+    REQUIRE(fd >= 0);
+  }
+  ::close(fd);
+  dst_rule_texts t(std::size_t{64} << 20);
+  {
+    fd_limit limit(64);  // one descriptor per level would run out some 50 levels down
+    read_tree(s.path, t, 4);
+  }
+  CHECK_FALSE(t.out_of_descriptors);
+  CHECK(text_of(t, chain_path(depth)) == "- bottom\n");
+  CHECK(text_of(t, chain_path(150)) == "- bottom\n");
+  CHECK_FALSE(t.below_unread(chain_path(depth)));
+  for (int i = 0; i < 40; ++i) {
+    CHECK(text_of(t, chain_path(i) + (i ? "/a" : "a")) == "- s\n");
+    CHECK(text_of(t, chain_path(i) + (i ? "/z" : "z")) == "- s\n");
+  }
+  CHECK(t.size() == 82);
+  CHECK(t.reopened > 0);  // levels that fell out of the window were reopened through ".."
+}
+
+TEST_CASE("read_dst_rule_tree: past the descriptors it may open, what is below is unread and it says so") {
+  deep_scratch s("dst-rules-emfile");
+  REQUIRE_FALSE(s.path.empty());
+  constexpr int depth = 300;
+  REQUIRE(chain_with_rules(s.path, depth, "- bottom\n", [](int i) { return i == depth; }));
+  dst_rule_texts t(std::size_t{64} << 20);
+  {
+    fd_limit limit(128);  // fewer than 300 descriptors: a window as deep as the chain runs out
+    read_tree(s.path, t, 1000);
+  }
+  CHECK(t.out_of_descriptors);
+  CHECK(t.below_unread(chain_path(depth)));  // kept: nothing there is deleted
+  CHECK(text_of(t, chain_path(depth)) == "<none>");
+  CHECK_FALSE(t.below_unread(chain_path(10)));
+}
