@@ -1,8 +1,9 @@
-// tests/test_create_then_set.cpp - issue 23 items 4 and 6, issue 24 item 2.
+// tests/test_create_then_set.cpp - issue 23 items 4 and 6, issue 24 item 2, issue 33 item 5.
 //
 // Create-then-set: what the run makes (a special file, a directory) gets its owner and mode only
 // on the object it made.  The attacker acts from a filesystem wrapper at a chosen point (right
-// after the mknod or the mkdir, before anything else), as the owner of the destination can; a
+// after the mknod, the mkdir or the symlink, or before an existing entry is opened or restamped), as
+// the owner of the destination can; a
 // canary tree outside the destination is compared before and after.  Then: a file whose content
 // is shorter than its stat size, the leftover purge, a cancel during a copy, and the side each
 // failure is reported on (mock_fs fault injection; real tmpfs and read-only mounts as root).
@@ -16,12 +17,14 @@
 #include "support/temp_dir.hpp"
 
 #include <atomic>
+#include <cstring>
 #include <functional>
 #include <string>
 
 #include <fcntl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 namespace {
@@ -36,7 +39,12 @@ bool is_root() { return ::geteuid() == 0; }
 
 // posix_fs with the attacker's move right after a make_special / make_dir / at a copy's start.
 struct hooked_fs : treesync::posix_fs {
-  std::function<void(dir_handle&, const std::string&)> after_mknod, after_mkdir, before_copy;
+  std::function<void(dir_handle&, const std::string&)> after_mknod, after_mkdir, before_copy, after_symlink, before_touch,
+      before_open_dir;
+  dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
+    if (before_open_dir) before_open_dir(d, name);
+    return posix_fs::open_dir(d, name, follow, ec);
+  }
   void make_special(dir_handle& d, const std::string& name, const treesync::stat_info& st, std::error_code& ec) const {
     posix_fs::make_special(d, name, st, ec);
     if (!ec && after_mknod) after_mknod(d, name);
@@ -44,6 +52,20 @@ struct hooked_fs : treesync::posix_fs {
   void make_dir(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) const {
     posix_fs::make_dir(d, name, mode, ec);
     if (!ec && after_mkdir) after_mkdir(d, name);
+  }
+  void make_symlink(dir_handle& d, const std::string& name, const std::string& target, std::error_code& ec) const {
+    posix_fs::make_symlink(d, name, target, ec);
+    if (!ec && after_symlink) after_symlink(d, name);
+  }
+  // an existing entry's metadata change, by whichever call the engine makes it
+  void set_mtime(dir_handle& d, const std::string& name, std::int64_t ns, std::error_code& ec) const {
+    if (before_touch && name != ".") before_touch(d, name);
+    posix_fs::set_mtime(d, name, ns, ec);
+  }
+  void touch_seen(dir_handle& d, const std::string& name, const treesync::stat_info& seen, bool mtime, std::int64_t ns,
+                  bool mode, std::uint32_t bits, std::error_code& ec) const {
+    if (before_touch) before_touch(d, name);
+    posix_fs::touch_seen(d, name, seen, mtime, ns, mode, bits, ec);
   }
   treesync::copy_result copy_file(dir_handle& sd, const std::string& name, dir_handle& dd, const std::string& dst_name,
                                   const treesync::stat_info& expected, const treesync::copy_options& opt,
@@ -198,6 +220,156 @@ TEST_CASE("create-then-set: a directory swapped in between mkdir and open is nev
   CHECK((st->st_mode & 07777) == 0777);
   CHECK(st->st_nlink == 2);  // nothing made inside it
   CHECK(!r.ok());
+  CHECK(a.canary_changes() == "");
+}
+
+// ---- issue 33 item 5: a link's owner and mtime on the link made -------------------------------
+
+namespace {
+
+constexpr uid_t nobody = 65534;
+
+// Exchanges two names of one filesystem (renameat2 RENAME_EXCHANGE), as the owner of both
+// directories can.
+void exchange(const fs::path& a, const fs::path& b) {
+  const long rc = ::syscall(SYS_renameat2, AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), 2u /* RENAME_EXCHANGE */);
+  const std::string why = rc == 0 ? "" : std::strerror(errno);
+  INFO("renameat2 " << a << " " << b << ": " << why);
+  REQUIRE(rc == 0);
+}
+
+// The attacker's own file, outside the destination: nobody's, mode 0644, an old mtime.
+struct their_file {
+  fs::path path;
+  ino_t ino;
+  std::int64_t mtime;
+  explicit their_file(const fs::path& p) : path(p) {
+    write_file(p, "mine\n", 0644);
+    REQUIRE(::chown(p.c_str(), nobody, nobody) == 0);
+    const struct timespec ts[2] = {{0, UTIME_OMIT}, {1000000, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, p.c_str(), ts, 0) == 0);
+    const struct ::stat st = lstat_of(p);
+    ino = st.st_ino;
+    mtime = mtime_ns_of(st);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("create-then-set: a file exchanged for the temporary link before its owner is set is never chowned or restamped") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (chown of a link, an attacker file of uid 65534)");
+    return;
+  }
+  arena a;
+  make_symlink("target-of-the-link", a.src / "lnk");  // root's, as the source link of the issue
+  const fs::path side = a.t / "attacker";
+  make_dir(side);
+  const their_file mine(side / "mine");
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_symlink = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    exchange(a.dst / name, mine.path);  // the temporary link goes out, the attacker's file comes in
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::links::preserve, treesync::preserve_owner,
+                                            treesync::preserve_group);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, mine.ino);
+  REQUIRE(st);
+  CHECK(st->st_uid == nobody);
+  CHECK(st->st_gid == nobody);
+  CHECK(mtime_ns_of(*st) == mine.mtime);
+  CHECK(S_ISREG(st->st_mode));
+  CHECK(has_error(r, "lnk"));
+  CHECK(!fs::exists(a.dst / "lnk"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: a link made as root gets its owner, group and mtime on the link itself") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (chown of a link to another uid)");
+    return;
+  }
+  arena a;
+  make_symlink("../elsewhere", a.src / "lnk");
+  REQUIRE(::lchown((a.src / "lnk").c_str(), attacker_uid, attacker_uid + 1) == 0);
+  const struct timespec ts[2] = {{0, UTIME_OMIT}, {123456789, 42}};
+  REQUIRE(::utimensat(AT_FDCWD, (a.src / "lnk").c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
+  const treesync::report r =
+      treesync::sync(a.src, a.dst, treesync::links::preserve, treesync::preserve_owner, treesync::preserve_group);
+  CHECK(r.ok());
+  const struct ::stat st = lstat_of(a.dst / "lnk");
+  REQUIRE(S_ISLNK(st.st_mode));
+  CHECK(fs::read_symlink(a.dst / "lnk") == "../elsewhere");
+  CHECK(st.st_uid == attacker_uid);
+  CHECK(st.st_gid == attacker_uid + 1);
+  CHECK(mtime_ns_of(st) == mtime_ns_of(lstat_of(a.src / "lnk")));
+}
+
+TEST_CASE("create-then-set: a file exchanged for an existing link whose mtime is restamped keeps its mtime") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (an attacker file of uid 65534)");
+    return;
+  }
+  arena a;
+  make_symlink("same-target", a.src / "lnk");
+  make_symlink("same-target", a.dst / "lnk");  // current but for its mtime: the run restamps it
+  const struct timespec ts[2] = {{0, UTIME_OMIT}, {200000000, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, (a.src / "lnk").c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
+  const fs::path side = a.t / "attacker";
+  make_dir(side);
+  const their_file mine(side / "mine");
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.before_touch = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped || name != "lnk") return;
+    swapped = true;
+    exchange(a.dst / name, mine.path);
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::links::preserve);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, mine.ino);
+  REQUIRE(st);
+  CHECK(mtime_ns_of(*st) == mine.mtime);
+  CHECK(st->st_uid == nobody);
+  CHECK(has_error(r, "lnk"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: an existing directory exchanged for the attacker's before it is opened is never chowned") {
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (an attacker directory of uid 65534)");
+    return;
+  }
+  arena a;
+  make_dir(a.src / "sub", 0755);
+  REQUIRE(::chown((a.src / "sub").c_str(), attacker_uid, attacker_uid) == 0);
+  make_dir(a.dst / "sub", 0755);  // root's: the run chowns it to the source's owner
+  const fs::path theirs = a.t / "theirs";
+  make_dir(theirs, 0755);
+  REQUIRE(::chown(theirs.c_str(), nobody, nobody) == 0);
+  const ino_t their_ino = lstat_of(theirs).st_ino;
+  const ino_t dst_ino = lstat_of(a.dst).st_ino;
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.before_open_dir = [&](hooked_fs::dir_handle& d, const std::string& name) {
+    struct ::stat at;
+    if (swapped || name != "sub" || ::fstat(d.fd(), &at) != 0 || at.st_ino != dst_ino) return;
+    swapped = true;
+    exchange(a.dst / name, theirs);
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::preserve_owner, treesync::preserve_group);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, their_ino);
+  REQUIRE(st);
+  CHECK(st->st_uid == nobody);
+  CHECK(st->st_gid == nobody);
+  CHECK(has_error(r, "sub"));
   CHECK(a.canary_changes() == "");
 }
 

@@ -176,12 +176,20 @@ inline namespace v0 {
 //        regular file.  Absent: no state file is kept (a notice, errc::state_not_kept).
 //   void settle_special(dir_handle&, const string& name, const stat_info&, bool owner, bool group,
 //                       error_code&);
+//   void settle_link(dir_handle&, const string& name, const string& target, const stat_info&,
+//                    bool owner, bool group, bool mtime, error_code&);
+//   void touch_seen(dir_handle&, const string& name, const stat_info& seen, bool mtime,
+//                   std::int64_t ns, bool mode, std::uint32_t bits, error_code&);
 //   void check_made_dir(dir_handle& just_made, error_code&);
 //   std::int64_t user_id() const;
 //        for filesystems with other users (posix_fs): owner, mode and mtime of a just-made special
 //        set through a descriptor checked to be that node; whether a just-made, opened directory
 //        is the run's own; the user the process acts as (a leftover temporary name someone else
-//        owns is never removed).  Absent: set_owner / set_mode / set_mtime by name.
+//        owns is never removed).  settle_link: owner/group/mtime of the symlink just made, only
+//        when the object at the name is still it (this user's link, one link, holding `target`;
+//        else EEXIST, nothing changed); touch_seen: an existing entry's mtime/mode only when it
+//        still has seen's type and inode (else EEXIST).  Absent: set_owner / set_mode /
+//        set_mtime by name (mock_fs and std_fs have no other user to race with).
 //        user_id() not 0: the run acts as that user, as rsync run unprivileged: preserve_owner is
 //        ignored, preserve_group sets only the user's groups (user_groups below), specials skips
 //        device nodes, a directory without write permission is opened up for a hard link (and

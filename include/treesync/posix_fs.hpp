@@ -357,6 +357,81 @@ class posix_fs : private detail::posix_files {
     ec = std::make_error_code(std::errc::operation_not_supported);
 #endif
   }
+  /// Gives the symlink make_symlink just made at `name`, holding `target`, the owner and group of
+  /// `st` (when asked) and st's mtime (with `mtime`), on that link only (issue 33, 5): it is
+  /// opened O_PATH | O_NOFOLLOW right after it was made, and fstat must show a symlink of this
+  /// process's user with one link whose content (read through the descriptor) is `target`, or
+  /// nothing is changed (EEXIST: something else is at the name now, as an attacker who owns the
+  /// directory can exchange names).  No call returns the inode symlinkat made, so "the link just
+  /// made" is what only this run could have put there: a link of its own user, never hard-linked,
+  /// holding this target; everything after the check goes through the descriptor (fchownat
+  /// AT_EMPTY_PATH, utimensat on /proc/self/fd, which lands on the link itself).  Without
+  /// O_PATH / AT_EMPTY_PATH the call fails with ENOTSUP when an owner or group is asked (a name
+  /// is never chowned) and sets the mtime by name, not following the link, after an lstat
+  /// check; without /proc, an mtime asked fails with ENOTSUP.
+  void settle_link(dir_handle& d, const std::string& name, const std::string& target, const stat_info& st, bool owner,
+                   bool group, bool mtime, std::error_code& ec) const {
+    const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(st.mtime_ns)};
+#if defined(__linux__) && defined(O_PATH) && defined(AT_EMPTY_PATH)
+    const fd_guard f(::openat(d.fd(), name.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC));
+    if (f.fd < 0) return set_errno(ec);
+    struct ::stat cur;
+    if (::fstat(f.fd, &cur) != 0) return set_errno(ec);
+    if (!made_link(cur, target) || !holds_target(f.fd, target))
+      return ec = std::make_error_code(std::errc::file_exists), void();
+    if (owner || group) {
+      const uid_t u = owner ? static_cast<uid_t>(st.uid) : static_cast<uid_t>(-1);
+      const gid_t g = group ? static_cast<gid_t>(st.gid) : static_cast<gid_t>(-1);
+      if (::fchownat(f.fd, "", u, g, AT_EMPTY_PATH) != 0) return set_errno(ec);
+    }
+    if (mtime && ::utimensat(AT_FDCWD, proc_fd_path(f.fd).c_str(), ts, 0) != 0)
+      return errno == ENOENT ? void(ec = std::make_error_code(std::errc::operation_not_supported)) : set_errno(ec);
+    ec.clear();
+#else
+    if (owner || group) return ec = std::make_error_code(std::errc::operation_not_supported), void();
+    struct ::stat cur;
+    if (::fstatat(d.fd(), name.c_str(), &cur, AT_SYMLINK_NOFOLLOW) != 0) return set_errno(ec);
+    if (!made_link(cur, target)) return ec = std::make_error_code(std::errc::file_exists), void();
+    if (mtime) return check(::utimensat(d.fd(), name.c_str(), ts, AT_SYMLINK_NOFOLLOW), ec);
+    ec.clear();
+#endif
+  }
+  /// The mtime (`mtime`: ns) and permission bits (`mode`: bits) of an existing entry the walk
+  /// stat'ed as `seen`, on that entry only: it is opened O_PATH | O_NOFOLLOW and fstat must show
+  /// seen's type and, where the walk had one, seen's inode (EEXIST otherwise: nothing changed);
+  /// not a directory, it must have no other link (EMLINK, as set_mode).  A symlink's mode is
+  /// never set (ENOTSUP).  The changes go through /proc/self/fd; where that or O_PATH is missing,
+  /// set_mode / set_mtime by name (neither follows a link; neither gives anything away).
+  void touch_seen(dir_handle& d, const std::string& name, const stat_info& seen, bool mtime, std::int64_t ns,
+                  bool mode, std::uint32_t bits, std::error_code& ec) const {
+#if defined(__linux__) && defined(O_PATH)
+    {
+      const path_fd p(d.fd(), name, ec);
+      if (ec) return;
+      if ((seen.type != file_type::unknown && from_mode(p.st.st_mode) != seen.type) ||
+          (seen.ino != 0 && static_cast<std::uint64_t>(p.st.st_ino) != seen.ino))
+        return ec = std::make_error_code(std::errc::file_exists), void();
+      const std::string self = proc_fd_path(p.fd);
+      const struct timespec ts[2] = {{0, UTIME_OMIT}, to_timespec(ns)};
+      if (mode && S_ISLNK(p.st.st_mode)) return ec = std::make_error_code(std::errc::operation_not_supported), void();
+      bool proc = true;
+      if (mtime && ::utimensat(AT_FDCWD, self.c_str(), ts, 0) != 0) {
+        if (errno != ENOENT) return set_errno(ec);
+        proc = false;
+      }
+      if (proc && mode && ::chmod(self.c_str(), static_cast<mode_t>(bits)) != 0) {
+        if (errno != ENOENT) return set_errno(ec);
+        proc = false;
+      }
+      if (proc) return ec.clear();
+      // no /proc: by name below
+    }
+#else
+    (void)seen;
+#endif
+    if (mtime) set_mtime(d, name, ns, ec);
+    if (!ec && mode) set_mode(d, name, bits, ec);
+  }
   /// Whether the directory just made (make_dir) and opened (open_dir) is the one this run made:
   /// a directory of this process's user with no permission for others (it was made 0700), so a
   /// directory swapped in at the name between the two calls is never filled, chowned or chmodded
@@ -454,6 +529,21 @@ class posix_fs : private detail::posix_files {
   }
 
  private:
+  // A symlink this process could just have made holding `target`: its user's, with one link, of
+  // the target's length (settle_link).
+  bool made_link(const struct ::stat& cur, const std::string& target) const noexcept {
+    return S_ISLNK(cur.st_mode) && cur.st_uid == euid_ && cur.st_nlink == 1 &&
+           static_cast<std::uint64_t>(cur.st_size) == target.size();
+  }
+#if defined(__linux__) && defined(O_PATH) && defined(AT_EMPTY_PATH)
+  // Whether the link opened O_PATH as `fd` holds exactly `target` (readlinkat on the descriptor).
+  static bool holds_target(int fd, const std::string& target) {
+    std::string buf(target.size() + 1, '\0');
+    const ::ssize_t n = ::readlinkat(fd, "", buf.data(), buf.size());
+    return n >= 0 && static_cast<std::size_t>(n) == target.size() && buf.compare(0, target.size(), target) == 0;
+  }
+#endif
+
   /// The end of copy_file once the data is in: an empty source proven empty, then owner, extended
   /// attributes, mode (unless the file was created with it), mtime and, if asked, fsync.
   static void finish_copy(int in, int out, const stat_info& expected, const copy_options& opt, bool direct_mode,
@@ -486,7 +576,7 @@ class posix_fs : private detail::posix_files {
   }
 
   std::int64_t racy_;
-  uid_t euid_;  // the user this process acts as, taken once (settle_special, check_made_dir, user_id)
+  uid_t euid_;  // the user this process acts as, taken once (settle_special, settle_link, check_made_dir, user_id)
 };
 #endif  // TREESYNC_HAS_POSIX
 

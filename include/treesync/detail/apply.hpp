@@ -660,6 +660,13 @@ class writing_applier final : public applier<S> {
     const stat_info& st = n.src_st;
     handle& d = n.dst;
     std::error_code ec;
+    if (!n.created && n.dst_type == file_type::directory && n.dst_st.ino != 0 && (p.owner || p.group || p.mode || p.mtime)) {
+      // an existing directory, opened by name after the walk's stat: its metadata only on the
+      // directory the walk saw (one exchanged for it in between is never chowned or chmodded)
+      const stat_info now = fs_.stat(d, ".", false, ec);
+      if (!ec && now.ino != n.dst_st.ino) ec = std::make_error_code(std::errc::file_exists);
+      if (ec) return j_.fail(side::destination, operation::chown, ec), false;
+    }
     if (p.owner || p.group) {  // before the chmod, which a chown may undo
       fs_.set_owner(d, ".", p.owner ? std::int64_t(st.uid) : -1, p.group ? std::int64_t(st.gid) : -1, ec);
       if (ec) return j_.fail(side::destination, operation::chown, ec), false;
@@ -726,8 +733,13 @@ class writing_applier final : public applier<S> {
 
   void touch(handle& d, const std::string& name, const plan& p) {
     std::error_code ec;
-    if (p.set_mtime) fs_.set_mtime(d, name, p.src.mtime_ns, ec);
-    if (!ec && p.set_mode) fs_.set_mode(d, name, p.src.mode, ec);  // the file's own: the directory is not written
+    if constexpr (has_op<op_touch_seen, typename S::fs_type>::value) {
+      // on the entry the walk stat'ed (p.dst: its type and inode), not on one exchanged for it
+      fs_.touch_seen(d, name, p.dst, p.set_mtime, p.src.mtime_ns, p.set_mode, p.src.mode, ec);
+    } else {
+      if (p.set_mtime) fs_.set_mtime(d, name, p.src.mtime_ns, ec);
+      if (!ec && p.set_mode) fs_.set_mode(d, name, p.src.mode, ec);  // the file's own: the directory is not written
+    }
     if (ec) return j_.fail(side::destination, p.op, ec);
     j_.touched(p);
   }
@@ -802,6 +814,19 @@ class writing_applier final : public applier<S> {
     stat_info want = p.src;
     bool owner = false, group = false;
     ids(p, want, owner, group);
+    if constexpr (has_op<op_settle_link, typename S::fs_type>::value) {
+      // on the link just made, through a descriptor: a name exchanged for another file in
+      // between is never chowned nor restamped (issue 33, 5), and left where it is
+      if (s_.time.link_meta) {
+        fs_.settle_link(d, made, p.target, want, owner, group, true, ec);
+        if (ec) {
+          j_.fail(side::destination, owner || group ? operation::chown : operation::utime, ec);
+          if (ec != std::errc::file_exists) discard(d, made);  // not what was made: left alone
+          return false;
+        }
+      }
+      return install_link(d, made, name, p);
+    }
     if ((owner || group) && s_.time.link_meta) {
       fs_.set_owner(d, made, owner ? std::int64_t(want.uid) : -1, group ? std::int64_t(want.gid) : -1, ec);
       if (ec) {
@@ -816,6 +841,10 @@ class writing_applier final : public applier<S> {
       discard(d, made);
       return false;
     }
+    return install_link(d, made, name, p);
+  }
+
+  bool install_link(handle& d, const std::string& made, const std::string& name, const plan& p) {
     if (!install(d, made, name, p.old)) return true;
     j_.wrote(p, {});
     return true;

@@ -106,6 +106,17 @@ using op_sync_dir = decltype(lv<FS>().sync_dir(lv<handle_of<FS>>(), lv<std::erro
 template <class FS>
 using op_settle_special = decltype(lv<FS>().settle_special(
     lv<handle_of<FS>>(), lv<const std::string>(), lv<const stat_info>(), true, true, lv<std::error_code>()));
+// settle_link does the same for a just-made symlink holding a target (owner, group, mtime);
+// touch_seen changes an existing entry's mtime and mode only when it is still the entry the walk
+// stat'ed (type, inode).
+template <class FS>
+using op_settle_link = decltype(lv<FS>().settle_link(lv<handle_of<FS>>(), lv<const std::string>(),
+                                                     lv<const std::string>(), lv<const stat_info>(), true, true,
+                                                     true, lv<std::error_code>()));
+template <class FS>
+using op_touch_seen = decltype(lv<FS>().touch_seen(lv<handle_of<FS>>(), lv<const std::string>(),
+                                                   lv<const stat_info>(), true, std::int64_t(0), true,
+                                                   std::uint32_t(0), lv<std::error_code>()));
 template <class FS>
 using op_check_made_dir = decltype(lv<FS>().check_made_dir(lv<handle_of<FS>>(), lv<std::error_code>()));
 template <class FS>
