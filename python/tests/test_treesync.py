@@ -837,7 +837,7 @@ def test_python_m_treesync_mirrors_a_tree(src, tmp_path):
     assert r.returncode == 0, r.stderr
     assert tree(str(dst)) == tree(str(src))
     # and the installed command the same way: a second run finds nothing to do
-    r = subprocess.run([_tool(), "-i", "--delete", str(src) + "/", str(dst)], capture_output=True, text=True)
+    r = subprocess.run([_tool(), "-i", "-q", "--delete", str(src) + "/", str(dst)], capture_output=True, text=True)
     assert (r.returncode, r.stdout) == (0, "")
 
 
