@@ -13,7 +13,8 @@
 3. a fresh venv (python3 -m venv --system-site-packages WORK/venv), the wheel installed into it
    (pip --no-index); `treesync --version` from its bin/ and `python -m treesync --version`;
 4. the sdist's pytest suite (python/tests, with the README it reads) copied to WORK/suite and run
-   there with the venv's interpreter, after checking that `import treesync` is the installed package.
+   there with the venv's interpreter, after checking that `import treesync` is the installed package
+   (tmp_path under WORK/pytest-tmp, removed after).
 
 The sdist holds what is committed: uncommitted changes are not in it (said so at the start).
 Needs Debian's python3-mesonpy python3-build python3-pybind11 pybind11-dev python3-pytest
@@ -268,7 +269,8 @@ def nonroot(python, work, werror, pytest_args):
                            "import os, sys, pytest\n"
                            "assert os.geteuid() == %d\n"
                            "sys.exit(pytest.main(sys.argv[1:]))" % NOBODY,
-                           "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", cwd, tests] + pytest_args
+                           "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", cwd,
+                           "--basetemp", os.path.join(home, "pytest-tmp"), tests] + pytest_args
         return subprocess.run(cmd, env=env, cwd=cwd).returncode
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -335,8 +337,12 @@ def main():
     if not check_commands(vpy, pkg_version(sdist), cwd) or not installed_check(vpy, venv, env, cwd):
         return 1
     say("pytest, the sdist's suite in %s, against the installed package" % cwd)
-    r = subprocess.run([vpy, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", cwd, tests]
-                       + a.pytest_args, env=env, cwd=cwd)
+    # a base for tmp_path of its own, removed after (not /tmp/pytest-of-USER, shared with any other
+    # pytest run, whose old trees of a few hundred MB pytest removes at exit)
+    basetemp = os.path.join(work, "pytest-tmp")
+    r = subprocess.run([vpy, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", cwd,
+                        "--basetemp", basetemp, tests] + a.pytest_args, env=env, cwd=cwd)
+    shutil.rmtree(basetemp, ignore_errors=True)
     say("done: pytest exit %d" % r.returncode)
     return r.returncode
 
