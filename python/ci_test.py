@@ -170,19 +170,16 @@ def suite_from(sdist, dest):
     return os.path.join(dest, "python", "tests")
 
 
-def install(python, venv, wheel, pip=None):
-    """A fresh venv with the wheel installed; its python, or None."""
+def install(python, venv, wheel):
+    """A fresh venv with the wheel installed (by the venv's own pip: Debian's python3-venv has it,
+    python3-pip need not be installed); its python, or None."""
     shutil.rmtree(venv, ignore_errors=True)
-    if pip is None:
-        run([python, "-m", "venv", "--system-site-packages", venv], check=True)
-        pip = [os.path.join(venv, "bin", "python"), "-m", "pip"]
-    else:  # a venv without pip of its own, filled by another pip (--python)
-        run([python, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
-        pip = pip + ["--python", os.path.join(venv, "bin", "python")]
-    if run(pip + ["install", "--no-index", "--no-deps", "--no-compile", wheel], env=env_for_build()) != 0:
+    run([python, "-m", "venv", "--system-site-packages", venv], check=True)
+    vpy = os.path.join(venv, "bin", "python")
+    if run([vpy, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile", wheel], env=env_for_build()) != 0:
         print("FAIL: pip install of %s" % wheel)
         return None
-    return os.path.join(venv, "bin", "python")
+    return vpy
 
 
 def check_commands(vpy, version, cwd):
@@ -247,7 +244,7 @@ def nonroot(python, work, werror, pytest_args):
     try:
         venv = os.path.join(home, "venv")
         say("a fresh venv in %s, the wheel installed" % venv)
-        vpy = install(python, venv, wheel, pip=[python, "-m", "pip"])
+        vpy = install(python, venv, wheel)
         if vpy is None:
             return 1
         tests = suite_from(sdist, os.path.join(home, "suite"))
