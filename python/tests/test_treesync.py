@@ -125,6 +125,24 @@ def test_max_size_skips_larger_files(tmp_path):
         treesync.sync(src, dst, max_size=-1)
 
 
+def test_existing_creates_nothing_and_updates_what_exists(src, tmp_path):
+    dst = tmp_path / "dst"
+    write(str(dst / "a.txt"), b"old")
+    r = treesync.sync(src, dst, existing=True)
+    assert r.ok and r.created == 0 and r.updated == 1
+    assert tree(dst) == {b"a.txt": ("f", b"alpha")}
+
+
+def test_ignore_existing_leaves_what_exists_and_creates_the_rest(src, tmp_path):
+    dst = tmp_path / "dst"
+    write(str(dst / "a.txt"), b"old")
+    r = treesync.sync(src, dst, ignore_existing=True)
+    assert r.ok and r.updated == 0 and r.created > 0
+    expected = tree(src)
+    expected[b"a.txt"] = ("f", b"old")
+    assert tree(dst) == expected
+
+
 def test_delete_and_dry_run(src, tmp_path):
     dst = tmp_path / "dst"
     treesync.sync(src, dst)
