@@ -170,13 +170,19 @@ def suite_from(sdist, dest):
     return os.path.join(dest, "python", "tests")
 
 
-def install(python, venv, wheel):
-    """A fresh venv with the wheel installed (by the venv's own pip: Debian's python3-venv has it,
-    python3-pip need not be installed); its python, or None."""
+def install(python, venv, wheel, pip_python=None):
+    """A fresh venv with the wheel installed, by the venv's own pip (Debian's python3-venv has it;
+    python3-pip need not be installed), or by the pip of `pip_python` (another venv's: quicker, no
+    pip to install); its python, or None."""
     shutil.rmtree(venv, ignore_errors=True)
-    run([python, "-m", "venv", "--system-site-packages", venv], check=True)
     vpy = os.path.join(venv, "bin", "python")
-    if run([vpy, "-m", "pip", "install", "--no-index", "--no-deps", "--no-compile", wheel], env=env_for_build()) != 0:
+    if pip_python is None:
+        run([python, "-m", "venv", "--system-site-packages", venv], check=True)
+        pip = [vpy, "-m", "pip"]
+    else:
+        run([python, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
+        pip = [pip_python, "-m", "pip", "--python", vpy]
+    if run(pip + ["install", "--no-index", "--no-deps", "--no-compile", wheel], env=env_for_build()) != 0:
         print("FAIL: pip install of %s" % wheel)
         return None
     return vpy
@@ -244,7 +250,10 @@ def nonroot(python, work, werror, pytest_args):
     try:
         venv = os.path.join(home, "venv")
         say("a fresh venv in %s, the wheel installed" % venv)
-        vpy = install(python, venv, wheel)
+        work_python = os.path.join(work, "venv", "bin", "python")  # treesync.python's venv, with pip
+        has_pip = os.path.exists(work_python) and subprocess.run(
+            [work_python, "-m", "pip", "--version"], capture_output=True).returncode == 0
+        vpy = install(python, venv, wheel, pip_python=work_python if has_pip else None)
         if vpy is None:
             return 1
         tests = suite_from(sdist, os.path.join(home, "suite"))
