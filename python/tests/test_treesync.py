@@ -847,6 +847,22 @@ def test_python_m_treesync_passes_the_exit_status_through(tmp_path):
     assert len(codes) == 2, codes
 
 
+def test_python_m_treesync_gives_the_cli_the_shells_sigpipe():
+    """Python ignores SIGPIPE, and an ignored signal stays ignored across exec: python -m treesync
+    resets it, so the tool writing into a closed pipe dies of SIGPIPE as when run directly (the
+    subprocess module resets it for the direct run)."""
+    tool = _tool()
+    codes = []
+    for cmd in ([tool, "--help"], [sys.executable, "-m", "treesync", "--help"]):
+        r, w = os.pipe()
+        os.close(r)  # no reader: the first write raises SIGPIPE
+        try:
+            codes.append(subprocess.run(cmd, stdout=w, stderr=subprocess.DEVNULL).returncode)
+        finally:
+            os.close(w)
+    assert codes == [-signal.SIGPIPE, -signal.SIGPIPE]
+
+
 def test_python_m_treesync_mirrors_a_tree(src, tmp_path):
     dst = tmp_path / "dst"
     write(str(dst / "stale.txt"), b"old")
