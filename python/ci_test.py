@@ -1,64 +1,61 @@
 #!/usr/bin/env python3
-"""Builds the treesync Python package the way the README says, into a private venv, and runs its
-pytest suite: the ctest test `treesync.python` (python/CMakeLists.txt registers it).
+"""The Python package as a user gets it: the ctest tests `treesync.python` and
+`treesync.python.nonroot` (python/CMakeLists.txt registers them).
 
     python3 python/ci_test.py --work BUILD/python-test [--werror]
 
-The package and the headers are copied to WORK/src first (so the working tree gets no build/ or
-.egg-info), then:  python3 -m venv --system-site-packages WORK/venv;
-WORK/venv/bin/pip install --no-build-isolation --no-index WORK/src/python;  pytest.
+1. the sdist, made from the repository root as the README says (pyproject.toml, meson-python:
+   `meson dist`, i.e. the files git tracks at HEAD):
+       python3 -m build --sdist --no-isolation --outdir WORK/dist REPO
+2. the wheel, built from that sdist alone: unpacked into an empty temporary directory (no checkout
+   beside it), `python3 -m build --wheel --no-isolation` there (-Csetup-args=-Dwerror=true with
+   --werror);
+3. a fresh venv (python3 -m venv --system-site-packages WORK/venv), the wheel installed into it
+   (pip --no-index); `treesync --version` from its bin/ and `python -m treesync --version`;
+4. the sdist's pytest suite (python/tests, with the README it reads) copied to WORK/suite and run
+   there with the venv's interpreter, after checking that `import treesync` is the installed package
+   (tmp_path under WORK/pytest-tmp, removed after).
 
-Debian's python3-pybind11, python3-setuptools, python3-pytest and python3-venv are needed, for the
-interpreter they were installed for (/usr/bin/python3, tried first).  Without them the test is
-skipped (exit 77), saying what to install.
+The sdist holds what is committed: uncommitted changes are not in it (said so at the start).
+Needs Debian's python3-mesonpy python3-build python3-pybind11 pybind11-dev python3-pytest
+python3-venv patchelf, and meson, ninja and git, for the interpreter they were installed for
+(/usr/bin/python3, tried first); without them, or outside a git checkout, the test is skipped (exit
+77), saying why.
 
     python3 python/ci_test.py --work BUILD/python-test --nonroot
 
-is `treesync.python.nonroot`: the same pytest suite as an unprivileged user (uid/gid 65534, through
-`setpriv --reuid=65534 --regid=65534 --clear-groups`), run by root.  It reuses the package the run
-above built in WORK when its sources are unchanged (WORK/built.stamp: their digest), builds it
-otherwise; copies the installed package and the tests into a fresh directory under /tmp that user
-owns (HOME and TMPDIR too), runs pytest there with the interpreter the venv was made from, and
-removes the directory.  Not root: skipped (exit 77), as treesync.python already runs unprivileged.
+is `treesync.python.nonroot`: the same suite as an unprivileged user (uid/gid 65534, through
+`setpriv --reuid=65534 --regid=65534 --clear-groups`), run by root.  It reuses the wheel the run
+above built in WORK when HEAD's tree is the one it was built from (WORK/built.stamp), builds it
+otherwise; installs it into a fresh venv in a directory under /tmp that user owns (HOME and TMPDIR
+too), with the suite, runs pytest there as that user and removes the directory.  Not root: skipped
+(exit 77), as treesync.python already runs unprivileged.
 """
 import argparse
-import hashlib
+import glob
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import tempfile
+import time
 
 SKIP = 77
-PACKAGES = "python3-pybind11 pybind11-dev python3-pytest python3-venv python3-setuptools"
+PACKAGES = "python3-mesonpy python3-build python3-pybind11 pybind11-dev python3-pytest python3-venv patchelf meson ninja-build git"
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-IGNORE = ("build", "*.egg-info", "__pycache__", ".venv", "*.so", ".pytest_cache")
 NOBODY = 65534  # the unprivileged user and group of --nonroot
+T0 = time.monotonic()
 
 
-def source_digest():
-    """A digest of what the package is built from: python/ (its tests aside) and include/."""
-    h = hashlib.sha256()
-    ignore = shutil.ignore_patterns(*IGNORE)
-    for top in ("python", "include"):
-        for d, dirs, files in os.walk(os.path.join(REPO, top)):
-            skip = ignore(d, dirs + files)
-            dirs[:] = sorted(n for n in dirs if n not in skip and not (top == "python" and n == "tests" and
-                                                                        d == os.path.join(REPO, "python")))
-            for n in sorted(files):
-                if n in skip:
-                    continue
-                path = os.path.join(d, n)
-                h.update(os.path.relpath(path, REPO).encode() + b"\0")
-                with open(path, "rb") as f:
-                    h.update(f.read() + b"\0")
-    return h.hexdigest()
+def say(text):
+    print("==== [%5.1f s] %s" % (time.monotonic() - T0, text), flush=True)
 
 
 def usable(python):
     """Whether `python` has what the build needs; the reason when it has not."""
     probe = ("import importlib.util as u, os\n"
-             "missing = [m for m in ('pybind11', 'setuptools', 'pytest', 'venv', 'ensurepip') if not u.find_spec(m)]\n"
+             "missing = [m for m in ('mesonpy', 'build', 'pybind11', 'pytest', 'venv', 'ensurepip') if not u.find_spec(m)]\n"
              "if not missing:\n"
              "    import pybind11\n"
              "    if not os.path.isfile(os.path.join(pybind11.get_include(), 'pybind11', 'pybind11.h')):\n"
@@ -73,39 +70,157 @@ def usable(python):
     return ("missing: " + out.stdout.strip()) if out.stdout.strip() else ""
 
 
-def build(python, work, werror):
-    """Copies the sources to WORK/src, installs the package into WORK/venv; the venv's python, or None."""
-    digest = source_digest()
-    src = os.path.join(work, "src")
+def git(*args):
+    return subprocess.run(["git", "-C", REPO] + list(args), capture_output=True, text=True)
+
+
+def head_tree():
+    """HEAD's tree (what the sdist holds), or None with the reason."""
+    r = git("rev-parse", "HEAD^{tree}")
+    if r.returncode != 0:
+        return None, (r.stderr.strip() or "git rev-parse failed")
+    return r.stdout.strip(), ""
+
+
+def env_for_build():
+    env = dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1", NO_COLOR="1")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def run(cmd, **kw):
+    print("+ " + " ".join(cmd), flush=True)
+    return subprocess.run(cmd, **kw).returncode
+
+
+def build(python, work, werror, tree):
+    """sdist, then the wheel from the unpacked sdist alone; (wheel path, sdist path) or None."""
+    dist = os.path.join(work, "dist")
     stamp = os.path.join(work, "built.stamp")
     if os.path.exists(stamp):
         os.remove(stamp)
-    shutil.rmtree(src, ignore_errors=True)
-    ignore = shutil.ignore_patterns(*IGNORE)
-    shutil.copytree(os.path.join(REPO, "python"), os.path.join(src, "python"), ignore=ignore)
-    shutil.copytree(os.path.join(REPO, "include"), os.path.join(src, "include"), ignore=ignore)
-    shutil.copy(os.path.join(REPO, "README.md"), os.path.join(src, "README.md"))
+    shutil.rmtree(dist, ignore_errors=True)
+    os.makedirs(dist)
+    env = env_for_build()
 
-    venv = os.path.join(work, "venv")
-    vpy = os.path.join(venv, "bin", "python")
-    if not os.path.exists(vpy):
-        subprocess.run([python, "-m", "venv", "--system-site-packages", venv], check=True)
-    env = build_env(werror)
-    print("==== pip install --no-build-isolation --no-index %s" % os.path.join(src, "python"), flush=True)
-    r = subprocess.run([vpy, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--force-reinstall",
-                        "--no-deps", os.path.join(src, "python")], env=env, cwd=work)
-    if r.returncode != 0:
-        print("FAIL: the package did not build (pip exit %d)" % r.returncode)
+    say("the sdist, from the repository root")
+    if run([python, "-m", "build", "--sdist", "--no-isolation", "--outdir", dist, REPO], env=env, cwd=work) != 0:
+        print("FAIL: python3 -m build --sdist failed")
         return None
+    sdists = glob.glob(os.path.join(dist, "*.tar.gz"))
+    if len(sdists) != 1:
+        print("FAIL: expected one sdist in %s, found %s" % (dist, sdists))
+        return None
+    sdist = sdists[0]
+    top = os.path.basename(sdist)[:-len(".tar.gz")]
+    with tarfile.open(sdist) as tar:
+        names = set(tar.getnames())
+    needed = ["PKG-INFO", "pyproject.toml", "meson.build", "meson_options.txt", "include/treesync/treesync.hpp",
+              "include/treesync/engine.cpp", "examples/treesync.cpp", "python/meson.build",
+              "python/src/_treesync.cpp", "python/treesync/__init__.py", "python/treesync/__main__.py",
+              "python/tests/test_treesync.py", "README.md", "LICENSE"]
+    missing = [n for n in needed if top + "/" + n not in names]
+    if missing:
+        print("FAIL: the sdist %s lacks %s" % (sdist, ", ".join(missing)))
+        return None
+    print("sdist: %s (%d bytes, %d members)" % (sdist, os.path.getsize(sdist), len(names)))
+
+    tmp = tempfile.mkdtemp(prefix="treesync-sdist-")
+    try:
+        say("the wheel, from the sdist unpacked alone in %s" % tmp)
+        with tarfile.open(sdist) as tar:
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(tmp, filter="data")
+            else:
+                tar.extractall(tmp)
+        if os.listdir(tmp) != [top]:
+            print("FAIL: the sdist unpacks to %s, not %s/" % (os.listdir(tmp), top))
+            return None
+        cmd = [python, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist]
+        if werror:
+            cmd.append("-Csetup-args=-Dwerror=true")
+        if run(cmd + [os.path.join(tmp, top)], env=env, cwd=tmp) != 0:
+            print("FAIL: the wheel did not build from the sdist")
+            return None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    wheels = glob.glob(os.path.join(dist, "*.whl"))
+    if len(wheels) != 1:
+        print("FAIL: expected one wheel in %s, found %s" % (dist, wheels))
+        return None
+    print("wheel: %s (%d bytes)" % (wheels[0], os.path.getsize(wheels[0])))
     with open(stamp, "w") as f:
-        f.write(digest + "\n")
+        f.write("%s werror=%d\n" % (tree, werror))
+    return wheels[0], sdist
+
+
+def suite_from(sdist, dest):
+    """The sdist's python/tests and README.md (which the suite reads) into dest (recreated)."""
+    shutil.rmtree(dest, ignore_errors=True)
+    os.makedirs(dest)
+    top = os.path.basename(sdist)[:-len(".tar.gz")]
+    with tarfile.open(sdist) as tar:
+        for m in tar.getmembers():
+            rel = m.name[len(top) + 1:] if m.name.startswith(top + "/") else None
+            if rel and (rel == "README.md" or rel.startswith("python/tests/")) and m.isfile():
+                out = os.path.join(dest, rel)
+                os.makedirs(os.path.dirname(out), exist_ok=True)
+                with tar.extractfile(m) as src, open(out, "wb") as f:
+                    shutil.copyfileobj(src, f)
+    return os.path.join(dest, "python", "tests")
+
+
+def install(python, venv, wheel, pip_python=None):
+    """A fresh venv with the wheel installed, by the venv's own pip (Debian's python3-venv has it;
+    python3-pip need not be installed), or by the pip of `pip_python` (another venv's: quicker, no
+    pip to install); its python, or None."""
+    shutil.rmtree(venv, ignore_errors=True)
+    vpy = os.path.join(venv, "bin", "python")
+    if pip_python is None:
+        run([python, "-m", "venv", "--system-site-packages", venv], check=True)
+        pip = [vpy, "-m", "pip"]
+    else:
+        run([python, "-m", "venv", "--system-site-packages", "--without-pip", venv], check=True)
+        pip = [pip_python, "-m", "pip", "--python", vpy]
+    if run(pip + ["install", "--no-index", "--no-deps", "--no-compile", wheel], env=env_for_build()) != 0:
+        print("FAIL: pip install of %s" % wheel)
+        return None
     return vpy
 
 
-def build_env(werror):
-    env = dict(os.environ, TREESYNC_WERROR="1" if werror else "0", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    env.pop("PYTHONPATH", None)
-    return env
+def check_commands(vpy, version, cwd):
+    """`treesync --version` from the venv's bin/ and `python -m treesync --version`."""
+    tool = os.path.join(os.path.dirname(vpy), "treesync")
+    ok = True
+    for cmd in ([tool, "--version"], [vpy, "-m", "treesync", "--version"]):
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env_for_build())
+        print("+ %s -> exit %d: %s" % (" ".join(cmd), out.returncode, (out.stdout + out.stderr).strip()))
+        if out.returncode != 0 or out.stdout.strip() != "treesync " + version:
+            print("FAIL: expected 'treesync %s' and exit 0" % version)
+            ok = False
+    return ok
+
+
+def pkg_version(sdist):
+    top = os.path.basename(sdist)[:-len(".tar.gz")]
+    with tarfile.open(sdist) as tar:
+        for line in tar.extractfile(top + "/PKG-INFO").read().decode().splitlines():
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip()
+    return "?"
+
+
+def installed_check(vpy, where, env, cwd, prefix=None):
+    """`import treesync` from cwd is the package installed under `where`."""
+    r = subprocess.run(prefix + [vpy, "-c", "import treesync; print(treesync.__file__)"] if prefix else
+                       [vpy, "-c", "import treesync; print(treesync.__file__)"],
+                       capture_output=True, text=True, env=env, cwd=cwd)
+    path = r.stdout.strip()
+    print("import treesync -> %s" % (path or r.stderr.strip()))
+    if r.returncode != 0 or not os.path.realpath(path).startswith(os.path.realpath(where) + os.sep):
+        print("FAIL: import treesync is not the package installed in %s" % where)
+        return False
+    return True
 
 
 def nonroot(python, work, werror, pytest_args):
@@ -114,43 +229,55 @@ def nonroot(python, work, werror, pytest_args):
     if setpriv is None:
         print("SKIP: setpriv (util-linux) is not installed")
         return SKIP
-    vpy = os.path.join(work, "venv", "bin", "python")
+    tree, why = head_tree()
+    if tree is None:
+        print("SKIP: %s is not a git checkout (%s): the sdist is made from git" % (REPO, why))
+        return SKIP
     stamp = os.path.join(work, "built.stamp")
-    current = os.path.exists(vpy) and os.path.exists(stamp) and open(stamp).read().strip() == source_digest()
+    wheels = glob.glob(os.path.join(work, "dist", "*.whl"))
+    sdists = glob.glob(os.path.join(work, "dist", "*.tar.gz"))
+    current = (len(wheels) == 1 and len(sdists) == 1 and os.path.exists(stamp) and
+               open(stamp).read().strip() == "%s werror=%d" % (tree, werror))
     if current:
-        print("==== reusing the package built in %s (its sources are unchanged)" % work, flush=True)
+        say("reusing the wheel built in %s (HEAD's tree unchanged): %s" % (work, wheels[0]))
+        wheel, sdist = wheels[0], sdists[0]
     else:
-        vpy = build(python, work, werror)
-        if vpy is None:
+        built = build(python, work, werror, tree)
+        if built is None:
             return 1
-    out = subprocess.run([vpy, "-c", "import os, treesync; print(os.path.dirname(treesync.__file__))"],
-                         capture_output=True, text=True, env=build_env(werror), cwd=work)
-    if out.returncode != 0:
-        print(out.stderr)
-        return 1
-    package = out.stdout.strip()
+        wheel, sdist = built
     home = tempfile.mkdtemp(prefix="treesync-python-nonroot-")
     try:
-        shutil.copytree(package, os.path.join(home, "lib", "treesync"), ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copytree(os.path.join(REPO, "python", "tests"), os.path.join(home, "src", "python", "tests"),
-                        ignore=shutil.ignore_patterns(*IGNORE))
-        shutil.copy(os.path.join(REPO, "README.md"), os.path.join(home, "src", "README.md"))
+        venv = os.path.join(home, "venv")
+        say("a fresh venv in %s, the wheel installed" % venv)
+        work_python = os.path.join(work, "venv", "bin", "python")  # treesync.python's venv, with pip
+        has_pip = os.path.exists(work_python) and subprocess.run(
+            [work_python, "-m", "pip", "--version"], capture_output=True).returncode == 0
+        vpy = install(python, venv, wheel, pip_python=work_python if has_pip else None)
+        if vpy is None:
+            return 1
+        tests = suite_from(sdist, os.path.join(home, "suite"))
         for d, dirs, files in os.walk(home):
             for n in [d] + [os.path.join(d, x) for x in dirs + files]:
                 os.lchown(n, NOBODY, NOBODY)
         os.chmod(home, 0o755)
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8",
-               "PYTHONPATH": os.path.join(home, "lib"), "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {"PATH": os.path.join(venv, "bin") + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
+               "HOME": home, "TMPDIR": home, "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1"}
         for key in ("TREESYNC_CANCEL_LIMIT",):
             if key in os.environ:
                 env[key] = os.environ[key]
-        print("==== pytest as uid/gid %d in %s (%s)" % (NOBODY, home, python), flush=True)
-        cmd = [setpriv, "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups", python, "-c",
-               "import os, sys, treesync, pytest\n"
-               "assert os.geteuid() == %d and treesync.__file__.startswith(%r), treesync.__file__\n"
-               "sys.exit(pytest.main(sys.argv[1:]))" % (NOBODY, os.path.join(home, "lib")),
-               "-q", "-rs", "-p", "no:cacheprovider", os.path.join(home, "src", "python", "tests")] + pytest_args
-        return subprocess.run(cmd, env=env, cwd=home).returncode
+        as_nobody = [setpriv, "--reuid=%d" % NOBODY, "--regid=%d" % NOBODY, "--clear-groups"]
+        cwd = os.path.join(home, "suite")
+        if not installed_check(vpy, venv, env, cwd, prefix=as_nobody):
+            return 1
+        say("pytest as uid/gid %d in %s" % (NOBODY, cwd))
+        cmd = as_nobody + [vpy, "-c",
+                           "import os, sys, pytest\n"
+                           "assert os.geteuid() == %d\n"
+                           "sys.exit(pytest.main(sys.argv[1:]))" % NOBODY,
+                           "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", cwd,
+                           "--basetemp", os.path.join(home, "pytest-tmp"), tests] + pytest_args
+        return subprocess.run(cmd, env=env, cwd=cwd).returncode
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -158,7 +285,7 @@ def nonroot(python, work, werror, pytest_args):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--work", required=True)
-    ap.add_argument("--werror", action="store_true", help="build the extension with -Werror")
+    ap.add_argument("--werror", action="store_true", help="build with -Werror (meson's werror)")
     ap.add_argument("--nonroot", action="store_true",
                     help="as root: run the suite as uid/gid %d (treesync.python.nonroot)" % NOBODY)
     ap.add_argument("pytest_args", nargs="*")
@@ -168,6 +295,7 @@ def main():
               % os.geteuid())
         return SKIP
 
+    absent = [p for p in ("meson", "ninja", "git", "patchelf") if shutil.which(p) is None]
     candidates = [os.environ.get("TREESYNC_PACKAGE_PYTHON"), "/usr/bin/python3", sys.executable,
                   shutil.which("python3")]
     reasons, python = [], None
@@ -179,9 +307,11 @@ def main():
             python = c
             break
         reasons.append("%s: %s" % (c, why))
-    if python is None:
-        print("SKIP: no Python with pybind11, setuptools, pytest and venv (%s); apt-get install %s"
-              % ("; ".join(reasons) or "no python3 found", PACKAGES))
+    if python is None or absent:
+        print("SKIP: %s; apt-get install %s" % ("; ".join(
+            (["not on PATH: " + " ".join(absent)] if absent else []) +
+            ([] if python else [("no Python with meson-python, build, pybind11, pytest and venv (%s)"
+                                 % ("; ".join(reasons) or "no python3 found"))])), PACKAGES))
         return SKIP
     print("python: %s" % python, flush=True)
 
@@ -189,18 +319,37 @@ def main():
     os.makedirs(work, exist_ok=True)
     if a.nonroot:
         return nonroot(python, work, a.werror, a.pytest_args)
-    vpy = build(python, work, a.werror)
+
+    tree, why = head_tree()
+    if tree is None:
+        print("SKIP: %s is not a git checkout (%s): the sdist is made from git (meson dist)" % (REPO, why))
+        return SKIP
+    dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+    if dirty:
+        print("NOTE: the sdist holds the committed files (HEAD); not these uncommitted changes:\n" + dirty)
+
+    built = build(python, work, a.werror, tree)
+    if built is None:
+        return 1
+    wheel, sdist = built
+    venv = os.path.join(work, "venv")
+    say("a fresh venv %s, the wheel installed" % venv)
+    vpy = install(python, venv, wheel)
     if vpy is None:
         return 1
-    env = build_env(a.werror)
-    # the documented one-liner works from any directory
-    r = subprocess.run([vpy, "-c", "import treesync, sys; print('treesync', treesync.__version__, treesync.__file__)"],
-                       env=env, cwd=work)
-    if r.returncode != 0:
+    tests = suite_from(sdist, os.path.join(work, "suite"))
+    cwd = os.path.join(work, "suite")
+    env = env_for_build()
+    if not check_commands(vpy, pkg_version(sdist), cwd) or not installed_check(vpy, venv, env, cwd):
         return 1
-    print("==== pytest", flush=True)
-    r = subprocess.run([vpy, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                        os.path.join(work, "src", "python", "tests")] + a.pytest_args, env=env, cwd=work)
+    say("pytest, the sdist's suite in %s, against the installed package" % cwd)
+    # a base for tmp_path of its own, removed after (not /tmp/pytest-of-USER, shared with any other
+    # pytest run, whose old trees of a few hundred MB pytest removes at exit)
+    basetemp = os.path.join(work, "pytest-tmp")
+    r = subprocess.run([vpy, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--rootdir", cwd,
+                        "--basetemp", basetemp, tests] + a.pytest_args, env=env, cwd=cwd)
+    shutil.rmtree(basetemp, ignore_errors=True)
+    say("done: pytest exit %d" % r.returncode)
     return r.returncode
 
 

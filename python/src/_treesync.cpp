@@ -244,6 +244,8 @@ py::tuple run(const py::dict& o) {
   lib.write = get<bool>(o, "inplace", false) ? treesync::write_mode::in_place : treesync::write_mode::atomic;
   lib.errors = get<bool>(o, "stop_on_error", false) ? treesync::error_mode::stop : treesync::error_mode::collect;
   lib.jobs = get<unsigned>(o, "jobs", 0);
+  lib.existing = get<bool>(o, "existing", false);
+  lib.ignore_existing = get<bool>(o, "ignore_existing", false);
   lib.backup_dir = bytes_arg(o, "backup_dir");
   lib.state = bytes_arg(o, "state");
   lib.verify = static_cast<treesync::verify_level>(get<int>(o, "verify", 0));

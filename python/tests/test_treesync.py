@@ -1,8 +1,10 @@
 """pytest suite of the treesync Python package: every keyword of sync(), the errors, cancellation
 (Ctrl-C and an Event, from another thread), callbacks (raising, one at a time), path types and
 non-UTF-8 names, the seed's behaviours of sync_tree and its errors beside the old rmtree + copytree helper,
-and the README's migration snippet (also past the racy window).  ctest runs it as root and, through
-setpriv, as uid 65534 (treesync.python.nonroot)."""
+the README's migration snippet (also past the racy window), and the command the package installs
+(`treesync`, the C++ tool, and `python -m treesync`).  ctest runs it against the package installed
+from the wheel built from the sdist, as root and, through setpriv, as uid 65534
+(treesync.python.nonroot; python/ci_test.py)."""
 
 import _thread
 import ast
@@ -13,6 +15,9 @@ import re
 import shutil
 import signal
 import stat
+import subprocess
+import sys
+import sysconfig
 import threading
 import time
 
@@ -118,6 +123,24 @@ def test_max_size_skips_larger_files(tmp_path):
     assert r.ok and (dst / "small").read_bytes() == b"12345" and not (dst / "large").exists()
     with pytest.raises(ValueError):
         treesync.sync(src, dst, max_size=-1)
+
+
+def test_existing_creates_nothing_and_updates_what_exists(src, tmp_path):
+    dst = tmp_path / "dst"
+    write(str(dst / "a.txt"), b"old")
+    r = treesync.sync(src, dst, existing=True)
+    assert r.ok and r.created == 0 and r.updated == 1
+    assert tree(dst) == {b"a.txt": ("f", b"alpha")}
+
+
+def test_ignore_existing_leaves_what_exists_and_creates_the_rest(src, tmp_path):
+    dst = tmp_path / "dst"
+    write(str(dst / "a.txt"), b"old")
+    r = treesync.sync(src, dst, ignore_existing=True)
+    assert r.ok and r.updated == 0 and r.created > 0
+    expected = tree(src)
+    expected[b"a.txt"] = ("f", b"old")
+    assert tree(dst) == expected
 
 
 def test_delete_and_dry_run(src, tmp_path):
@@ -778,6 +801,78 @@ def test_sync_tree_destination_under_a_file_like_the_old_helper(src, tmp_path):
     assert type(old) is NotADirectoryError
     assert isinstance(new, NotADirectoryError) and isinstance(new, treesync.Error) and new.errno == errno.ENOTDIR
     assert (tmp_path / "file").read_bytes() == b"not a directory"
+
+
+# ---- the command the package installs: `treesync` (the C++ tool) and `python -m treesync` ----------
+
+def _tool():
+    import treesync.__main__ as main
+    path = main.tool_path()
+    assert path is not None, "the treesync program is not installed with the package"
+    return path
+
+
+def test_the_package_installs_the_cli_in_the_scripts_directory():
+    """`treesync` lands where the installer puts commands (a venv's bin/, on PATH once activated), and
+    it is the C++ program (an ELF executable), not a Python re-implementation."""
+    tool = _tool()
+    assert shutil.which("treesync", path=sysconfig.get_path("scripts")) == tool
+    with open(tool, "rb") as f:
+        assert f.read(4) == b"\x7fELF"
+    out = subprocess.run([tool, "--version"], capture_output=True, text=True)
+    assert (out.returncode, out.stdout) == (0, "treesync %s\n" % treesync.__version__)
+
+
+def test_python_m_treesync_is_the_installed_cli():
+    tool = _tool()
+    for args in (["--version"], ["--help"]):
+        direct = subprocess.run([tool] + args, capture_output=True)
+        via = subprocess.run([sys.executable, "-m", "treesync"] + args, capture_output=True)
+        assert (via.returncode, via.stdout, via.stderr) == (direct.returncode, direct.stdout, direct.stderr)
+        assert via.returncode == 0 and via.stdout
+
+
+def test_python_m_treesync_passes_the_exit_status_through(tmp_path):
+    """A usage error and a missing source: python -m treesync exits as the tool does (not 0, not 1
+    for both), with the tool's message."""
+    tool = _tool()
+    cases = (["--no-such-option", "a", "b"], [str(tmp_path / "missing") + "/", str(tmp_path / "dst")])
+    codes = set()
+    for args in cases:
+        direct = subprocess.run([tool] + args, capture_output=True)
+        via = subprocess.run([sys.executable, "-m", "treesync"] + args, capture_output=True)
+        assert direct.returncode not in (0, None)
+        assert (via.returncode, via.stderr) == (direct.returncode, direct.stderr)
+        codes.add(via.returncode)
+    assert len(codes) == 2, codes
+
+
+def test_python_m_treesync_gives_the_cli_the_shells_sigpipe():
+    """Python ignores SIGPIPE, and an ignored signal stays ignored across exec: python -m treesync
+    resets it, so the tool writing into a closed pipe dies of SIGPIPE as when run directly (the
+    subprocess module resets it for the direct run)."""
+    tool = _tool()
+    codes = []
+    for cmd in ([tool, "--help"], [sys.executable, "-m", "treesync", "--help"]):
+        r, w = os.pipe()
+        os.close(r)  # no reader: the first write raises SIGPIPE
+        try:
+            codes.append(subprocess.run(cmd, stdout=w, stderr=subprocess.DEVNULL).returncode)
+        finally:
+            os.close(w)
+    assert codes == [-signal.SIGPIPE, -signal.SIGPIPE]
+
+
+def test_python_m_treesync_mirrors_a_tree(src, tmp_path):
+    dst = tmp_path / "dst"
+    write(str(dst / "stale.txt"), b"old")
+    r = subprocess.run([sys.executable, "-m", "treesync", "--delete", str(src) + "/", str(dst)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert tree(str(dst)) == tree(str(src))
+    # and the installed command the same way: a second run finds nothing to do
+    r = subprocess.run([_tool(), "-i", "-q", "--delete", str(src) + "/", str(dst)], capture_output=True, text=True)
+    assert (r.returncode, r.stdout) == (0, "")
 
 
 # ---- the README's migration snippet ---------------------------------------------------------------

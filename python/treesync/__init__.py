@@ -275,7 +275,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
          exclude_from=None, include_from=None, allow_empty_source=False, compare="size_mtime", modify_window=0,
          links="follow", inplace=False, jobs=0, hard_links=False, owner=False, group=False, one_file_system=False,
          specials=False, xattrs=False, backup_dir=None, state=None, verify="full", durable=False, dry_run=False,
-         stop_on_error=False, on_action=None, progress=None, progress_interval=0.1, cancel=None, max_size=None):
+         stop_on_error=False, on_action=None, progress=None, progress_interval=0.1, cancel=None, max_size=None,
+         existing=False, ignore_existing=False):
     """Mirrors the contents of ``src`` into ``dst`` and returns a Report.
 
     Keywords (the CLI's option in brackets): delete [--delete / --no-delete], delete_excluded
@@ -287,7 +288,9 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     inplace, jobs [-j: 0 one worker per CPU], hard_links [-H], owner [-o], group [-g],
     one_file_system [-x], specials [-D], xattrs [-X], backup_dir, state [--state=FILE], verify
     ("full", "dirs", "none"), durable [--fsync], dry_run [-n], max_size [--max-size: a larger
-    file is neither copied nor updated; bytes].  Rules apply in the order filter,
+    file is neither copied nor updated; bytes], existing [--existing: nothing is created, what
+    exists is updated], ignore_existing [--ignore-existing: what exists is left alone, only the
+    missing is created].  Rules apply in the order filter,
     include, include_from, exclude, exclude_from: the first that matches an entry decides.
 
     stop_on_error stops at the first failed entry (the report then holds it); on_action(Action) is
@@ -342,7 +345,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
         "xattrs": bool(xattrs), "backup_dir": _fspath_bytes(backup_dir, "backup_dir"),
         "state": _fspath_bytes(state, "state"), "durable": bool(durable), "dry_run": bool(dry_run),
         "allow_empty_source": bool(allow_empty_source), "stop_on_error": bool(stop_on_error),
-        "max_size": max_size,
+        "max_size": max_size, "existing": bool(existing), "ignore_existing": bool(ignore_existing),
         "on_action": action if on_action is not None else None,
         "progress": progress_cb if progress is not None else None,
         "progress_interval": float(progress_interval), "cancel": cancel,

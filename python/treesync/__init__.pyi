@@ -119,6 +119,8 @@ def sync(
     progress_interval: float = 0.1,
     cancel: Optional[Union[threading.Event, _Event]] = None,
     max_size: Optional[int] = None,
+    existing: bool = False,
+    ignore_existing: bool = False,
 ) -> Report: ...
 
 def sync_tree(src: _Path, dst: _Path, exclude: _Patterns = (), *, follow_dst_symlink: bool = False) -> None: ...
