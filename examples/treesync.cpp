@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   cli_deletion deletion{opt.deletion, treesync::unlimited};
   {
     std::string message, notice;
-    if (!keep_dst_rule_files(opt, read_file, deletion, message, notice)) return usage_exit(tool, opt.json, message);
+    if (!keep_dst_rule_files(opt, read_file, deletion, message, notice, &patterns)) return usage_exit(tool, opt.json, message);
     std::fputs(notice.c_str(), stderr);
   }
 

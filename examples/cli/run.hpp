@@ -467,25 +467,56 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
   texts = std::make_shared<dst_rule_texts>();
   texts->budget = budget;
   const auto open_dir = [](const fs::path& p) { return ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); };
+  // the directories read, kept open for the files the rule files merge (read below them, never by path)
+  struct merged_files {
+    int parent = -1;  // DST's parent (SRC without a slash)
+    int top = -1;     // DST
+    std::string name;
+    std::mutex mu;
+    std::map<std::pair<std::string, std::string>, std::string> texts;  // read once, before any write
+    std::size_t bytes = 0;
+    ~merged_files() {
+      if (parent >= 0) ::close(parent);
+      if (top >= 0) ::close(top);
+    }
+  };
+  auto merged = std::make_shared<merged_files>();
+  merged->name = o.name;
   if (!o.name.empty()) {  // DST's parent: its own files only
     const int fd = open_dir(root);
     for (const auto& n : names)
       if (auto text = fd < 0 ? std::nullopt : read_dst_rule_file(fd, n)) texts->keep("", n, std::move(*text));
-    if (fd >= 0) ::close(fd);
+    merged->parent = fd;
   }
   const int fd = open_dir(top);
   if (fd >= 0) {
     read_dst_rule_tree(fd, o.name, names, *texts);
-    ::close(fd);
+    merged->top = fd;
   }  // else: DST does not exist yet (or is not a directory): it holds no rule files
   std::shared_ptr<const dst_rule_texts> held = texts;
-  return [held, names, root](std::string_view dir, std::string_view name) -> std::string {
+  return [held, names, merged, budget](std::string_view dir, std::string_view name) -> std::string {
     const auto it = held->files.find({std::string(dir), std::string(name)});
     if (it != held->files.end()) return it->second;
     if (std::find(names.begin(), names.end(), name) != names.end())
       return held->full || held->below_unread(dir) ? "- *" : std::string();  // none before the run
-    const fs::path p = dir.empty() ? root / std::string(name) : root / std::string(dir) / std::string(name);
-    return treesync::filter::read_rule_file(p.c_str());
+    // a file a rule file merges (its name checked by the filter: below the rule file's directory):
+    // read below DST's descriptor, no symlink followed, once (keep_dst_rule_files() asks for all
+    // of them before any write), within the same budget as the rule files
+    std::lock_guard<std::mutex> lock(merged->mu);
+    const std::pair<std::string, std::string> key{std::string(dir), std::string(name)};
+    if (const auto m = merged->texts.find(key); m != merged->texts.end()) return m->second;
+    std::string text;
+    const std::string& n = merged->name;
+    if (n.empty()) {
+      if (merged->top >= 0) text = treesync::filter::read_rule_file_below(merged->top, dir, name);
+    } else if (dir.empty()) {
+      if (merged->parent >= 0) text = treesync::filter::read_rule_file_below(merged->parent, dir, name);
+    } else if (merged->top >= 0 && dir.compare(0, n.size(), n) == 0 && (dir.size() == n.size() || dir[n.size()] == '/')) {
+      text = treesync::filter::read_rule_file_below(merged->top, dir.substr(std::min(dir.size(), n.size() + 1)), name);
+    }
+    if (merged->bytes + text.size() + key.first.size() + key.second.size() > budget) text = "- *";  // keep all there
+    merged->bytes += text.size() + key.first.size() + key.second.size();
+    return merged->texts.emplace(key, std::move(text)).first->second;
   };
 }
 
@@ -498,7 +529,7 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
 /// dst_rule_budget.  Nothing changes without --delete or without a dir-merge rule.
 template <class Read>
 bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion, std::string& message,
-                         std::string& notice) {
+                         std::string& notice, const treesync::filter* src_rules = nullptr) {
   if (opt.deletion != deletion_mode::extraneous ||
       std::none_of(opt.filters.begin(), opt.filters.end(), [](const filter_arg& f) {
         return f.kind == filter_arg::rule && (f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0);
@@ -508,6 +539,9 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
   std::shared_ptr<dst_rule_texts> texts;
   filter_error bad;
   if (!make_filter(opt, read, *rules, bad, dst_rule_files(opt, texts))) return true;  // the source's filter failed first
+  // one budget of parsed rules for SRC's and DST's rule files; past it, DST's keep everything
+  if (src_rules) rules->share_rule_budget(*src_rules);
+  rules->keep_all_past_budget(true);
   try {
     for (const auto& f : texts->files)
       (void)rules->excluded(f.first.first.empty() ? "-" : f.first.first + "/-", treesync::file_type::regular);
@@ -515,6 +549,9 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
     message = std::string("treesync: ") + e.what() + " in DST " + display(opt.dst_root) + " (nothing was written)\n";
     return false;
   }
+  if (rules->budget_overflows() > 0)
+    notice = "treesync: DST's rule files hold more than " + std::to_string(rules->max_rules()) +
+             " rules: in a directory whose rule files were not parsed, nothing is deleted\n";
   if (texts->full)
     notice = "treesync: DST's rule files hold more than " + std::to_string(dst_rule_budget >> 20) +
              " MiB: in a directory whose rule files were not read, nothing is deleted\n";
