@@ -275,3 +275,25 @@ TEST_CASE("rule budget: 32 lines 'merge big' in one rule file count each merged 
   CHECK(g.excluded("x5", F));
   CHECK(g.rules_held() == 32 * 1000 + 32);  // the merged rules and the 32 merge lines
 }
+
+TEST_CASE("posix_fs::pin_root: the run works in the directory pinned though its name was given to another since") {
+  treesync_test::temp_dir t;
+  std::filesystem::create_directories(t / "src");
+  std::filesystem::create_directories(t / "dst");
+  treesync_test::write_file(t / "src" / "a", "a\n");
+  treesync_test::write_file(t / "dst" / "old", "old\n");
+  const int fd = ::open((t / "dst").c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  treesync::posix_fs fs;
+  fs.pin_root(t / "dst", fd);
+  ::close(fd);  // pin_root keeps its own
+  std::filesystem::rename(t / "dst", t / "read");  // the directory read before the run
+  std::filesystem::create_directories(t / "dst");  // a decoy under DST's name
+  treesync_test::write_file(t / "dst" / "victim", "v\n");
+  const treesync::report r = treesync::sync(fs, t / "src", t / "dst", treesync::deletion::extraneous);
+  CHECK(r.errors.empty());
+  CHECK(std::filesystem::exists(t / "read" / "a"));
+  CHECK_FALSE(std::filesystem::exists(t / "read" / "old"));
+  CHECK(std::filesystem::exists(t / "dst" / "victim"));
+  CHECK_FALSE(std::filesystem::exists(t / "dst" / "a"));
+}

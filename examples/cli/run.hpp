@@ -55,6 +55,25 @@ struct cli_compare {
   }
 };
 
+/// The directories dst_rule_files() read DST's rule files from, kept open: the files those merge
+/// are read below them (never by path), and the run works in the very directory read (pin_dst()).
+struct dst_directories {
+  int parent = -1;   // DST's parent (SRC without a slash)
+  int top = -1;      // DST
+  std::string path;  // DST as the run names it (options::dst_root)
+  std::string name;
+  std::mutex mu;
+  std::map<std::pair<std::string, std::string>, std::string> texts;  // merged files, read once, before any write
+  std::size_t bytes = 0;
+  dst_directories() = default;
+  dst_directories(const dst_directories&) = delete;
+  dst_directories& operator=(const dst_directories&) = delete;
+  ~dst_directories() {
+    if (parent >= 0) ::close(parent);
+    if (top >= 0) ::close(top);
+  }
+};
+
 /// --no-delete, --delete-excluded, --max-delete: `cli_deletion{mode, max}`, and (with_dst_rules())
 /// the rule files of DST's directories: rsync -F/dir-merge with --delete reads them where it deletes
 /// (an entry they exclude is kept), treesync reads SRC's for the transfer and both for deletion, so
@@ -64,6 +83,7 @@ struct cli_deletion {
   std::size_t max = treesync::unlimited;
   std::shared_ptr<const treesync::filter> dst_rules;  // the same rules, rule files read from DST
   std::string prefix;                                 // SRC without a slash: "NAME/" (named_filter)
+  std::shared_ptr<const dst_directories> dst_dirs;  // where dst_rules were read (pin_dst)
 
   cli_deletion(treesync::deletion::kind mode, std::size_t cap) : k(mode), max(cap) {}
 
@@ -134,6 +154,12 @@ inline cli_compare make_compare(const options& o, progress_meter* meter = nullpt
   return cli_compare{{o.compare, std::chrono::nanoseconds(o.modify_window_ns)}, meter};
 }
 
+/// The filesystem of a run (posix_fs): DST pinned to the directory DST's rule files were read
+/// from (keep_dst_rule_files), so that a DST renamed in between is not the one the run works in.
+inline void pin_dst(treesync::posix_fs& fs, const cli_deletion& deletion) {
+  if (deletion.dst_dirs && deletion.dst_dirs->top >= 0) fs.pin_root(deletion.dst_dirs->path, deletion.dst_dirs->top);
+}
+
 /// sync() of `src` into `dst` with the comparison `compare`, the policies of the command line `o`
 /// (links, and `deletion` with its limit), the filter and the run-time options `lib`, plus
 /// `extra...`: an observer, and for a run split in pieces treesync::frontier or treesync::subtree
@@ -143,7 +169,9 @@ treesync::report sync_with(const options& o, const cli_compare& compare, const c
                            const treesync::filter& patterns, const std::filesystem::path& src,
                            const std::filesystem::path& dst, const treesync::options& lib, std::error_code& ec,
                            Extra&&... extra) {
-  return treesync::sync(src, dst, lib, compare, deletion, cli_links{o.links}, patterns,
+  treesync::posix_fs fs;
+  pin_dst(fs, deletion);
+  return treesync::sync(fs, src, dst, lib, compare, deletion, cli_links{o.links}, patterns,
                         std::forward<Extra>(extra)..., ec);
 }
 
@@ -175,9 +203,12 @@ struct named_filter {
 /// to tell).
 inline treesync::report run(run_context& c, std::error_code& ec) {
   const cli_compare compare = make_compare(c.opt, c.observer.current_files_meter());
-  if (!c.opt.name.empty())
-    return treesync::sync(c.opt.src_root, c.opt.dst_root, library_options(c), compare, c.deletion,
+  if (!c.opt.name.empty()) {
+    treesync::posix_fs fs;
+    pin_dst(fs, c.deletion);
+    return treesync::sync(fs, c.opt.src_root, c.opt.dst_root, library_options(c), compare, c.deletion,
                           cli_links{c.opt.links}, named_filter{c.patterns, c.opt.name + '/'}, c.observer, ec);
+  }
   return sync_with(c.opt, compare, c.deletion, c.patterns, c.opt.src_root, c.opt.dst_root, library_options(c), ec,
                    c.observer);
 }
@@ -454,7 +485,8 @@ inline void read_dst_rule_tree(int root, const std::string& base, const std::vec
 /// DST (make_filter).  A directory whose rule files were not read (unreadable, or past `budget`:
 /// `texts.full`) is given "- *": what is in it is kept.
 inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr<dst_rule_texts>& texts,
-                                               std::size_t budget = dst_rule_budget) {
+                                               std::size_t budget = dst_rule_budget,
+                                               std::shared_ptr<const dst_directories>* dirs = nullptr) {
   std::vector<std::string> names;
   for (const auto& f : o.filters) {
     if (f.kind != filter_arg::rule || !(f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0)) continue;
@@ -467,21 +499,10 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
   texts = std::make_shared<dst_rule_texts>();
   texts->budget = budget;
   const auto open_dir = [](const fs::path& p) { return ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); };
-  // the directories read, kept open for the files the rule files merge (read below them, never by path)
-  struct merged_files {
-    int parent = -1;  // DST's parent (SRC without a slash)
-    int top = -1;     // DST
-    std::string name;
-    std::mutex mu;
-    std::map<std::pair<std::string, std::string>, std::string> texts;  // read once, before any write
-    std::size_t bytes = 0;
-    ~merged_files() {
-      if (parent >= 0) ::close(parent);
-      if (top >= 0) ::close(top);
-    }
-  };
-  auto merged = std::make_shared<merged_files>();
+  auto merged = std::make_shared<dst_directories>();
   merged->name = o.name;
+  merged->path = o.dst_root;
+  if (dirs) *dirs = merged;
   if (!o.name.empty()) {  // DST's parent: its own files only
     const int fd = open_dir(root);
     for (const auto& n : names)
@@ -537,8 +558,10 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
     return true;
   auto rules = std::make_shared<treesync::filter>();
   std::shared_ptr<dst_rule_texts> texts;
+  std::shared_ptr<const dst_directories> dirs;
   filter_error bad;
-  if (!make_filter(opt, read, *rules, bad, dst_rule_files(opt, texts))) return true;  // the source's filter failed first
+  if (!make_filter(opt, read, *rules, bad, dst_rule_files(opt, texts, dst_rule_budget, &dirs)))
+    return true;  // the source's filter failed first
   // one budget of parsed rules for SRC's and DST's rule files; past it, DST's keep everything
   if (src_rules) rules->share_rule_budget(*src_rules);
   rules->keep_all_past_budget(true);
@@ -556,6 +579,7 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
     notice = "treesync: DST's rule files hold more than " + std::to_string(dst_rule_budget >> 20) +
              " MiB: in a directory whose rule files were not read, nothing is deleted\n";
   deletion = deletion.with_dst_rules(std::move(rules), opt.name);
+  deletion.dst_dirs = std::move(dirs);  // the run works in the DST whose rule files were read
   return true;
 }
 
