@@ -297,3 +297,19 @@ TEST_CASE("posix_fs::pin_root: the run works in the directory pinned though its 
   CHECK(std::filesystem::exists(t / "dst" / "victim"));
   CHECK_FALSE(std::filesystem::exists(t / "dst" / "a"));
 }
+
+TEST_CASE("rule budget: the texts parsed at once (a file and the files it merges) are bounded by twice the largest rule file") {
+  const std::string pad((std::size_t{3} << 20) - 64, '#');  // one comment line of ~3 MiB
+  map_loader files;
+  files.files[".rules"] = "merge a\n" + pad + "\n";
+  files.files["a"] = "merge b\n" + pad + "\n";
+  files.files["b"] = pad + "\n- x\n";
+  filter f(files.get());
+  f.dir_merge(".rules");
+  CHECK(what_of(f, "x").find("MiB at once") != std::string::npos);
+  files.files["a"] = "merge b\n- y\n";  // 6 MiB at once: within
+  filter g(files.get());
+  g.dir_merge(".rules");
+  CHECK(g.excluded("x", F));
+  CHECK(g.excluded("y", F));
+}

@@ -177,7 +177,7 @@ class filter : private detail::filter_rules {
 
   filter() = default;
   explicit filter(loader load) : filter_rules(std::move(load)) {}
-  // A copy has the rules and the loader, and contexts of its own.
+  // A copy has the rules, the loader and the rule budget (shared), and contexts of its own.
   filter(const filter&) = default;
   filter& operator=(const filter&) = default;
   filter(filter&&) noexcept = default;

@@ -678,7 +678,8 @@ class filter_rules {
         file->rules.clear();
         if (shared_->past == past_budget::refuse)
           throw filter_error("the rule files in force hold more than " + std::to_string(shared_->budget->limit) +
-                             " rules (the filter's rule budget), at " + std::string(dir) + (dir.empty() ? "" : "/") +
+                             " rules, or merge more than " + std::to_string((2 * max_file_size) >> 20) +
+                             " MiB at once (the filter's rule budget), at " + std::string(dir) + (dir.empty() ? "" : "/") +
                              m->pattern);
         file->rules.push_back(make_rule(false, "*"));  // keep everything here and below
         file->cleared = false;
