@@ -3000,13 +3000,21 @@ def test_links_and_rule_files():
         rgot = contents(os.path.join(w, "r"))
         check(rrc == 1 and "d/y" in rgot, "-F --delete: rsync stops too, exit 1, d/y kept (exit %d)" % rrc)
 
-    # ... and one that merges a file outside DST the running user can read: its text never
-    # reaches the output (the canary), and nothing is written
+    # ... and one that merges a file outside DST the running user can read: refused unread (issue
+    # 33: a merge name lies below the rule file's directory), nothing written; a merged file below
+    # with a bad line: its text never reaches the output (the canary), nothing written
     w = fresh("rule-files-dst-merge-secret")
     write(os.path.join(w, "outside", "secret"), "canary-secret-line\n")
     write(os.path.join(w, "s", "f"), "f\n")
     write(os.path.join(w, "t", ".rsync-filter"), "merge %s\n" % os.path.join(w, "outside", "secret"))
     write(os.path.join(w, "t", "z"), "extraneous\n")
+    before = contents(os.path.join(w, "t"))
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
+    check(rc == 1 and "canary" not in err + out and "not below the rule file's directory" in err
+          and contents(os.path.join(w, "t")) == before,
+          "-F --delete: a merge of a file outside DST is refused, nothing written (exit %d, %r)" % (rc, err))
+    write(os.path.join(w, "t", ".rsync-filter"), "merge sub/secret\n")
+    write(os.path.join(w, "t", "sub", "secret"), "canary-secret-line\n")
     before = contents(os.path.join(w, "t"))
     rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
     check(rc == 1 and "canary" not in err + out and "merged at .rsync-filter line 1" in err
