@@ -481,9 +481,13 @@ inline void read_dst_rule_tree(int root, const std::string& base, const std::vec
 /// (rsync reads them where it deletes, before it writes there; the run may copy SRC's over them).
 /// Every file named by a dir-merge rule of the command line is read up front, in DST (for SRC
 /// without a slash: in DST's parent itself and from DST/NAME down), through read_dst_rule_tree;
-/// another file a rule file merges is read when asked.  The loader's directories are relative to
-/// DST (make_filter).  A directory whose rule files were not read (unreadable, or past `budget`:
-/// `texts.full`) is given "- *": what is in it is kept.
+/// another file a rule file merges (its name below the rule file's directory: the filter refuses
+/// any other) is read when first asked (keep_dst_rule_files asks for all before any write), below
+/// the DST descriptor the tree was read from (filter::read_rule_file_below: no symlink followed,
+/// regular files only), and kept for the run, within `budget` bytes ("- *" past it).  `dirs`: those
+/// descriptors, for the run to work in the same DST (pin_dst).  The loader's directories are
+/// relative to DST (make_filter).  A directory whose rule files were not read (unreadable, or past
+/// `budget`: `texts.full`) is given "- *": what is in it is kept.
 inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr<dst_rule_texts>& texts,
                                                std::size_t budget = dst_rule_budget,
                                                std::shared_ptr<const dst_directories>* dirs = nullptr) {
