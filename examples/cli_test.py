@@ -3000,13 +3000,21 @@ def test_links_and_rule_files():
         rgot = contents(os.path.join(w, "r"))
         check(rrc == 1 and "d/y" in rgot, "-F --delete: rsync stops too, exit 1, d/y kept (exit %d)" % rrc)
 
-    # ... and one that merges a file outside DST the running user can read: its text never
-    # reaches the output (the canary), and nothing is written
+    # ... and one that merges a file outside DST the running user can read: refused unread (issue
+    # 33: a merge name lies below the rule file's directory), nothing written; a merged file below
+    # with a bad line: its text never reaches the output (the canary), nothing written
     w = fresh("rule-files-dst-merge-secret")
     write(os.path.join(w, "outside", "secret"), "canary-secret-line\n")
     write(os.path.join(w, "s", "f"), "f\n")
     write(os.path.join(w, "t", ".rsync-filter"), "merge %s\n" % os.path.join(w, "outside", "secret"))
     write(os.path.join(w, "t", "z"), "extraneous\n")
+    before = contents(os.path.join(w, "t"))
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
+    check(rc == 1 and "canary" not in err + out and "not below the rule file's directory" in err
+          and contents(os.path.join(w, "t")) == before,
+          "-F --delete: a merge of a file outside DST is refused, nothing written (exit %d, %r)" % (rc, err))
+    write(os.path.join(w, "t", ".rsync-filter"), "merge sub/secret\n")
+    write(os.path.join(w, "t", "sub", "secret"), "canary-secret-line\n")
     before = contents(os.path.join(w, "t"))
     rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
     check(rc == 1 and "canary" not in err + out and "merged at .rsync-filter line 1" in err
@@ -3229,9 +3237,99 @@ def test_untrusted_links():
               "--backup-dir=%s through another user's symlink: refused, exit 11 (rsync's), DST unchanged (exit %d, %r)"
               % (os.path.relpath(backup, w) if os.path.isabs(backup) else backup, rc, err))
         outside_untouched(outside, "--backup-dir")
+def inotify_opens(path):
+    """A probe of opens for I/O of `path` (inotify IN_OPEN; an O_PATH open is none): returns a
+    function giving the number of opens since the probe was made."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+    if fd < 0 or libc.inotify_add_watch(fd, os.fsencode(path), 0x20) < 0:  # IN_OPEN
+        raise OSError(ctypes.get_errno(), "inotify")
+    def count():
+        n = 0
+        while True:
+            try:
+                buf = os.read(fd, 4096)
+            except BlockingIOError:
+                return n
+            pos = 0
+            while pos < len(buf):
+                _, mask, _, length = struct.unpack_from("iIII", buf, pos)
+                n += 1 if mask & 0x20 else 0
+                pos += 16 + length
+    return count
+
+
+def test_rule_file_security():
+    """Issue 33 items 1-2: a name merged by a rule file (DST's or SRC's) resolves below the rule
+    file's directory: an absolute or '..' name is a bad line (the run refused, exit 1, nothing
+    written, whether the named file exists or not and whatever it holds), a symlink on the way is
+    not followed, a FIFO is never opened; a canary outside DST."""
+    w = fresh("rule-file-security")
+    secret = os.path.join(w, "secret")
+    write(secret, "guess-me-42\n", mode=0o600)
+
+    def dst_attack(line, guesses=("guess-me-42", "wrong-guess"), setup=None):
+        d = fresh("rule-file-security/case")
+        write(os.path.join(d, "s", "a"), "a\n")
+        write(os.path.join(d, "d", ".rsync-filter"), line + "\n")
+        for g in guesses:
+            write(os.path.join(d, "d", g), "x\n")
+        if setup:
+            setup(d)
+        rc, out, err = run_as_given("-r", "-F", "--delete", "s/", "d/", cwd=d)
+        survivors = sorted(n for n in guesses if os.path.exists(os.path.join(d, "d", n)))
+        return rc, err, survivors
+
+    # existence oracle: the same outcome for an existing root-only file and a missing one
+    rc1, err1, surv1 = dst_attack("merge " + secret)
+    rc2, err2, surv2 = dst_attack("merge " + os.path.join(w, "missing"))
+    check(rc1 == 1 and rc2 == 1 and surv1 == surv2 == ["guess-me-42", "wrong-guess"] and
+          "not below the rule file's directory" in err1,
+          "DST 'merge /ABS': refused (exit 1, nothing deleted) whether the file exists or not "
+          "(exit %d/%d, %r/%r, %r)" % (rc1, rc2, surv1, surv2, err1))
+    # content oracle: 'merge,- SECRET' would turn each line into an exclude
+    for line in ("merge,- " + secret, "merge,- ../../secret", ".- " + secret, "dir-merge,- " + secret):
+        rc, err, surv = dst_attack(line)
+        check(rc == 1 and surv == ["guess-me-42", "wrong-guess"] and "guess-me" not in err,
+              "DST %r: refused, exit 1, nothing deleted, the secret not quoted (exit %d, %r, %r)" % (line, rc, surv, err))
+    # a symlink planted in DST: not followed, the guesses deleted alike
+    rc, err, surv = dst_attack("merge,- lnk/secret", setup=lambda d: os.symlink(w, os.path.join(d, "d", "lnk")))
+    check(rc == 0 and surv == [],
+          "DST 'merge,- lnk/secret' (lnk a symlink out of DST): not read, every guess deleted alike (exit %d, %r, %r)"
+          % (rc, surv, err))
+    rc, err, surv = dst_attack("merge,- direct", setup=lambda d: os.symlink(secret, os.path.join(d, "d", "direct")))
+    check(rc == 0 and surv == [], "DST 'merge,- direct' (a symlink to the secret): not read (exit %d, %r)" % (rc, surv))
+    # a FIFO named by DST's rule file: never opened for I/O
+    fifo = os.path.join(w, "fifo")
+    os.mkfifo(fifo)
+    opens = inotify_opens(fifo)
+    rc, err, surv = dst_attack("merge fifo", setup=lambda d: os.link(fifo, os.path.join(d, "d", "fifo")))
+    n = opens()
+    check(n == 0 and rc == 0, "DST 'merge fifo': the FIFO never opened (opens %d, exit %d, %r)" % (n, rc, err))
+    # SRC's rule files: the same refusal, no existence oracle
+    results = []
+    for target in (secret, os.path.join(w, "missing")):
+        d = fresh("rule-file-security/src")
+        write(os.path.join(d, "s", "a"), "a\n")
+        write(os.path.join(d, "s", ".rsync-filter"), "merge " + target + "\n")
+        rc, out, err = run_as_given("-r", "-F", "s/", "d/", cwd=d)
+        results.append((rc, os.path.exists(os.path.join(d, "d", "a"))))
+    check(results == [(1, False), (1, False)],
+          "SRC 'merge /ABS': refused before any write whether the file exists or not (%r)" % (results,))
+    # a merge below the rule file's directory still works
+    d = fresh("rule-file-security/below")
+    write(os.path.join(d, "s", "a"), "a\n")
+    write(os.path.join(d, "d", ".rsync-filter"), "merge,- sub/keep\n")
+    write(os.path.join(d, "d", "sub", "keep"), "kept\n")
+    write(os.path.join(d, "d", "kept"), "x\n")
+    write(os.path.join(d, "d", "gone"), "x\n")
+    rc, out, err = run_as_given("-r", "-F", "--delete", "s/", "d/", cwd=d)
+    check(rc == 0 and os.path.exists(os.path.join(d, "d", "kept")) and not os.path.exists(os.path.join(d, "d", "gone")),
+          "DST 'merge,- sub/keep': read below the rule file's directory, its names kept (exit %d, %r)" % (rc, err))
 
 
 GROUPS = {
+    "rule_file_security": test_rule_file_security,
     "rsync_diff_fixes": test_rsync_diff_fixes,
     "links_rule_files": test_links_and_rule_files,
     "io_error": test_io_error_deletions,

@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
   cli_deletion deletion{opt.deletion, treesync::unlimited};
   {
     std::string message, notice;
-    if (!keep_dst_rule_files(opt, read_rules, deletion, message, notice)) return usage_exit(tool, opt.json, message);
+    if (!keep_dst_rule_files(opt, read_rules, deletion, message, notice, &patterns)) return usage_exit(tool, opt.json, message);
     std::fputs(notice.c_str(), stderr);
   }
 

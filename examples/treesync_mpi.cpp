@@ -504,7 +504,7 @@ int main(int argc, char** argv) {
       return true;
     };
     std::string message, notice;
-    int dst_rules_ok = keep_dst_rule_files(opt, replay_texts, deletion, message, notice) ? 1 : 0;
+    int dst_rules_ok = keep_dst_rule_files(opt, replay_texts, deletion, message, notice, &patterns) ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &dst_rules_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!dst_rules_ok) {
       if (message.empty()) message = "treesync: DST's rule files changed while the ranks read them (nothing was written)\n";

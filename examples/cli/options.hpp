@@ -293,6 +293,8 @@ inline const char* help_text() {
       "the last name, one with '/' the end of the path.  Only *.h files: --include='*/' --include='*.h'\n"
       "--exclude='*'.  Per-directory files (-F: .rsync-filter in any SRC directory) hold rules for what is\n"
       "below their directory, ahead of the rules after the dir-merge; a leading '/' there means that directory.\n"
+      "A name such a file merges must lie below its directory (absolute or '..': refused, exit 1; symlinks not\n"
+      "followed); their rules count against one budget of 1,000,000 (past it: SRC's stop the run, DST's keep all).\n"
       "\n"
       "-i codes: YXcstpog... with Y: '>' file copied, 'c' created (directory, link), '.' metadata only,\n"
       "'h' hard link (-H: hf+++++++++ NAME => FIRST), '*deleting' removed; X: f file, d directory, L symlink,\n"

@@ -55,6 +55,25 @@ struct cli_compare {
   }
 };
 
+/// The directories dst_rule_files() read DST's rule files from, kept open: the files those merge
+/// are read below them (never by path), and the run works in the very directory read (pin_dst()).
+struct dst_directories {
+  int parent = -1;   // DST's parent (SRC without a slash)
+  int top = -1;      // DST
+  std::string path;  // DST as the run names it (options::dst_root)
+  std::string name;
+  std::mutex mu;
+  std::map<std::pair<std::string, std::string>, std::string> texts;  // merged files, read once, before any write
+  std::size_t bytes = 0;
+  dst_directories() = default;
+  dst_directories(const dst_directories&) = delete;
+  dst_directories& operator=(const dst_directories&) = delete;
+  ~dst_directories() {
+    if (parent >= 0) ::close(parent);
+    if (top >= 0) ::close(top);
+  }
+};
+
 /// --no-delete, --delete-excluded, --max-delete: `cli_deletion{mode, max}`, and (with_dst_rules())
 /// the rule files of DST's directories: rsync -F/dir-merge with --delete reads them where it deletes
 /// (an entry they exclude is kept), treesync reads SRC's for the transfer and both for deletion, so
@@ -64,6 +83,7 @@ struct cli_deletion {
   std::size_t max = treesync::unlimited;
   std::shared_ptr<const treesync::filter> dst_rules;  // the same rules, rule files read from DST
   std::string prefix;                                 // SRC without a slash: "NAME/" (named_filter)
+  std::shared_ptr<const dst_directories> dst_dirs;  // where dst_rules were read (pin_dst)
 
   cli_deletion(treesync::deletion::kind mode, std::size_t cap) : k(mode), max(cap) {}
 
@@ -134,6 +154,12 @@ inline cli_compare make_compare(const options& o, progress_meter* meter = nullpt
   return cli_compare{{o.compare, std::chrono::nanoseconds(o.modify_window_ns)}, meter};
 }
 
+/// The filesystem of a run (posix_fs): DST pinned to the directory DST's rule files were read
+/// from (keep_dst_rule_files), so that a DST renamed in between is not the one the run works in.
+inline void pin_dst(treesync::posix_fs& fs, const cli_deletion& deletion) {
+  if (deletion.dst_dirs && deletion.dst_dirs->top >= 0) fs.pin_root(deletion.dst_dirs->path, deletion.dst_dirs->top);
+}
+
 /// sync() of `src` into `dst` with the comparison `compare`, the policies of the command line `o`
 /// (links, and `deletion` with its limit), the filter and the run-time options `lib`, plus
 /// `extra...`: an observer, and for a run split in pieces treesync::frontier or treesync::subtree
@@ -143,7 +169,9 @@ treesync::report sync_with(const options& o, const cli_compare& compare, const c
                            const treesync::filter& patterns, const std::filesystem::path& src,
                            const std::filesystem::path& dst, const treesync::options& lib, std::error_code& ec,
                            Extra&&... extra) {
-  return treesync::sync(src, dst, lib, compare, deletion, cli_links{o.links}, patterns,
+  treesync::posix_fs fs;
+  pin_dst(fs, deletion);
+  return treesync::sync(fs, src, dst, lib, compare, deletion, cli_links{o.links}, patterns,
                         std::forward<Extra>(extra)..., ec);
 }
 
@@ -175,9 +203,12 @@ struct named_filter {
 /// to tell).
 inline treesync::report run(run_context& c, std::error_code& ec) {
   const cli_compare compare = make_compare(c.opt, c.observer.current_files_meter());
-  if (!c.opt.name.empty())
-    return treesync::sync(c.opt.src_root, c.opt.dst_root, library_options(c), compare, c.deletion,
+  if (!c.opt.name.empty()) {
+    treesync::posix_fs fs;
+    pin_dst(fs, c.deletion);
+    return treesync::sync(fs, c.opt.src_root, c.opt.dst_root, library_options(c), compare, c.deletion,
                           cli_links{c.opt.links}, named_filter{c.patterns, c.opt.name + '/'}, c.observer, ec);
+  }
   return sync_with(c.opt, compare, c.deletion, c.patterns, c.opt.src_root, c.opt.dst_root, library_options(c), ec,
                    c.observer);
 }
@@ -340,11 +371,16 @@ inline constexpr std::size_t dst_rule_budget = std::size_t{64} << 20;
 /// (rsync reads them where it deletes, before it writes there; the run may copy SRC's over them).
 /// Every file named by a dir-merge rule of the command line is read up front, in DST (for SRC
 /// without a slash: in DST's parent itself and from DST/NAME down), through read_dst_rule_tree;
-/// another file a rule file merges is read when asked.  The loader's directories are relative to
-/// DST (make_filter).  A directory whose rule files were not read (unreadable, or past `budget`:
-/// `texts.full`) is given "- *": what is in it is kept.
+/// another file a rule file merges (its name below the rule file's directory: the filter refuses
+/// any other) is read when first asked (keep_dst_rule_files asks for all before any write), below
+/// the DST descriptor the tree was read from (filter::read_rule_file_below: no symlink followed,
+/// regular files only), and kept for the run, within `budget` bytes ("- *" past it).  `dirs`: those
+/// descriptors, for the run to work in the same DST (pin_dst).  The loader's directories are
+/// relative to DST (make_filter).  A directory whose rule files were not read (unreadable, or past
+/// `budget`: `texts.full`) is given "- *": what is in it is kept.
 inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr<dst_rule_texts>& texts,
-                                               std::size_t budget = dst_rule_budget) {
+                                               std::size_t budget = dst_rule_budget,
+                                               std::shared_ptr<const dst_directories>* dirs = nullptr) {
   std::vector<std::string> names;
   for (const auto& f : o.filters) {
     if (f.kind != filter_arg::rule || !(f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0)) continue;
@@ -357,25 +393,45 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
   texts = std::make_shared<dst_rule_texts>();
   texts->budget = budget;
   const auto open_dir = [](const fs::path& p) { return ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); };
+  auto merged = std::make_shared<dst_directories>();
+  merged->name = o.name;
+  merged->path = o.dst_root;
+  if (dirs) *dirs = merged;
   if (!o.name.empty()) {  // DST's parent: its own files only
     const int fd = open_dir(root);
     for (const auto& n : names)
       if (auto text = fd < 0 ? std::nullopt : read_dst_rule_file(fd, n)) texts->keep("", n, std::move(*text));
-    if (fd >= 0) ::close(fd);
+    merged->parent = fd;
   }
   const int fd = open_dir(top);
   if (fd >= 0) {
     read_dst_rule_tree(fd, o.name, names, *texts);
-    ::close(fd);
+    merged->top = fd;
   }  // else: DST does not exist yet (or is not a directory): it holds no rule files
   std::shared_ptr<const dst_rule_texts> held = texts;
-  return [held, names, root](std::string_view dir, std::string_view name) -> std::string {
+  return [held, names, merged, budget](std::string_view dir, std::string_view name) -> std::string {
     const auto kept = held->lookup(dir, name);
     if (kept.text) return *kept.text;
     if (std::find(names.begin(), names.end(), name) != names.end())
       return held->full || kept.below_unread ? "- *" : std::string();  // none before the run
-    const fs::path p = dir.empty() ? root / std::string(name) : root / std::string(dir) / std::string(name);
-    return treesync::filter::read_rule_file(p.c_str());
+    // a file a rule file merges (its name checked by the filter: below the rule file's directory):
+    // read below DST's descriptor, no symlink followed, once (keep_dst_rule_files() asks for all
+    // of them before any write), within the same budget as the rule files
+    std::lock_guard<std::mutex> lock(merged->mu);
+    const std::pair<std::string, std::string> key{std::string(dir), std::string(name)};
+    if (const auto m = merged->texts.find(key); m != merged->texts.end()) return m->second;
+    std::string text;
+    const std::string& n = merged->name;
+    if (n.empty()) {
+      if (merged->top >= 0) text = treesync::filter::read_rule_file_below(merged->top, dir, name);
+    } else if (dir.empty()) {
+      if (merged->parent >= 0) text = treesync::filter::read_rule_file_below(merged->parent, dir, name);
+    } else if (merged->top >= 0 && dir.compare(0, n.size(), n) == 0 && (dir.size() == n.size() || dir[n.size()] == '/')) {
+      text = treesync::filter::read_rule_file_below(merged->top, dir.substr(std::min(dir.size(), n.size() + 1)), name);
+    }
+    if (merged->bytes + text.size() + key.first.size() + key.second.size() > budget) text = "- *";  // keep all there
+    merged->bytes += text.size() + key.first.size() + key.second.size();
+    return merged->texts.emplace(key, std::move(text)).first->second;
   };
 }
 
@@ -388,7 +444,7 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
 /// dst_rule_budget.  Nothing changes without --delete or without a dir-merge rule.
 template <class Read>
 bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion, std::string& message,
-                         std::string& notice) {
+                         std::string& notice, const treesync::filter* src_rules = nullptr) {
   if (opt.deletion != deletion_mode::extraneous ||
       std::none_of(opt.filters.begin(), opt.filters.end(), [](const filter_arg& f) {
         return f.kind == filter_arg::rule && (f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0);
@@ -396,8 +452,13 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
     return true;
   auto rules = std::make_shared<treesync::filter>();
   std::shared_ptr<dst_rule_texts> texts;
+  std::shared_ptr<const dst_directories> dirs;
   filter_error bad;
-  if (!make_filter(opt, read, *rules, bad, dst_rule_files(opt, texts))) return true;  // the source's filter failed first
+  if (!make_filter(opt, read, *rules, bad, dst_rule_files(opt, texts, dst_rule_budget, &dirs)))
+    return true;  // the source's filter failed first
+  // one budget of parsed rules for SRC's and DST's rule files; past it, DST's keep everything
+  if (src_rules) rules->share_rule_budget(*src_rules);
+  rules->keep_all_past_budget(true);
   try {
     texts->for_each_file([&](const std::string& dir, const std::string&, const std::string&) {
       (void)rules->excluded(dir.empty() ? "-" : dir + "/-", treesync::file_type::regular);
@@ -406,6 +467,9 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
     message = std::string("treesync: ") + e.what() + " in DST " + display(opt.dst_root) + " (nothing was written)\n";
     return false;
   }
+  if (rules->budget_overflows() > 0)
+    notice = "treesync: DST's rule files hold more than " + std::to_string(rules->max_rules()) +
+             " rules: in a directory whose rule files were not parsed, nothing is deleted\n";
   if (texts->full)
     notice = "treesync: DST's rule files hold more than " + std::to_string(dst_rule_budget >> 20) +
              " MiB: in a directory whose rule files were not read, nothing is deleted\n";
@@ -413,6 +477,7 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
     notice = "treesync: DST's rule files were not all read (no file descriptors left): below a directory"
              " not read, nothing is deleted\n";
   deletion = deletion.with_dst_rules(std::move(rules), opt.name);
+  deletion.dst_dirs = std::move(dirs);  // the run works in the DST whose rule files were read
   return true;
 }
 

@@ -132,9 +132,29 @@ class exclude {
 /// ("Unknown filter rule: ...") from excluded(): the run stops there, before writing anything
 /// below the directory whose file it is; prepare() reads the root's files up front.
 ///
+/// Merge names in a rule file resolve like the file itself: `merge NAME`, `. NAME`, `dir-merge
+/// NAME` and `: NAME` must be a relative path below the rule file's directory ("x" or "sub/x");
+/// an absolute name or one with a `..` (or `.`, or empty) component is a bad line (filter_error,
+/// nothing opened; rsync would read it).  A merged file that is missing, unreadable or not a
+/// regular file holds no rules (rsync stops with code 11 for a missing `merge` file; a missing
+/// dir-merge file holds no rules in both).
+///
 /// The files are read through the `loader` given at construction: `filter::reading(root)` reads
-/// `root/DIR/NAME` with open(O_NOFOLLOW), regular files only (a missing, unreadable or
-/// non-regular file holds no rules; one larger than max_rule_file_size is a filter_error).  Cost
+/// `root/DIR/NAME`, NAME's components opened one by one from DIR's descriptor with O_NOFOLLOW
+/// (no symlink followed in NAME), and nothing opened for reading before it is known to be a
+/// regular file (O_PATH + fstat, then a reopen of that very inode: a FIFO, device or socket
+/// named by a rule file is never opened for I/O); a missing, unreadable or non-regular file
+/// holds no rules; one larger than max_rule_file_size is a filter_error.
+///
+/// Budget: the rules parsed from rule files (per-directory and merged, not those added by
+/// add_rule()) that the filter's contexts hold at once count against max_rules() (default
+/// default_max_rules, about 100 bytes of memory each), shared by all threads and by the filters
+/// given share_rule_budget().  Past it, for a rule file of a directory: keep_all_past_budget(false)
+/// (the default, for the transfer side) throws filter_error (the run stops there: a partial rule
+/// set would copy what should be excluded or skip what should be copied); keep_all_past_budget(true)
+/// (for a deletion side: what is excluded is kept) gives that directory the rule `- *`: all in
+/// it and below it is excluded, i.e. kept.  The texts being parsed at once (a file and the files
+/// it merges) are bounded by twice max_rule_file_size the same way.  Cost
 /// and memory: each calling thread keeps the chain of rule contexts of the directory it is in
 /// (one per directory from the root down, each reusing its parent's), so an entry costs one
 /// comparison of its parent path with the thread's current directory plus the rules in force;
@@ -152,9 +172,12 @@ class filter : private detail::filter_rules {
   /// The largest rule file filter::reading() accepts (a larger one is a filter_error).
   static constexpr std::size_t max_rule_file_size = max_file_size;
 
+  /// The default of max_rules(): 1,000,000 parsed rules (about 100 MB).
+  static constexpr std::size_t default_max_rules = 1000000;
+
   filter() = default;
   explicit filter(loader load) : filter_rules(std::move(load)) {}
-  // A copy has the rules and the loader, and contexts of its own.
+  // A copy has the rules, the loader and the rule budget (shared), and contexts of its own.
   filter(const filter&) = default;
   filter& operator=(const filter&) = default;
   filter(filter&&) noexcept = default;
@@ -237,6 +260,27 @@ class filter : private detail::filter_rules {
     if (has_merge_) thread_cursor()->enter(*this, std::string_view());
   }
 
+  /// The most rules the rule files read may hold at once (see Budget above).
+  filter& max_rules(std::size_t n) {
+    shared_->budget->limit = n;
+    return changed(), *this;
+  }
+  std::size_t max_rules() const noexcept { return shared_->budget->limit; }
+  /// Past the budget: excluded everything below (true) or throw filter_error (false, the default).
+  filter& keep_all_past_budget(bool keep) {
+    shared_->past = keep ? past_budget::keep_all : past_budget::refuse;
+    return changed(), *this;
+  }
+  /// Counts this filter's rule-file rules in the same budget as `other`'s (its max_rules()).
+  filter& share_rule_budget(const filter& other) {
+    shared_->budget = other.shared_->budget;
+    return changed(), *this;
+  }
+  /// The rules parsed from rule files that the filters sharing this one's budget hold now.
+  std::size_t rules_held() const noexcept { return shared_->budget->held.load(); }
+  /// How many rule files were past the budget (not parsed) so far, in the filters sharing it.
+  std::size_t budget_overflows() const noexcept { return shared_->budget->overflows.load(); }
+
   std::size_t size() const noexcept { return rules_.size(); }
   bool empty() const noexcept { return rules_.empty(); }
   /// What a state file is tied to: that the run was filtered (the rules may change between runs:
@@ -247,7 +291,17 @@ class filter : private detail::filter_rules {
   /// component); empty when it is
   /// missing, not a regular file or unreadable; filter_error when it is larger than
   /// max_rule_file_size.
+  /// Opened as rule files are: nothing opened for reading before it is known to be a regular file.
   static std::string read_rule_file(const char* path, int at = AT_FDCWD) { return read_file(path, at); }
+
+  /// The rule file `name` of the directory `dir` below the directory open as `at`, as a rule
+  /// file's merge names are read: every component of `dir` and of `name` opened from its
+  /// parent's descriptor with O_NOFOLLOW (a symlink anywhere: nothing read), `name` a relative
+  /// path with no `.`/`..` component (else nothing read), a regular file only (see
+  /// read_rule_file).  Empty when there is nothing to read; filter_error when too large.
+  static std::string read_rule_file_below(int at, std::string_view dir, std::string_view name) {
+    return read_below(at, dir, name);
+  }
 };
 
 /// Excludes nothing (the default).

@@ -65,9 +65,19 @@ class posix_fs : private detail::posix_files {
   explicit posix_fs(std::chrono::nanoseconds racy_window = std::chrono::seconds(1)) noexcept
       : racy_(racy_window.count()), euid_(::geteuid()) {}
 
+  /// Makes the directory open as `fd` the one the path `p` names for this filesystem: open_root(p)
+  /// and stat_path(p) for exactly that path use the descriptor (a duplicate is kept), not the
+  /// path.  A caller that read something through `fd` before the run (the CLI: DST's rule files)
+  /// then runs on that very directory, even if the name was given to another one in between.
+  void pin_root(const std::filesystem::path& p, int fd) {
+    const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0) return;
+    pinned_ = std::make_shared<const pinned_dir>(p.native(), own);
+  }
+
   stat_info stat_path(const std::filesystem::path& p, bool follow, std::error_code& ec) const {
     struct ::stat st;
-    const int rc = follow ? ::stat(p.c_str(), &st) : ::lstat(p.c_str(), &st);
+    const int rc = pinned(p) ? ::fstat(pinned_->fd, &st) : follow ? ::stat(p.c_str(), &st) : ::lstat(p.c_str(), &st);
     if (rc != 0) return set_errno(ec), stat_info{};
     ec.clear();
     return convert(st);
@@ -78,7 +88,10 @@ class posix_fs : private detail::posix_files {
   }
 
   dir_handle open_root(const std::filesystem::path& p, std::error_code& ec) const {
-    const int fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    // a pinned root: a new open file description of the same directory (a dup would share the
+    // listing offset with the descriptor's other users)
+    const int fd = pinned(p) ? ::openat(pinned_->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                             : ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return set_errno(ec), dir_handle{};
     ec.clear();
     return dir_handle(fd);
@@ -575,8 +588,19 @@ class posix_fs : private detail::posix_files {
     res.destination_failed = false;
   }
 
+  struct pinned_dir {
+    std::string path;
+    int fd;
+    pinned_dir(std::string p, int f) : path(std::move(p)), fd(f) {}
+    pinned_dir(const pinned_dir&) = delete;
+    pinned_dir& operator=(const pinned_dir&) = delete;
+    ~pinned_dir() { ::close(fd); }
+  };
+  bool pinned(const std::filesystem::path& p) const { return pinned_ && p.native() == pinned_->path; }
+
   std::int64_t racy_;
   uid_t euid_;  // the user this process acts as, taken once (settle_special, settle_link, check_made_dir, user_id)
+  std::shared_ptr<const pinned_dir> pinned_;  // pin_root()
 };
 #endif  // TREESYNC_HAS_POSIX
 

@@ -44,6 +44,8 @@ class filter_rules {
   filter_rules(const filter_rules& o)
       : rules_(o.rules_), has_merge_(o.has_merge_), shared_(std::make_shared<shared_state>()) {
     shared_->load = o.shared_->load;
+    shared_->budget = o.shared_->budget;
+    shared_->past = o.shared_->past;
   }
   filter_rules& operator=(const filter_rules& o) {
     if (this != &o) {
@@ -56,33 +58,139 @@ class filter_rules {
   filter_rules& operator=(filter_rules&&) noexcept = default;
   ~filter_rules() = default;
 
-  /// See filter::read_rule_file.
-  static std::string read_file(const char* path, int at = AT_FDCWD) {
+  // [treesync.detail.filter.read] -----------------------------------------------------------
+  //
+  // The one rule-file reader (SRC's, DST's, merged files): nothing is opened for reading before
+  // it is known to be a regular file.  With O_PATH: the name is opened O_PATH|O_NOFOLLOW (which
+  // does nothing to the object: a FIFO, a device or a socket is not opened for I/O), fstat'ed, and
+  // a regular file reopened through /proc/self/fd/N (without /proc: by name, O_NONBLOCK|O_NOCTTY),
+  // then fstat'ed again: the same device and inode or nothing is read.  Without O_PATH: opened
+  // O_NONBLOCK|O_NOCTTY|O_NOFOLLOW and refused without a read unless regular.
+
+  /// A descriptor open for reading on the regular file `name` of the directory `at` (the last
+  /// component not followed), or -1 (missing, not a regular file, unreadable, swapped).
+  static int open_regular(int at, const char* name) {
+    struct stat a;
+    struct stat b;
+#ifdef O_PATH
+    const int p = ::openat(at, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (p < 0) return -1;
+    if (::fstat(p, &a) != 0 || !S_ISREG(a.st_mode)) {
+      ::close(p);
+      return -1;
+    }
+    const std::string self = "/proc/self/fd/" + std::to_string(p);
+    int fd = ::open(self.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT)  // no /proc
+      fd = ::openat(at, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    ::close(p);
+#else
+    const int fd = ::openat(at, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd >= 0 && ::fstat(fd, &a) != 0) a.st_mode = 0;
+#endif
+    if (fd < 0) return -1;
+    if (::fstat(fd, &b) != 0 || !S_ISREG(b.st_mode) || !S_ISREG(a.st_mode) || a.st_dev != b.st_dev ||
+        a.st_ino != b.st_ino) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  }
+
+  /// The text of the file open as `fd` (closed here); `what` names it in the error for a file
+  /// larger than max_file_size.
+  static std::string read_open(int fd, const std::string& what) {
     std::string out;
-    const int fd = ::openat(at, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     if (fd < 0) return out;
     struct stat st;
-    bool too_large = false;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-      too_large = static_cast<std::uintmax_t>(st.st_size) > max_file_size;
-      char buf[8192];
-      while (!too_large) {
-        const ssize_t n = ::read(fd, buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          if (n < 0) out.clear();
-          break;
-        }
-        out.append(buf, static_cast<std::size_t>(n));
-        too_large = out.size() > max_file_size;
+    bool too_large = ::fstat(fd, &st) != 0 || static_cast<std::uintmax_t>(st.st_size) > max_file_size;
+    char buf[8192];
+    while (!too_large) {
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        if (n < 0) out.clear();
+        break;
       }
+      out.append(buf, static_cast<std::size_t>(n));
+      too_large = out.size() > max_file_size;
     }
     ::close(fd);
     if (too_large)
-      throw filter_error("rule file " + std::string(path) + " is larger than " +
-                         std::to_string(max_file_size >> 20) + " MiB");
+      throw filter_error("rule file " + what + " is larger than " + std::to_string(max_file_size >> 20) + " MiB");
     return out;
   }
+
+  /// See filter::read_rule_file.
+  static std::string read_file(const char* path, int at = AT_FDCWD) { return read_open(open_regular(at, path), path); }
+
+  /// Whether `name` is a name a rule file may merge: a relative path of components below the rule
+  /// file's directory ("x", "sub/x"); never absolute, never a "." or ".." component, no empty one.
+  static bool merge_name_ok(std::string_view name) {
+    if (name.empty() || name.front() == '/') return false;
+    std::size_t pos = 0;
+    for (;;) {
+      std::size_t end = name.find('/', pos);
+      if (end == std::string_view::npos) end = name.size();
+      const std::string_view c = name.substr(pos, end - pos);
+      if (c.empty() || c == "." || c == "..") return false;
+      if (end == name.size()) return true;
+      pos = end + 1;
+    }
+  }
+
+  /// A descriptor on the directory `rel` (components below `at`, "" for `at` itself), each
+  /// component opened from its parent's descriptor with O_NOFOLLOW (a symlink is not followed);
+  /// -1 when one is missing, a symlink or no directory.  `at` itself is duplicated for "".
+  static int open_dir_below(int at, std::string_view rel) {
+    int cur = ::fcntl(at, F_DUPFD_CLOEXEC, 0);
+    std::size_t pos = 0;
+    while (cur >= 0 && pos < rel.size()) {
+      std::size_t end = rel.find('/', pos);
+      if (end == std::string_view::npos) end = rel.size();
+      const std::string c(rel.substr(pos, end - pos));
+      pos = end + 1;
+      if (c.empty() || c == ".") continue;
+      int next = -1;
+      if (c != "..") {
+#ifdef O_PATH
+        next = ::openat(cur, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+#else
+        next = ::openat(cur, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+#endif
+      }
+      ::close(cur);
+      cur = next;
+    }
+    return cur;
+  }
+
+  /// See filter::read_rule_file_below.
+  static std::string read_below(int at, std::string_view dir, std::string_view name) {
+    if (!merge_name_ok(name)) return std::string();
+    const auto slash = name.rfind('/');
+    std::string sub(dir);
+    if (slash != std::string_view::npos) {
+      if (!sub.empty()) sub += '/';
+      sub.append(name.data(), slash);
+    }
+    const int d = open_dir_below(at, sub);
+    if (d < 0) return std::string();
+    const std::string last(slash == std::string_view::npos ? name : name.substr(slash + 1));
+    const int fd = open_regular(d, last.c_str());
+    ::close(d);
+    return read_open(fd, std::string(name));
+  }
+
+  // The budget of parsed rules (filter::max_rules): shared by every context and thread of the
+  // filters that share it (filter::share_rule_budget), counting the rules the contexts hold now.
+  struct budget_state {
+    std::atomic<std::size_t> held{0};
+    std::atomic<std::size_t> overflows{0};  // rule files not parsed for want of budget
+    std::size_t limit = 1000000;
+  };
+  enum class past_budget { refuse, keep_all };
+  struct over_budget {};
 
   enum : unsigned {
     mod_exclude = 1,    // '-': every line an exclude pattern
@@ -119,6 +227,16 @@ class filter_rules {
   struct rule_file {
     std::vector<rule> rules;
     bool cleared = false;  // held a '!': the rules of the directories above do not apply
+    std::shared_ptr<budget_state> budget;  // what `charged` is counted in
+    std::size_t charged = 0;               // the rules parsed into it, counted against `budget`
+    rule_file() = default;
+    rule_file(const rule_file&) = delete;
+    rule_file& operator=(const rule_file&) = delete;
+    ~rule_file() { release(); }
+    void release() {
+      if (budget && charged) budget->held.fetch_sub(charged);
+      charged = 0;
+    }
   };
   // The rules of one dir-merge name in force in a directory: its own file, then the inherited.
   struct layer {
@@ -221,6 +339,8 @@ class filter_rules {
     }
 
     std::string read(std::string_view dir, std::string_view name) {
+      // an absolute name: only a command-line dir-merge rule's (a rule file's are refused by
+      // parse_file); the operator named it
       if (!name.empty() && name.front() == '/') return read_file(std::string(name).c_str());
       const std::shared_ptr<place> p = mine();
       std::size_t pos = 0;  // what is left to descend to from p->fd
@@ -247,13 +367,14 @@ class filter_rules {
         p->dir.assign(dir.data(), end);
         pos = end;
       }
-      const std::string n(name);
-      return read_file(n.c_str(), p->fd);
+      return read_below(p->fd, std::string_view(), name);  // components below, no symlink followed
     }
   };
 
   struct shared_state {
     loader load;
+    std::shared_ptr<budget_state> budget = std::make_shared<budget_state>();
+    past_budget past = past_budget::refuse;
     std::mutex mu;
     std::mutex locks[32];  // the contexts' locks, by address (ctx_lock)
     std::vector<std::pair<std::thread::id, std::shared_ptr<cursor>>> cursors;
@@ -430,15 +551,37 @@ class filter_rules {
     changed();  // a context's slots point into rules_
   }
 
+  // A `merge` / `.` / `dir-merge` / `:` name in a rule file: resolved below the directory of the
+  // rule file, as the file itself (merge_name_ok); anything else (absolute, a ".." component) is a
+  // bad line, refused before anything is opened.  The line's text is not quoted.
+  static void check_merge_name(std::string_view name, const std::string& where, std::size_t lineno) {
+    if (!merge_name_ok(name))
+      throw filter_error("merge file not below the rule file's directory (absolute, or a '..' component): <rule from " +
+                         where + " line " + std::to_string(lineno) + ">");
+  }
+
   // The text of the rule file `name` of `dir` parsed as the merge modifiers `mods` say, into
   // `out`; `merges` counts the single-instance merges read so far (nesting is bounded).
   // `merged_at`: the file is the target of a `merge` line, named so ("FILE line N") in errors.
   // An error never quotes a line's text (rsync's habit too): a rule file may merge any file the
   // run can read, and the message would copy that file's first bad line into someone's log.
+  //
+  // Each rule parsed is counted in the filter's budget (over_budget past it: build() decides); the
+  // texts being parsed at once (a file and the files it merges) are bounded by 2 * max_file_size.
   void parse_file(std::string_view dir, std::string_view name, unsigned mods, rule_file& out, int& merges,
-                  const std::string& merged_at = std::string()) const {
+                  const std::string& merged_at = std::string(), std::size_t held_text = 0) const {
     const std::string text = shared_->load ? shared_->load(dir, name) : std::string();
     if (text.empty()) return;  // no rules (and no copy of a deep directory's path)
+    held_text += text.size();
+    if (held_text > 2 * max_file_size) throw over_budget{};
+    budget_state& budget = *out.budget;
+    const auto charge = [&] {
+      if (budget.held.fetch_add(1) + 1 > budget.limit) {
+        budget.held.fetch_sub(1);
+        throw over_budget{};
+      }
+      ++out.charged;
+    };
     std::string where = std::string(dir);
     if (!where.empty()) where += '/';
     where += name;
@@ -454,6 +597,7 @@ class filter_rules {
           out.cleared = true;
           return;
         }
+        charge();
         out.rules.push_back(make_rule((mods & mod_include) != 0, token));
         return;
       }
@@ -466,16 +610,22 @@ class filter_rules {
           break;
         case kind_include:
         case kind_exclude:
-          if (!p.arg.empty()) out.rules.push_back(make_rule(p.kind == kind_include, p.arg, (p.mods & mod_negate) != 0));
+          if (p.arg.empty()) break;
+          charge();
+          out.rules.push_back(make_rule(p.kind == kind_include, p.arg, (p.mods & mod_negate) != 0));
           break;
         case kind_dir_merge:
+          check_merge_name(p.arg, where, lineno);
+          charge();
           if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
           out.rules.push_back(merge_rule(p.arg, p.mods));
           break;
         case kind_merge: {
+          check_merge_name(p.arg, where, lineno);
           if (++merges > 32) throw filter_error("merge files nested too deep (" + where + " line " + std::to_string(lineno) + ")");
+          charge();
           if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
-          parse_file(dir, p.arg, p.mods, out, merges, std::string(dir).append(dir.empty() ? "" : "/").append(name) + " line " + std::to_string(lineno));
+          parse_file(dir, p.arg, p.mods, out, merges, std::string(dir).append(dir.empty() ? "" : "/").append(name) + " line " + std::to_string(lineno), held_text);
           break;
         }
       }
@@ -534,8 +684,22 @@ class filter_rules {
     for (std::size_t i = 0; i < ctx->slots.size(); ++i) {
       const rule* m = ctx->slots[i].merge;
       auto file = std::make_shared<rule_file>();
+      file->budget = shared_->budget;
       int merges = 0;
-      parse_file(dir, m->pattern, m->mods, *file, merges);
+      try {
+        parse_file(dir, m->pattern, m->mods, *file, merges);
+      } catch (const over_budget&) {
+        shared_->budget->overflows.fetch_add(1);
+        file->release();
+        file->rules.clear();
+        if (shared_->past == past_budget::refuse)
+          throw filter_error("the rule files in force hold more than " + std::to_string(shared_->budget->limit) +
+                             " rules, or merge more than " + std::to_string((2 * max_file_size) >> 20) +
+                             " MiB at once (the filter's rule budget), at " + std::string(dir) + (dir.empty() ? "" : "/") +
+                             m->pattern);
+        file->rules.push_back(make_rule(false, "*"));  // keep everything here and below
+        file->cleared = false;
+      }
       if (file->rules.empty() && !file->cleared) {
         ctx->slots[i].current = ctx->slots[i].inherit;
       } else {
