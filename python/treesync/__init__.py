@@ -365,7 +365,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     return report
 
 
-def sync_tree(src, dst, exclude=(), *, follow_dst_symlink=False):
+def sync_tree(src, dst, exclude=(), *, delete_excluded=True, follow_dst_symlink=False):
     """Makes ``dst`` a mirror of ``src`` and returns None: the drop-in for a ``sync_tree`` helper
     built on ``shutil.rmtree`` + ``shutil.copytree(ignore=shutil.ignore_patterns(*exclude))``.
 
@@ -373,7 +373,11 @@ def sync_tree(src, dst, exclude=(), *, follow_dst_symlink=False):
     entries ``src`` lacks are deleted from ``dst``, symlinks are followed (copytree's default),
     ``dst`` and its missing parents are made (as copytree does).  ``exclude`` patterns match a bare
     name at any depth with ``fnmatch`` rules (``*``, ``?``, ``[seq]``, ``[!seq]``; case-sensitive):
-    a matching file or directory is neither copied nor, if present in ``dst``, deleted.
+    a matching file or directory is not copied, and one already in ``dst`` (a leftover of an earlier
+    run: ``stale.pyc``, a ``__pycache__`` directory and all it holds) is deleted, so ``dst`` holds
+    exactly ``src`` minus the excluded names, as after rmtree + copytree.  ``delete_excluded=False``
+    keeps such leftovers instead (sync's ``delete_excluded`` keyword, the same meaning; rsync
+    without ``--delete-excluded``).
 
     A ``dst`` that is a symbolic link is refused (treesync.Refused, an OSError: "Cannot call rmtree
     on a symbolic link", as ``shutil.rmtree`` refuses it), nothing touched; ``follow_dst_symlink=True``
@@ -381,8 +385,9 @@ def sync_tree(src, dst, exclude=(), *, follow_dst_symlink=False):
     ValueError("embedded null byte"), as ``os`` functions do.
 
     Errors, as the original raises them: a run that cannot start raises the builtin class of its
-    errno (a missing source FileNotFoundError, a destination it may not make PermissionError, ...),
-    also a treesync.Error (Refused for a refusal).  An entry that fails does not stop the run:
+    errno (a missing source FileNotFoundError, a destination it may not make PermissionError, a
+    ``dst`` that exists and is not a directory FileExistsError, nothing touched), also a
+    treesync.Error (Refused for a refusal).  An entry that fails does not stop the run:
     every other entry is copied, then treesync.Partial is raised (an OSError and a shutil.Error, as
     copytree's, and the builtin class of the first failure's errno): the first failure's errno,
     filename (the full path) and message, ``errors`` every failed entry, ``args[0]`` copytree's
@@ -396,16 +401,22 @@ def sync_tree(src, dst, exclude=(), *, follow_dst_symlink=False):
         raise _error(Refused, None, "Cannot call rmtree on a symbolic link: %s (sync_tree refuses it as "
                      "shutil.rmtree does; follow_dst_symlink=True mirrors into its target)" % d, d)
     if _os.path.isdir(bsrc):  # copytree makes dst's missing parents too (the library makes dst only)
+        if _os.path.exists(bdst) and not _os.path.isdir(bdst):  # copytree's makedirs(dst): EEXIST
+            d = _os.fsdecode(bdst)
+            raise _error(Error, _errno.EEXIST, "destination %s: %s (not a directory; nothing was touched)"
+                         % (d, _os.strerror(_errno.EEXIST)), d)
         parent = _os.path.dirname(_os.path.abspath(bdst))
         try:
             _os.makedirs(parent, exist_ok=True)
         except FileExistsError:
-            pass  # not a directory: the run says so, as copytree's makedirs(dst) did (NotADirectoryError)
+            pass  # a parent is not a directory: the run says so (NotADirectoryError), as copytree's did
         except OSError as e:
             name = _os.fsdecode(e.filename if e.filename is not None else parent)
             raise _error(Error, e.errno, "mkdir %s: %s" % (name, e.strerror), name) from None
-    options = {"src": bsrc, "dst": bdst, "deletion": 0, "name_excludes": names, "jobs": 0,
-               "allow_empty_source": True, "stop_on_error": False,
+    # "deletion": treesync::deletion::kind, 2 (excluded) deletes excluded entries of dst too, 0
+    # (extraneous) only what src lacks and is not excluded
+    options = {"src": bsrc, "dst": bdst, "deletion": 2 if delete_excluded else 0, "name_excludes": names,
+               "jobs": 0, "allow_empty_source": True, "stop_on_error": False,
                "check_signals": _threading.current_thread() is _threading.main_thread()}
     try:
         raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
