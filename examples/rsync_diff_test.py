@@ -118,7 +118,8 @@ RULES = {
         "name's mode, mtime, owner and group, and the grouping of those names, may differ; its type must "
         "not, and its content must be SRC's, rsync's, or (a first name -u or --ignore-existing kept) that of "
         "a DST member of its group (rule hardlink_first_kept), and never other than DST's where rsync kept "
-        "DST's (seed 240008 cases 53 155 322 340 422 463 494 503 585)",
+        "DST's (seed 240008 cases 53 155 322 340 422 463 494 503 585); under -L SRC's content is that of the file "
+        "a path below a symlinked directory reaches (seed 5150331 case 173)",
     "hardlink_first_kept":
         "README: -H with a first name -u or --ignore-existing left as DST has it: rsync syncs the group's "
         "other names each on its own; treesync leaves an existing one alone and links a new one to DST's copy "
@@ -702,12 +703,20 @@ def src_followed(ctx, p):
         if not (p == ctx["src_name"] or p.startswith(ctx["src_name"] + "/")):
             return None
         rel = p[len(ctx["src_name"]) + 1:]
+    full = os.path.join(ctx["src_root"], rel)
     try:
-        st = os.stat(os.path.join(ctx["src_root"], rel))
+        st = os.stat(full)
     except OSError:
         return None
     kind = "f" if stat.S_ISREG(st.st_mode) else "d" if stat.S_ISDIR(st.st_mode) else "?"
-    return (kind, None, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_uid, st.st_gid)
+    payload = None
+    if kind == "f":  # its content as snapshot() gives it (rule hardlink_leader compares it)
+        try:
+            with open(full, "rb") as f:
+                payload = hashlib.sha1(f.read()).hexdigest()[:12] + ":%d" % st.st_size
+        except OSError:
+            pass
+    return (kind, payload, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_uid, st.st_gid)
 
 
 def setid_dropped(ctx, m):
@@ -907,7 +916,7 @@ def compare_trees(t_snap, r_snap, ctx):
                 continue
             if name == "mtime" and p == "" and ctx["dst_mtime_free"]:
                 continue  # DST itself when SRC has no slash: neither tool sets it (made 'now' by both)
-            src = ctx.get("src_meta", {}).get(p)
+            src = src_followed(ctx, p)  # under -L also below a symlinked directory (seed 5150331 case 173)
             old = (ctx.get("dst_before") or {}).get(p)
             if name == "mtime" and a[0] == "d" == b[0] and any(parent(q) == p for q in kept_any):
                 # rules rule_files_both_sides / io_error_deletion_order: a directory treesync kept

@@ -1027,3 +1027,25 @@ TEST_CASE("hard_links: a directory reached through a followed link gets its mtim
   CHECK(fs.lstat("/dst/via").mtime_ns == fs.lstat("/src/real").mtime_ns);
   CHECK(fs.lstat("/dst/real").mtime_ns == fs.lstat("/src/real").mtime_ns);
 }
+
+TEST_CASE("hard_links, size_only: a name reached through a followed directory link takes SRC's data with its group (rsync_diff -L -H --size-only)") {
+  // seed 5150331 case 173: DST's copy of the group's first name has the size of SRC's but another
+  // mtime and another link, so it is written afresh with SRC's data (README, *overwrites*); a new
+  // name of the group below a symlinked directory is linked to that copy, so it has SRC's data too
+  // (rsync keeps DST's same-size data and links the new name to that)
+  mock_fs fs;
+  fs.write("/src/sub/f", "source bytes!");
+  fs.hard_link("/src/sub/f", "/src/g");
+  fs.symlink("/src/via", "sub");
+  fs.advance(10s);
+  fs.write("/dst/sub/f", "dest's bytes!");  // the same size, another mtime
+  fs.hard_link("/dst/sub/f", "/dst/g");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::hard_links, treesync::links::dereference,
+                                treesync::compare::size_only);
+  CHECK(r.errors.empty());
+  CHECK(fs.read("/dst/sub/f") == "source bytes!");
+  CHECK(fs.read("/dst/via/f") == "source bytes!");
+  CHECK(fs.lstat("/dst/via/f").ino == fs.lstat("/dst/sub/f").ino);
+  CHECK(fs.lstat("/dst/g").ino == fs.lstat("/dst/sub/f").ino);
+}
