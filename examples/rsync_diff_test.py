@@ -167,9 +167,12 @@ RULES = {
         "seed 240008 cases 105 343 1383 1533 1838, seed 1306349741 case 375, seed 563300701 case 453)",
     "setid_without_owner":
         "README: as root, rsync -p (without -o/-g) keeps a set-user/group-ID bit on root's copy of another "
-        "user's file; treesync keeps set-user-ID only with SRC's owner (-o, or a file of root's) and "
-        "set-group-ID only with SRC's group (-g) -> a file's mode that lacks only those bits is accepted, and "
-        "-i lines that differ only by that 'p' (or a 'p'-only line one tool has and the other not)",
+        "user's file, and under --no-perms DST's set-ID bits on a file it rewrites with another user's data; "
+        "treesync keeps set-user-ID only where the copy's owner is SRC's (-o, or a file of root's) and "
+        "set-group-ID only where the copy's group is SRC's (-g, or the group the kernel gives the copy: its "
+        "directory's if set-group-ID, root's otherwise) -> a file's mode that lacks only those bits is "
+        "accepted, and -i lines that differ only by that 'p' (or a 'p'-only line one tool has and the other "
+        "not) (seed 5150331 case 205)",
     "summary_line":
         "README: without -q treesync ends with a summary line (rsync -i prints none) -> that line is dropped",
 }
@@ -719,17 +722,30 @@ def src_followed(ctx, p):
     return (kind, payload, stat.S_IMODE(st.st_mode), st.st_mtime_ns, st.st_uid, st.st_gid)
 
 
-def setid_dropped(ctx, m):
-    """Rule setid_without_owner: the set-ID bits of SRC's entry `m` treesync's copy does not keep."""
+def setid_dropped(ctx, m, p):
+    """Rule setid_without_owner: the set-ID bits treesync's copy at `p` of SRC's entry `m` does not
+    keep, as root: set-user-ID unless the copy's owner is SRC's (-o, or a file of root's),
+    set-group-ID unless the copy's group is SRC's (-g, or the group the copy gets from the kernel:
+    its directory's where that has set-group-ID, root's otherwise).  The bits are SRC's, or under
+    --no-perms those of the DST file the data is rewritten into."""
     if not IS_ROOT or m is None or m[0] != "f":
         return 0
     opts = ctx.get("opts") or []
+    bits = m[2]
+    old = (ctx.get("dst_before") or {}).get(p)
+    if "--no-perms" in opts and old is not None and old[0] == "f":
+        bits = old[2]
+    if not bits & 0o6000:
+        return 0
     dropped = 0
     if "-a" not in opts and "-o" not in opts and m[4] != 0:
         dropped |= 0o4000
     if "-a" not in opts and "-g" not in opts:
-        dropped |= 0o2000
-    return dropped & m[2]
+        d = (ctx.get("t_tree") or {}).get(parent(p))
+        given = d[5] if d is not None and d[0] == "d" and d[2] & 0o2000 else 0
+        if m[5] != given:
+            dropped |= 0o2000
+    return dropped & bits
 
 
 def _without_p(line):
@@ -817,7 +833,7 @@ def split_link_itemize(t_lines, r_lines, ctx):
     src_meta = ctx.get("src_meta") or {}
     for p in set(t_paths) | set(r_paths):
         a, b = t_paths.get(p), r_paths.get(p)
-        if a != b and setid_dropped(ctx, src_followed(ctx, p)) and _without_p(a) == _without_p(b):
+        if a != b and setid_dropped(ctx, src_followed(ctx, p), p) and _without_p(a) == _without_p(b):
             drop_t.add(a), drop_r.add(b)
             fire("setid_without_owner")
             continue
@@ -957,7 +973,7 @@ def compare_trees(t_snap, r_snap, ctx):
                 # DST's own
                 fire("fresh_inode_breaks_dst_links")
                 continue
-            dropped = setid_dropped(ctx, src_followed(ctx, p)) if name == "mode" and a[0] == "f" == b[0] else 0
+            dropped = setid_dropped(ctx, src_followed(ctx, p), p) if name == "mode" and a[0] == "f" == b[0] else 0
             if dropped and (a[k] ^ b[k]) & ~dropped == 0 and a[k] & ~b[k] == 0:
                 fire("setid_without_owner")  # treesync's copy lacks only the set-ID bits it may not keep
                 continue
@@ -1342,6 +1358,7 @@ class Runner:
                 t_out = "\n".join(l for l in t_out.split("\n") if l != "cd+++++++++ ./")
             if ctx["max_delete_over"] and re.search(r"^\*deleting ", t_out, re.M):
                 diffs.append("max_delete_whole_run: over --max-delete treesync deleted (it must delete nothing)")
+            ctx["t_tree"] = t_snap[0]  # rule setid_without_owner: the group a copy gets from its directory
             diffs += compare_trees(t_snap, r_snap, ctx)
             notices = []
             diffs += compare_itemized(itemized_treesync(t_out), itemized_rsync(r_out, notices), ctx)

@@ -196,7 +196,9 @@ inline namespace v0 {
 //        its mode given back).  Absent: the run acts as root.
 //   std::vector<std::int64_t> user_groups() const;
 //        the groups the user the process acts as may give its files (effective and supplementary;
-//        posix_fs: getegid, getgroups).  Absent: every group is tried (a failure is reported).
+//        posix_fs: getegid, getgroups), the first the group its new entries get outside a
+//        set-group-ID directory (the effective group).  Absent: every group is tried (a failure
+//        is reported), and a copy keeps a set-group-ID bit only with preserve_group.
 //
 // And one declaration, read through filesystem_capabilities_v<FS>:
 //   static constexpr filesystem_capabilities capabilities();

@@ -377,6 +377,12 @@ struct run_state {
   std::vector<std::int64_t> groups;  // !privileged: the user's groups (user_groups), sorted
   bool groups_known = false;
 
+ private:
+  mutable std::once_flag own_group_once_;
+  mutable std::int64_t own_group_ = -1;
+
+ public:
+
   /// preserve_group for an entry whose source group is `gid`: the run gives it that group
   /// (and compares and reports it) only where the user may: as root, or one of the user's groups.
   bool group_kept(std::uint32_t gid) const {
@@ -385,6 +391,18 @@ struct run_state {
   /// preserve_group, with every group settable (as root): what the run makes never needs the
   /// group a set-group-ID directory gives it.
   bool sets_every_group() const { return opt.group && privileged; }
+  /// The group the run's new entries get outside a set-group-ID directory: the first of the
+  /// filesystem's user_groups() (the effective group); -1 where it does not say.  Asked once, at
+  /// the first set-group-ID file (a run without one makes no system call for it).
+  std::int64_t own_group() const {
+    std::call_once(own_group_once_, [this] {
+      if constexpr (has_op<op_user_groups, FS>::value) {
+        const std::vector<std::int64_t> g = fs.user_groups();
+        if (!g.empty()) own_group_ = g.front();
+      }
+    });
+    return own_group_;
+  }
   /// Whether an entry of type `t` can be made by this run under preserve_specials: a device
   /// node only as root (rsync, as a user, skips it: "skipping non-regular file").
   bool makes_special(file_type t) const {

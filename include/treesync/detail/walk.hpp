@@ -393,40 +393,62 @@ class walker {
     return d && d->listed ? &d->self : nullptr;
   }
 
-  // The permission bits the entry gets (after probe_dst): the source's, less the set-ID bits the
-  // copy may not keep (setid_dropped), through --chmod (whose own set-ID bits are asked for by
-  // name); without perms, an existing entry of the same type keeps its own, a new one gets the
-  // source's under the umask, without set-ID or sticky bits (rsync --no-perms).
-  void source_mode(plan& p) const {
-    p.src.mode &= ~setid_dropped(p.src, p.type);
+  // The permission bits the entry made in the destination directory of `n` gets (after
+  // probe_dst): the source's, less the set-ID bits the copy may not keep (setid_dropped), through
+  // --chmod (whose own set-ID bits are asked for by name); without perms, an existing entry of the
+  // same type keeps its own, a new one gets the source's under the umask, without set-ID or
+  // sticky bits (rsync --no-perms).
+  void source_mode(const node& n, plan& p) const {
+    p.src.mode &= ~setid_dropped(n, p.src, p.src.mode, p.type);
     if (!s_.opt.chmod.empty())
       p.src.mode = s_.opt.chmod.apply(p.src.mode, p.type == file_type::directory, s_.opt.umask);
     if (!s_.opt.perms) p.src.mode = p.old == p.type ? p.dst.mode : (p.src.mode & 0777u & ~s_.opt.umask);
   }
 
-  // The set-ID bits of the source entry `st` (of type `t`) its copy may not keep: a set-ID file
-  // copied by root for another user would otherwise run with root's identity (issue 33).  On a
-  // non-directory, set-user-ID stays only where the copy gets the source's owner (owner) or the
-  // run acts as that owner; set-group-ID only where the copy gets the source's group (group) or
-  // the run acts as the source's owner and is not root (the kernel lets such a user keep the bit
-  // only on a file of one of the user's own groups; root's copy would get root's group).  Where
-  // the filesystem does not say whom the run acts as (no user_id), only owner / group keep them.
-  // A directory keeps both, as rsync -p does: no program runs with them; set-group-ID there only
-  // makes new entries take the directory's group (the kernel drops the bit from a file made in it
-  // by someone outside that group), and Linux ignores set-user-ID on a directory.
-  std::uint32_t setid_dropped(const stat_info& st, file_type t) const {
-    if (t == file_type::directory || (st.mode & 06000u) == 0) return 0;
-    bool runs_as_owner = false;
-    bool root = true;
-    if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
-      const std::int64_t uid = fs_.user_id();
-      runs_as_owner = uid == std::int64_t(st.uid);
-      root = uid == 0;
-    }
+  // The set-ID bits of `bits` that a copy, made in the destination directory of `n`, of the
+  // source entry `st` (of type `t`; its data, owner and group) may not keep: set-user-ID stays only
+  // where the copy's owner is the source's owner, set-group-ID only where the copy's group is the
+  // source's group, as the copy is made (made_owner, made_group); a bit that would give the copy's
+  // runner another identity than the source's is cleared (issue 43: a set-ID file copied by root
+  // for another user would run as root; a user's -g copy of another user's set-group-ID file, whose
+  // group the kernel refused, would run with the victim's group).  Where the filesystem does not
+  // say whom the run acts as, only what the options give (owner, group) counts.  A directory keeps
+  // both, as rsync -p does: no program runs with them; set-group-ID there only makes new entries
+  // take the directory's group, and Linux ignores set-user-ID on a directory.
+  std::uint32_t setid_dropped(const node& n, const stat_info& st, std::uint32_t bits, file_type t) const {
+    if (t == file_type::directory || (bits & 06000u) == 0) return 0;
     std::uint32_t dropped = 0;
-    if (!s_.opt.owner && !runs_as_owner) dropped |= 04000u;
-    if (!s_.opt.group && !(runs_as_owner && !root)) dropped |= 02000u;
-    return dropped;
+    if (made_owner(st) != std::int64_t(st.uid)) dropped |= 04000u;
+    if ((bits & 02000u) != 0 && made_group(n, st) != std::int64_t(st.gid)) dropped |= 02000u;
+    return dropped & bits;
+  }
+
+  // The owner of a copy of `st` this run makes: the source's with owner (root only), otherwise the
+  // user the run acts as; -1 where the filesystem does not say (no user_id).
+  std::int64_t made_owner(const stat_info& st) const {
+    if (s_.opt.owner) return std::int64_t(st.uid);
+    if constexpr (has_op<op_user_id, typename S::fs_type>::value) return fs_.user_id();
+    return -1;
+  }
+
+  // The group of a copy of `st` this run makes in the destination directory of `n`: the source's
+  // where the run sets it (group_kept), otherwise the one a new entry gets there (given_group).
+  std::int64_t made_group(const node& n, const stat_info& st) const {
+    return s_.group_kept(st.gid) ? std::int64_t(st.gid) : given_group(n);
+  }
+
+  // The group an entry made in the destination directory of `n` gets from the kernel: the
+  // directory's own group while it has set-group-ID as it is filled (setgid_while_filled): an
+  // existing directory's, or for one this run made, the group its parent gave it, and so on up;
+  // otherwise the run's own group (run_state::own_group).  -1 where that is not known: the
+  // filesystem does not say (no user_groups), or the chain reaches a destination root this run
+  // made (whose group DST's parent gave it, not looked at).
+  std::int64_t given_group(const node& n) const {
+    for (const node* d = &n; d; d = d->parent) {
+      if (setgid_while_filled(*d) == 0) return s_.own_group();
+      if (!d->cold) return d->dst_st.ino != 0 ? std::int64_t(d->dst_st.gid) : -1;  // ino 0: not stat'ed
+    }
+    return -1;
   }
 
   // The set-group-ID bit the destination directory of `n` has while its entries are made: the one
@@ -486,7 +508,7 @@ class walker {
 
   verdict decide_file(node& n, const std::string& name, const dir_entry* de, plan& p) {
     if (!probe_dst(n, name, de, p)) return verdict::none;
-    source_mode(p);
+    source_mode(n, p);
     if (p.old == file_type::regular) {
       const bool racy = s_.racily_clean(p.src, p.dst);
       content_ctx ctx{this, &n, &n.src, &n.dst, &name, p.follow, false, {}};
@@ -502,9 +524,10 @@ class walker {
       if (current && !fresh_inode_needed(p.src, p.dst))
         return decide_meta(p, ctx.checked && racy);
       p.current = current;  // written afresh for its metadata only (reported as update_meta)
-      // without perms the new data gets the existing file's bits, less a set-ID bit that data
-      // may not carry (a root-owned set-user-ID file rewritten with a user's data)
-      if (!current && !s_.opt.perms) p.src.mode &= ~setid_dropped(p.src, p.type);
+      // without perms the new data gets the existing file's bits, less a set-ID bit its copy may
+      // not carry by the source's owner and group (a root-owned set-user-ID file rewritten with
+      // another user's data; the same owner's data keeps it, as rsync does)
+      if (!current && !s_.opt.perms) p.src.mode &= ~setid_dropped(n, p.src, p.src.mode, p.type);
     }
     // In place only into an inode that is this name's alone, whose owner and group stay, and
     // that gets no set-ID bit: anything else is written afresh (temporary name + rename).
@@ -594,7 +617,7 @@ class walker {
   // would have its mode changed).  A node of another kind or device number is replaced.
   verdict decide_special(node& n, const std::string& name, const dir_entry* de, plan& p) {
     if (!probe_dst(n, name, de, p)) return verdict::none;
-    source_mode(p);
+    source_mode(n, p);
     if (p.old == p.type && p.dst.rdev == p.src.rdev) {
       const bool ids = owner_changes(p.src, p.dst);
       if (!ids && p.dst.mode == p.src.mode && s_.same_mtime(p.dst, p.src)) return verdict::none;
@@ -629,7 +652,7 @@ class walker {
         if (same_identity(a->src_st, st)) return j_.fail(side::source, operation::opendir, errc::symlink_cycle);
     }
     if (!probe_dst(n, name, de, p)) return;
-    source_mode(p);  // st is p.src
+    source_mode(n, p);  // st is p.src
     // without perms a new directory keeps the set-group-ID bit mkdir gives it in a parent that has
     // it (rsync --no-perms never chmods it); as a user other than root, not one without write
     // permission for its owner: rsync makes that one writable to fill it and chmods it at the
