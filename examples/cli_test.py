@@ -3021,6 +3021,34 @@ def test_links_and_rule_files():
           and contents(os.path.join(w, "t")) == before,
           "-F --delete: a merged file's bad line is not quoted, nothing written (exit %d, %r)" % (rc, err))
 
+    # A merge file that merges itself (rsync's testsuite filter-merge-recursion): rsync stops at its
+    # include depth limit, 32 files, with "merge-file include depth limit (32) exceeded" and exit
+    # 11 (RERR_FILEIO); treesync says the same and exits 11, nothing written (SRC's root rule file)
+    w = fresh("rule-files-merge-recursion")
+    write(os.path.join(w, "s", ".merge"), ". .merge\n")
+    write(os.path.join(w, "s", "file.txt"), "hello\n")
+    rc, out, err = run_as_given("-a", "--filter=: .merge", "s/", "t/", cwd=w)
+    check(rc == 11 and "merge-file include depth limit (32) exceeded" in err and not os.path.exists(os.path.join(w, "t")),
+          "a merge file that merges itself: refused at the depth limit, exit 11, nothing made (exit %d, %r)" % (rc, err))
+    rc, out, err = run_as_given("--json", "-a", "--filter=: .merge", "s/", "t/", cwd=w)
+    got = json.loads(out) if rc == 11 and out.strip() else {}
+    check(got.get("status") == "refused" and got.get("exit_code") == 11 and
+          "merge-file include depth limit (32)" in got.get("refusal", {}).get("message", ""),
+          "--json: the depth limit is a refusal with exit_code 11 (exit %d, %r)" % (rc, out[:200]))
+    if have_rsync:
+        rrc, rout, rerr = run_rsync("-a", "--filter=: .merge", "s/", "r/", cwd=w)
+        check(rrc == 11 and "merge-file include depth limit (32) exceeded" in rout + rerr,
+              "a merge file that merges itself: rsync exits 11 at its depth limit too (exit %d)" % rrc)
+    # ... and in DST's rule files (-F --delete, read before any write): refused the same way
+    w = fresh("rule-files-dst-merge-recursion")
+    write(os.path.join(w, "s", "f"), "f\n")
+    write(os.path.join(w, "t", "d", ".rsync-filter"), ". .rsync-filter\n")
+    write(os.path.join(w, "t", "d", "y"), "extraneous\n")
+    before = contents(os.path.join(w, "t"))
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-i", "s/", "t", cwd=w)
+    check(rc == 11 and "merge-file include depth limit (32) exceeded" in err and contents(os.path.join(w, "t")) == before,
+          "-F --delete: a DST rule file that merges itself is refused, exit 11, nothing written (exit %d, %r)" % (rc, err))
+
     # ... a rule file that is a symlink (here to a file outside DST) is not followed: what is in its
     # directory is kept whole (rsync reads through it, so it may protect anything there)
     w = fresh("rule-files-dst-symlink")

@@ -108,6 +108,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -152,15 +153,18 @@ int main(int argc, char** argv) {
   if (const auto t = untrusted_operator_path(opt)) return print_untrusted_refusal(opt, *t);
   try {  // the source root's rule files (-F, dir-merge): a bad one stops the run before any write
     patterns.prepare();
-  } catch (const treesync::filter_error& e) {
-    return usage_exit(tool, opt.json, std::string("treesync: ") + e.what() + "\n");
+  } catch (const treesync::filter_error& e) {  // exit 1, or 11 past the merge depth limit
+    return filter_error_exit(tool, opt, e, std::string("treesync: ") + e.what() + "\n", opt.src_root);
   }
   // --delete with per-directory rule files (-F, dir-merge): what DST's rule files exclude is kept
   // too (rsync reads those where it deletes; cli_deletion)
   cli_deletion deletion{opt.deletion, treesync::unlimited};
   {
     std::string message, notice;
-    if (!keep_dst_rule_files(opt, read_rules, deletion, message, notice, &patterns)) return usage_exit(tool, opt.json, message);
+    std::optional<treesync::merge_depth_error> depth_error;
+    if (!keep_dst_rule_files(opt, read_rules, deletion, message, notice, &patterns, &depth_error))
+      return depth_error ? filter_error_exit(tool, opt, *depth_error, message, opt.dst_root)
+                         : usage_exit(tool, opt.json, message);
     std::fputs(notice.c_str(), stderr);
   }
 
@@ -205,7 +209,7 @@ int main(int argc, char** argv) {
     r = run(context, ec);
   } catch (const treesync::filter_error& e) {  // a bad rule file below the root: the run stopped there
     if (meter) meter->finish(false, false);
-    return usage_exit(tool, opt.json, std::string("treesync: ") + e.what() + "\n");
+    return filter_error_exit(tool, opt, e, std::string("treesync: ") + e.what() + "\n", opt.src_root);
   }
   if (meter) {
     const bool signalled = first_signal.load() != 0;

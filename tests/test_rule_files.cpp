@@ -276,6 +276,33 @@ TEST_CASE("rule budget: 32 lines 'merge big' in one rule file count each merged 
   CHECK(g.rules_held() == 32 * 1000 + 32);  // the merged rules and the 32 merge lines
 }
 
+TEST_CASE("rule files: a merge file that merges itself stops at rsync's depth limit (32 files) with merge_depth_error") {
+  // rsync's testsuite filter-merge-recursion: ': .merge' with a .merge holding '. .merge'
+  map_loader files;
+  files.files[".merge"] = ". .merge\n";
+  filter f(files.get());
+  f.dir_merge(".merge");
+  bool depth_error = false;
+  try {
+    (void)f.excluded("file.txt", F);
+  } catch (const treesync::merge_depth_error& e) {
+    depth_error = std::string(e.what()).find("merge-file include depth limit (32) exceeded") != std::string::npos;
+  }
+  CHECK(depth_error);
+  CHECK(files.reads[".merge"] == 32);  // the per-directory file and 31 merges of it; the 33rd refused
+}
+
+TEST_CASE("rule files: a chain of 32 rule files merging the next is read whole") {
+  map_loader files;
+  files.files[".merge"] = ". m1\n";
+  for (int i = 1; i < 31; ++i) files.files["m" + std::to_string(i)] = ". m" + std::to_string(i + 1) + "\n";
+  files.files["m31"] = "- deep\n";
+  filter f(files.get());
+  f.dir_merge(".merge");
+  CHECK(f.excluded("deep", F));
+  CHECK_FALSE(f.excluded("shallow", F));
+}
+
 TEST_CASE("posix_fs::pin_root: the run works in the directory pinned though its name was given to another since") {
   treesync_test::temp_dir t;
   std::filesystem::create_directories(t / "src");

@@ -188,6 +188,27 @@ inline int print_report(const options& opt, const treesync::report& r, outcome o
   return out.exit_code;
 }
 
+/// A rule file that stops the run: `e` (treesync::filter_error) in `text`, the whole line
+/// ("treesync: ...\n").  A line that is no rule is a usage error, exit 1 (rsync's "Unknown filter
+/// rule": RERR_SYNTAX); merges nested past rsync's depth limit (treesync::merge_depth_error: a
+/// merge file that merges itself) are refused with rsync's status for it, 11 (RERR_FILEIO), the
+/// report naming `path` (SRC or DST, whose rule file it is).
+inline int filter_error_exit(const tool_info& tool, const options& opt, const treesync::filter_error& e,
+                             const std::string& text, const std::string& path) {
+  if (dynamic_cast<const treesync::merge_depth_error*>(&e) == nullptr) return usage_exit(tool, opt.json, text);
+  outcome out;
+  out.exit_code = 11;
+  out.status = "refused";
+  out.refusal = std::make_error_code(std::errc::too_many_symbolic_link_levels);  // ELOOP: a loop of merges
+  std::string message = text;
+  const std::string prefix = std::string(tool.name) + ": ";
+  if (message.rfind(prefix, 0) == 0) message.erase(0, prefix.size());
+  while (!message.empty() && message.back() == '\n') message.pop_back();
+  const std::vector<std::string> no_actions;
+  return print_report(opt, treesync::report{}, out, refusal_text{message, path},
+                      opt.itemize || opt.verbose ? &no_actions : nullptr);
+}
+
 }  // namespace treesync_cli
 
 #endif  // TREESYNC_CLI_OUTCOME_HPP

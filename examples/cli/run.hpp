@@ -444,7 +444,8 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
 /// dst_rule_budget.  Nothing changes without --delete or without a dir-merge rule.
 template <class Read>
 bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion, std::string& message,
-                         std::string& notice, const treesync::filter* src_rules = nullptr) {
+                         std::string& notice, const treesync::filter* src_rules = nullptr,
+                         std::optional<treesync::merge_depth_error>* depth_error = nullptr) {
   if (opt.deletion != deletion_mode::extraneous ||
       std::none_of(opt.filters.begin(), opt.filters.end(), [](const filter_arg& f) {
         return f.kind == filter_arg::rule && (f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0);
@@ -465,6 +466,7 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
     });
   } catch (const treesync::filter_error& e) {
     message = std::string("treesync: ") + e.what() + " in DST " + display(opt.dst_root) + " (nothing was written)\n";
+    if (const auto* d = dynamic_cast<const treesync::merge_depth_error*>(&e); d && depth_error) *depth_error = *d;
     return false;
   }
   if (rules->budget_overflows() > 0)

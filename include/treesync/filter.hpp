@@ -130,7 +130,10 @@ class exclude {
 /// subdirectories) and `w` (split on whitespace) are rsync's; the rule modifier `!` (match when
 /// the pattern does not).  Any other line, or an unsupported modifier, throws filter_error
 /// ("Unknown filter rule: ...") from excluded(): the run stops there, before writing anything
-/// below the directory whose file it is; prepare() reads the root's files up front.
+/// below the directory whose file it is; prepare() reads the root's files up front.  A chain of
+/// `merge` files deeper than 32 (a merge file that merges itself) throws merge_depth_error, a
+/// filter_error (rsync's "merge-file include depth limit (32) exceeded"); one rule file merges at
+/// most 32 files in all (filter_error past that).
 ///
 /// Merge names in a rule file resolve like the file itself: `merge NAME`, `. NAME`, `dir-merge
 /// NAME` and `: NAME` must be a relative path below the rule file's directory ("x" or "sub/x");

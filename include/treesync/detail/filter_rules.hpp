@@ -18,11 +18,21 @@ namespace treesync {
 inline namespace v0 {
 
 /// A rule file treesync cannot use: a line that is no rule it knows (rsync's "Unknown filter
-/// rule"), a rule file larger than filter::max_rule_file_size, merges nested too deep.  Thrown
-/// by filter::excluded() when it reads such a file; the run stops (sync() rethrows it).
+/// rule"), a rule file larger than filter::max_rule_file_size, merges nested too deep
+/// (merge_depth_error).  Thrown by filter::excluded() when it reads such a file; the run stops
+/// (sync() rethrows it).
 class filter_error : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// The filter_error of a rule file whose `merge` / `.` lines nest more than max_merge_depth files
+/// deep (a merge file that merges itself): rsync's "merge-file include depth limit (32) exceeded",
+/// which stops rsync with its file-I/O status, 11 (the CLI's too).
+class merge_depth_error : public filter_error {
+ public:
+  static constexpr int max_merge_depth = 32;
+  using filter_error::filter_error;
 };
 
 namespace detail {
@@ -561,7 +571,9 @@ class filter_rules {
   }
 
   // The text of the rule file `name` of `dir` parsed as the merge modifiers `mods` say, into
-  // `out`; `merges` counts the single-instance merges read so far (nesting is bounded).
+  // `out`; `merges` counts the single-instance merges read so far (at most 32: the work is
+  // bounded), `depth` the files in the chain of merges down to this one (1: a per-directory rule
+  // file; at most merge_depth_error::max_merge_depth, rsync's MAX_MERGE_DEPTH).
   // `merged_at`: the file is the target of a `merge` line, named so ("FILE line N") in errors.
   // An error never quotes a line's text (rsync's habit too): a rule file may merge any file the
   // run can read, and the message would copy that file's first bad line into someone's log.
@@ -569,7 +581,7 @@ class filter_rules {
   // Each rule parsed is counted in the filter's budget (over_budget past it: build() decides); the
   // texts being parsed at once (a file and the files it merges) are bounded by 2 * max_file_size.
   void parse_file(std::string_view dir, std::string_view name, unsigned mods, rule_file& out, int& merges,
-                  const std::string& merged_at = std::string(), std::size_t held_text = 0) const {
+                  const std::string& merged_at = std::string(), std::size_t held_text = 0, int depth = 1) const {
     const std::string text = shared_->load ? shared_->load(dir, name) : std::string();
     if (text.empty()) return;  // no rules (and no copy of a deep directory's path)
     held_text += text.size();
@@ -622,10 +634,13 @@ class filter_rules {
           break;
         case kind_merge: {
           check_merge_name(p.arg, where, lineno);
-          if (++merges > 32) throw filter_error("merge files nested too deep (" + where + " line " + std::to_string(lineno) + ")");
+          if (depth >= merge_depth_error::max_merge_depth)  // a merge file that merges itself comes here
+            throw merge_depth_error("merge-file include depth limit (" + std::to_string(merge_depth_error::max_merge_depth) +
+                                    ") exceeded at <rule from " + where + " line " + std::to_string(lineno) + ">");
+          if (++merges > 32) throw filter_error("more than 32 merge files read for one rule file (" + where + " line " + std::to_string(lineno) + ")");
           charge();
           if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
-          parse_file(dir, p.arg, p.mods, out, merges, std::string(dir).append(dir.empty() ? "" : "/").append(name) + " line " + std::to_string(lineno), held_text);
+          parse_file(dir, p.arg, p.mods, out, merges, std::string(dir).append(dir.empty() ? "" : "/").append(name) + " line " + std::to_string(lineno), held_text, depth + 1);
           break;
         }
       }
