@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # examples/demo.sh [SRC] — the main job: build the treesync CLI (Release) and mirror a real tree
-# (default /usr/include) into a fresh temporary directory twice: a cold run that populates it,
+# (default /usr/include) into a fresh temporary directory twice, as a user would (-a: links,
+# modes, times, owner and group): a cold run that populates it,
 # then a warm run that finds nothing to do. Prints the first actions and both summaries.
 set -euo pipefail
 
@@ -20,12 +21,12 @@ trap 'rm -rf "$dst"' EXIT
 
 echo "== cold run: $src -> $dst/mirror (first 10 actions)"
 status=0
-"$cli" -i --stats --delete "$src/" "$dst/mirror" > "$dst/cold.log" || status=$?
+"$cli" -a -i --stats --delete "$src/" "$dst/mirror" > "$dst/cold.log" || status=$?
 head -n 10 "$dst/cold.log"
 echo "   ..."
-grep -v '^[.>ch*]' "$dst/cold.log" | tail -n 12
+sed -n '/^Entries scanned:/,$p' "$dst/cold.log"
 echo
 echo "== warm run: nothing changed, so nothing is written"
-"$cli" -i --stats --delete "$src/" "$dst/mirror" || status=$?
+"$cli" -a -i --stats --delete "$src/" "$dst/mirror" || status=$?
 echo
 echo "== exit status: $status (23 = some entries could not be copied, e.g. dangling links; see stderr)"
