@@ -303,6 +303,33 @@ TEST_CASE("rule files: a chain of 32 rule files merging the next is read whole")
   CHECK_FALSE(f.excluded("shallow", F));
 }
 
+TEST_CASE("rule files: one rule file merging 40 files side by side is read whole (rsync bounds only the depth)") {
+  map_loader files;
+  std::string fan;
+  for (int i = 0; i < 40; ++i) {
+    fan += ". m" + std::to_string(i) + "\n";
+    files.files["m" + std::to_string(i)] = "- f" + std::to_string(i) + "\n";
+  }
+  files.files[".rules"] = fan;
+  filter f(files.get());
+  f.dir_merge(".rules");
+  CHECK(f.excluded("f0", F));
+  CHECK(f.excluded("f39", F));
+  CHECK_FALSE(f.excluded("f40", F));
+}
+
+TEST_CASE("rule files: one rule file merging more than 1,024 files in all is a filter_error") {
+  map_loader files;
+  std::string fan;
+  for (int i = 0; i < 1025; ++i) fan += ". m\n";
+  files.files[".rules"] = fan;
+  files.files["m"] = "- x\n";
+  filter f(files.get());
+  f.dir_merge(".rules");
+  CHECK(what_of(f, "y").find("more than 1024 merge files read for one rule file (.rules line 1025)") != std::string::npos);
+  CHECK(files.reads["m"] == 1024);
+}
+
 TEST_CASE("posix_fs::pin_root: the run works in the directory pinned though its name was given to another since") {
   treesync_test::temp_dir t;
   std::filesystem::create_directories(t / "src");

@@ -367,6 +367,8 @@ inline const char* help_text() {
       "  | --ignore-existing: others synced alone | linked to DST's copy of the first name                |\n"
       "  | -F --delete: DST's rule files protect  | SRC's and DST's rule files protect (keeps more; a     |\n"
       "  | (a dir replaced by another type: none) | directory replaced by another type too: exit 23)      |\n"
+      "  | a rule file merges any number of files | at most 1,024 in all (past that: a bad rule file,     |\n"
+      "  | (nested at most 32 deep)               | exit 1); nested at most 32 deep, as rsync             |\n"
       "  | -L, symlink cycle: copied round the    | 'symbolic link cycle': not entered, nothing deleted,  |\n"
       "  | loop up to 40 links, exit 23           | exit 23                                               |\n"
       "  | an empty SRC (no slash) into a missing | DST/NAME, as for any SRC                              |\n"

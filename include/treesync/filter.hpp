@@ -133,7 +133,8 @@ class exclude {
 /// below the directory whose file it is; prepare() reads the root's files up front.  A chain of
 /// `merge` files deeper than 32 (a merge file that merges itself) throws merge_depth_error, a
 /// filter_error (rsync's "merge-file include depth limit (32) exceeded"); one rule file merges at
-/// most 32 files in all (filter_error past that).
+/// most 1,024 files in all, nested or side by side (filter_error past that; rsync has no such
+/// bound: it keeps the file reads a rule file can cause per directory small).
 ///
 /// Merge names in a rule file resolve like the file itself: `merge NAME`, `. NAME`, `dir-merge
 /// NAME` and `: NAME` must be a relative path below the rule file's directory ("x" or "sub/x");

@@ -47,6 +47,7 @@ class filter_rules {
   /// See filter::loader.
   using loader = std::function<std::string(std::string_view dir, std::string_view name)>;
   static constexpr std::size_t max_file_size = std::size_t{4} << 20;
+  static constexpr int max_merges_per_file = 1024;  // `merge` lines read for one rule file, nested or not
 
   filter_rules() : shared_(std::make_shared<shared_state>()) {}
   explicit filter_rules(loader load) : filter_rules() { shared_->load = std::move(load); }
@@ -571,9 +572,10 @@ class filter_rules {
   }
 
   // The text of the rule file `name` of `dir` parsed as the merge modifiers `mods` say, into
-  // `out`; `merges` counts the single-instance merges read so far (at most 32: the work is
-  // bounded), `depth` the files in the chain of merges down to this one (1: a per-directory rule
-  // file; at most merge_depth_error::max_merge_depth, rsync's MAX_MERGE_DEPTH).
+  // `out`; `merges` counts the single-instance merges read so far (at most max_merges_per_file:
+  // rsync has no such bound, this one keeps what a rule file someone else wrote can cost in file
+  // reads to that per directory), `depth` the files in the chain of merges down to this one (1: a
+  // per-directory rule file; at most merge_depth_error::max_merge_depth, rsync's MAX_MERGE_DEPTH).
   // `merged_at`: the file is the target of a `merge` line, named so ("FILE line N") in errors.
   // An error never quotes a line's text (rsync's habit too): a rule file may merge any file the
   // run can read, and the message would copy that file's first bad line into someone's log.
@@ -637,7 +639,9 @@ class filter_rules {
           if (depth >= merge_depth_error::max_merge_depth)  // a merge file that merges itself comes here
             throw merge_depth_error("merge-file include depth limit (" + std::to_string(merge_depth_error::max_merge_depth) +
                                     ") exceeded at <rule from " + where + " line " + std::to_string(lineno) + ">");
-          if (++merges > 32) throw filter_error("more than 32 merge files read for one rule file (" + where + " line " + std::to_string(lineno) + ")");
+          if (++merges > max_merges_per_file)
+            throw filter_error("more than " + std::to_string(max_merges_per_file) + " merge files read for one rule file (" +
+                               where + " line " + std::to_string(lineno) + ")");
           charge();
           if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
           parse_file(dir, p.arg, p.mods, out, merges, std::string(dir).append(dir.empty() ? "" : "/").append(name) + " line " + std::to_string(lineno), held_text, depth + 1);
