@@ -9,10 +9,11 @@
        python3 -m build --sdist --no-isolation --outdir WORK/dist REPO
 2. the wheel, built from that sdist alone: unpacked into an empty temporary directory (no checkout
    beside it), `python3 -m build --wheel --no-isolation` there (-Csetup-args=-Dwerror=true with
-   --werror);
+   --werror); its members must be deflated (python/backend/treesync_wheel_backend.py), or FAIL;
 3. a fresh venv (python3 -m venv --system-site-packages WORK/venv), the wheel installed into it
    (pip --no-index); `treesync --version` from its bin/ and `python -m treesync --version`;
-4. the sdist's pytest suite (python/tests, with the README it reads) copied to WORK/suite and run
+4. the sdist's pytest suite (python/tests, with README.md and python/README.md, which it reads; it
+   runs mypy on their Python examples where Debian's mypy is installed) copied to WORK/suite and run
    there with the venv's interpreter, after checking that `import treesync` is the installed package
    (tmp_path under WORK/pytest-tmp, removed after).
 
@@ -40,6 +41,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import zipfile
 
 SKIP = 77
 PACKAGES = "python3-mesonpy python3-build python3-pybind11 pybind11-dev python3-pytest python3-venv patchelf meson ninja-build git"
@@ -118,7 +120,7 @@ def build(python, work, werror, tree):
     needed = ["PKG-INFO", "pyproject.toml", "meson.build", "meson_options.txt", "include/treesync/treesync.hpp",
               "include/treesync/engine.cpp", "examples/treesync.cpp", "python/meson.build",
               "python/src/_treesync.cpp", "python/treesync/__init__.py", "python/treesync/__main__.py",
-              "python/tests/test_treesync.py", "README.md", "LICENSE"]
+              "python/tests/test_treesync.py", "python/backend/treesync_wheel_backend.py", "README.md", "LICENSE"]
     missing = [n for n in needed if top + "/" + n not in names]
     if missing:
         print("FAIL: the sdist %s lacks %s" % (sdist, ", ".join(missing)))
@@ -149,20 +151,28 @@ def build(python, work, werror, tree):
         print("FAIL: expected one wheel in %s, found %s" % (dist, wheels))
         return None
     print("wheel: %s (%d bytes)" % (wheels[0], os.path.getsize(wheels[0])))
+    with zipfile.ZipFile(wheels[0]) as whl:
+        stored = [m.filename for m in whl.infolist() if m.file_size and m.compress_type != zipfile.ZIP_DEFLATED]
+        print("wheel members: %d bytes uncompressed, %d deflated" % (
+            sum(m.file_size for m in whl.infolist()), sum(m.compress_size for m in whl.infolist())))
+    if stored:  # python/backend/treesync_wheel_backend.py deflates what meson-python stored
+        print("FAIL: the wheel stores these members uncompressed: %s" % ", ".join(stored))
+        return None
     with open(stamp, "w") as f:
         f.write("%s werror=%d\n" % (tree, werror))
     return wheels[0], sdist
 
 
 def suite_from(sdist, dest):
-    """The sdist's python/tests and README.md (which the suite reads) into dest (recreated)."""
+    """The sdist's python/tests, README.md and python/README.md (which the suite reads) into dest
+    (recreated)."""
     shutil.rmtree(dest, ignore_errors=True)
     os.makedirs(dest)
     top = os.path.basename(sdist)[:-len(".tar.gz")]
     with tarfile.open(sdist) as tar:
         for m in tar.getmembers():
             rel = m.name[len(top) + 1:] if m.name.startswith(top + "/") else None
-            if rel and (rel == "README.md" or rel.startswith("python/tests/")) and m.isfile():
+            if rel and (rel in ("README.md", "python/README.md") or rel.startswith("python/tests/")) and m.isfile():
                 out = os.path.join(dest, rel)
                 os.makedirs(os.path.dirname(out), exist_ok=True)
                 with tar.extractfile(m) as src, open(out, "wb") as f:

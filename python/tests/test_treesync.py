@@ -9,6 +9,7 @@ from the wheel built from the sdist, as root and, through setpriv, as uid 65534
 import _thread
 import ast
 import errno
+import importlib.util
 import inspect
 import os
 import re
@@ -947,6 +948,28 @@ def test_the_package_installs_the_cli_in_the_scripts_directory():
     assert (out.returncode, out.stdout) == (0, "treesync %s\n" % treesync.__version__)
 
 
+def elf_section_types(path):
+    """The sh_type of every section of the 64-bit little-endian ELF file at path."""
+    import struct
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, path  # ELFCLASS64, ELFDATA2LSB
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    return [struct.unpack_from("<I", data, shoff + i * shentsize + 4)[0] for i in range(shnum)]
+
+
+SHT_SYMTAB = 2  # the symbol table `strip` removes (the dynamic one, SHT_DYNSYM, stays)
+
+
+@pytest.mark.skipif(sys.byteorder != "little" or sys.maxsize < 2 ** 32, reason="the check reads 64-bit little-endian ELF")
+def test_the_installed_extension_and_tool_are_stripped():
+    from treesync import _treesync
+    for path in (_treesync.__file__, _tool()):
+        types = elf_section_types(path)
+        assert types and SHT_SYMTAB not in types, "%s has a symbol table (not stripped)" % path
+
+
 def test_python_m_treesync_is_the_installed_cli():
     tool = _tool()
     for args in (["--version"], ["--help"]):
@@ -1001,6 +1024,61 @@ def test_python_m_treesync_mirrors_a_tree(src, tmp_path):
 
 # ---- the README's migration snippet ---------------------------------------------------------------
 
+def readme_python_blocks(path, section=None):
+    """The ```python blocks of the README at path (REPO-relative), only those of `section` (a "## "
+    heading) when given."""
+    text = open(os.path.join(REPO, path), encoding="utf-8").read()
+    if section is not None:
+        m = re.search(r"^## %s\n(.*?)(?=^## )" % re.escape(section), text, re.S | re.M)
+        assert m, "%s has no section %r" % (path, section)
+        text = m.group(1)
+    return re.findall(r"^```python\n(.*?)^```", text, re.S | re.M)
+
+
+def test_python_readme_examples_print_what_their_comments_say(tmp_path, monkeypatch, capsys):
+    """python/README.md (the package's description): its examples run as written in an empty
+    directory, and each print gives the line its comment shows (up to a parenthesis)."""
+    blocks = readme_python_blocks("python/README.md")
+    assert len(blocks) == 2, "the example and the errors"
+    expected = [re.sub(r" \(.*\)$", "", m) for b in blocks for m in re.findall(r"^\s*print\(.*\)\s+# (.*)$", b, re.M)]
+    monkeypatch.chdir(tmp_path)
+    for i, code in enumerate(blocks):
+        exec(compile(code, "python/README.md:block%d" % i, "exec"), {})
+    assert capsys.readouterr().out.splitlines() == expected
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None,
+                    reason="mypy is not installed for this Python (Debian: apt-get install mypy)")
+def test_mypy_passes_on_the_readme_python_examples(tmp_path):
+    """The README's Python section and python/README.md type-check against the installed stubs
+    (mypy --strict): the names and exception classes they use are in __init__.pyi."""
+    blocks = readme_python_blocks("README.md", "Python") + readme_python_blocks("python/README.md")
+    assert len(blocks) >= 3
+    files = []
+    for i, code in enumerate(blocks):
+        files.append(str(tmp_path / ("example%d.py" % i)))
+        with open(files[-1], "w") as f:
+            f.write(code)
+    r = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-color-output", "--cache-dir",
+                        str(tmp_path / "cache")] + files, capture_output=True, text=True, cwd=str(tmp_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "Success" in r.stdout
+
+
+def test_stubs_list_every_derived_error_class():
+    """Error, Refused and Partial each have one subclass per builtin OSError class (Refused.FileNotFoundError,
+    ...): the stub declares exactly those, each deriving from its base and the builtin."""
+    stub = ast.parse(open(os.path.join(os.path.dirname(treesync.__file__), "__init__.pyi")).read())
+    classes = {n.name: n for n in stub.body if isinstance(n, ast.ClassDef)}
+    for base in (treesync.Error, treesync.Refused, treesync.Partial):
+        runtime = {name for name, v in vars(base).items()
+                   if isinstance(v, type) and issubclass(v, base) and issubclass(v, OSError)}
+        assert len(runtime) >= 10
+        nested = {n.name: [ast.unparse(b) for b in n.bases] for n in classes[base.__name__].body
+                  if isinstance(n, ast.ClassDef)}
+        assert nested == {name: [base.__name__, "builtins." + name] for name in runtime}
+
+
 def test_readme_migration_snippet(src, tmp_path, monkeypatch):
     readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
     m = re.search(r"<!-- python-migration-snippet -->\s*```python\n(.*?)```", readme, re.S)
@@ -1008,11 +1086,11 @@ def test_readme_migration_snippet(src, tmp_path, monkeypatch):
     code = m.group(1)
     assert len(code.strip().splitlines()) <= 12
     monkeypatch.chdir(tmp_path)
-    shutil.copytree(src, tmp_path / "build" / "include")
+    shutil.copytree(src, tmp_path / "python")
     ns = {}
     exec(compile(code, "README.md:python-migration-snippet", "exec"), ns)
-    assert tree(tmp_path / "checkout" / "include") == {
-        k: v for k, v in tree(tmp_path / "build" / "include").items()
+    assert tree(tmp_path / "staged" / "python") == {
+        k: v for k, v in tree(tmp_path / "python").items()
         if not k.endswith(b".pyc") and b"__pycache__" not in k}
 
 
@@ -1025,8 +1103,8 @@ def test_readme_migration_snippet_past_the_racy_window(src, tmp_path, monkeypatc
     readme = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
     code = re.search(r"<!-- python-migration-snippet -->\s*```python\n(.*?)```", readme, re.S).group(1)
     monkeypatch.chdir(tmp_path)
-    shutil.copytree(src, tmp_path / "build" / "include")
-    newest = max(os.lstat(os.path.join(d, n)).st_mtime for d, ds, fs in os.walk(tmp_path / "build") for n in fs)
+    shutil.copytree(src, tmp_path / "python")
+    newest = max(os.lstat(os.path.join(d, n)).st_mtime for d, ds, fs in os.walk(tmp_path / "python") for n in fs)
     real_sync = treesync.sync
 
     def sync_later(*args, **kw):  # the snippet's second run, just past the window of the first's copies
