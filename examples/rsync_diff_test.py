@@ -125,6 +125,12 @@ RULES = {
         "other names each on its own; treesync leaves an existing one alone and links a new one to DST's copy "
         "of the first name -> a name of a SRC group whose content is that of a DST member of its group (not "
         "SRC's) is accepted where DST had nothing rsync kept at that name (seed 240008 case 340)",
+    "hardlink_existing_replaced":
+        "README: -H --existing where DST has an entry of another type at a name of a SRC hard-link group: "
+        "rsync removes DST's entry, then makes nothing there when the group's last name is new (without -H it "
+        "makes the file); treesync replaces the entry with the file, as without -H -> under -H --existing, a "
+        "file treesync has with SRC's content at a name of a SRC group where DST had another type and rsync "
+        "has nothing is accepted (seed 4418207 case 932, as a user)",
     "rule_files_both_sides":
         "README: with -F (dir-merge) and --delete an extraneous DST entry that the rule files of SRC or of "
         "DST exclude is kept; rsync reads only DST's where it deletes -> DST entries treesync kept unchanged "
@@ -204,8 +210,9 @@ GENERATOR = {
         "from a case with -F",
     "rsync_hlink_foreign_group":
         "rsync 3.5 -H as a user other than root tries to give a hard-linked file a group the user is not in "
-        "('chgrp NAME failed: Operation not permitted', exit 23), where -g alone skips such a group silently; "
-        "treesync skips it -> treesync's exit 0 is accepted where rsync's 23 comes from those errors alone",
+        "('chgrp NAME failed: Operation not permitted', exit 23: its generator's, or its receiver's on the temporary "
+        "file of a copy, seed 4418207 case 610), where -g alone skips such a group silently; treesync skips it -> "
+        "treesync's exit 0 is accepted where rsync's 23 comes from those errors alone",
     "user_unreadable_file":
         "as a user other than root: a SRC file made unreadable (0o000) in a case without hard links (-H or "
         "links in DST: there treesync reads SRC for a fresh copy where rsync chmods in place, rule "
@@ -917,6 +924,11 @@ def compare_trees(t_snap, r_snap, ctx):
                 fire("max_delete_whole_run")  # rsync deleted the first N; treesync none
                 kept_rules.add(p)
                 continue
+            src = src_followed(ctx, p)
+            if hard_h and "--existing" in ctx["opts"] and p in members and t[p][0] == "f" and old is not None and \
+                    old[0] != "f" and src is not None and src[0] == "f" and t[p][1] == src[1]:
+                fire("hardlink_existing_replaced")  # rsync removed DST's entry and made nothing
+                continue
             diffs.append("treesync only: %r %s" % (p, t[p][0]))
             continue
         if p not in t:
@@ -1318,18 +1330,24 @@ class Runner:
                             ("rmdir %s (destination " % rel) in t_err0 and "Directory not empty" in t_err0:
                         ctx["replaced_kept"].add(p_)
             # rule user_readonly_dir_replaced: what rsync could not replace as a user
-            r_err0 = decode_rsync(rp.stderr.decode("utf-8", "surrogateescape"))
+            # each line decoded on its own: a name's escaped newline must not split its line (seed
+            # 4418207 case 260, 'unlink(src/--opt/nl\\#012name) failed')
+            r_lines = [decode_rsync(l) for l in rp.stderr.decode("utf-8", "surrogateescape").split("\n")]
+            t_lines = [decode_treesync(l) for l in tp.stderr.decode("utf-8", "surrogateescape").split("\n")]
+            r_err0 = "\n".join(r_lines)
             user_replaced = set()
             if not IS_ROOT and "failed: Permission denied (13)" in r_err0:
-                for m in re.finditer(r"^could not make way for new [a-z ]*: (.*)$", r_err0, re.M):
-                    user_replaced.add(m.group(1))
+                for m in (re.match(r"could not make way for new [a-z ]*: (.*)$", l, re.S) for l in r_lines):
+                    if m:
+                        user_replaced.add(m.group(1))
             ctx["replaced_kept"] |= user_replaced
             ctx["unreadable_kept"] = set()
             if not IS_ROOT:
-                for m in re.finditer(r"^treesync: copy (.*) \(source .*\): Permission denied$", t_err0, re.M):
-                    ctx["unreadable_kept"].add(join(name, m.group(1)) if name else m.group(1))
+                for m in (re.match(r"treesync: copy (.*) \(source .*\): Permission denied$", l, re.S) for l in t_lines):
+                    if m:
+                        ctx["unreadable_kept"].add(join(name, m.group(1)) if name else m.group(1))
             ctx["user_replaced"] = user_replaced
-            r_errors = [l for l in r_err0.split("\n") if l and not l.startswith("rsync error: ")]
+            r_errors = [l for l in r_lines if l and not l.startswith("rsync error: ")]
             if tp.returncode != rp.returncode:
                 if user_replaced and (tp.returncode, rp.returncode) == (0, 23) and all(
                         ("rmdir(" in l or "unlink(" in l) and "Permission denied" in l or l.startswith("could not make way for new ")
@@ -1338,7 +1356,7 @@ class Runner:
                 elif ctx["max_delete_over"] and (tp.returncode, rp.returncode) == (25, 23):
                     fire("max_delete_whole_run")  # another error too: rsync says 23, treesync 25
                 elif not IS_ROOT and "-H" in opts and (tp.returncode, rp.returncode) == (0, 23) and r_errors and all(
-                        re.match(r'^rsync: \[generator\] chgrp ".*" failed: Operation not permitted \(1\)$', l)
+                        re.match(r'^rsync: \[(generator|receiver)\] chgrp ".*" failed: Operation not permitted \(1\)$', l, re.S)
                         for l in r_errors):
                     fire("rsync_hlink_foreign_group")
                 elif ctx["replaced_kept"] and (tp.returncode, rp.returncode) == (23, 0):

@@ -1049,3 +1049,21 @@ TEST_CASE("hard_links, size_only: a name reached through a followed directory li
   CHECK(fs.lstat("/dst/via/f").ino == fs.lstat("/dst/sub/f").ino);
   CHECK(fs.lstat("/dst/g").ino == fs.lstat("/dst/sub/f").ino);
 }
+
+TEST_CASE("hard_links, existing: a group's first name where DST has a directory replaces it with the file (as without hard_links)") {
+  // rsync -H --existing (seed 4418207 case 932): it removes DST's directory b, then makes nothing,
+  // the group's last name c being new; without -H it replaces b by the file.  treesync replaces it
+  // either way (README's table) and creates no other name
+  mock_fs fs;
+  fs.write("/src/b", "data");
+  fs.hard_link("/src/b", "/src/c");
+  fs.mkdir("/dst/b");
+  fs.advance(10s);
+  treesync::options o;
+  o.hard_links = true;
+  o.existing = true;
+  CHECK(treesync::sync(fs, "/src", "/dst", o).ok());
+  CHECK(fs.lstat("/dst/b").type == file_type::regular);
+  CHECK(fs.read("/dst/b") == "data");
+  CHECK_FALSE(fs.exists("/dst/c"));
+}
