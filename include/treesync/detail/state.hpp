@@ -395,13 +395,15 @@ struct run_state {
   /// filesystem's user_groups() (the effective group); -1 where it does not say.  Asked once, at
   /// the first set-group-ID file (a run without one makes no system call for it).
   std::int64_t own_group() const {
-    std::call_once(own_group_once_, [this] {
-      if constexpr (has_op<op_user_groups, FS>::value) {
+    if constexpr (has_op<op_user_groups, FS>::value) {
+      std::call_once(own_group_once_, [this] {
         const std::vector<std::int64_t> g = fs.user_groups();
         if (!g.empty()) own_group_ = g.front();
-      }
-    });
-    return own_group_;
+      });
+      return own_group_;
+    } else {
+      return -1;
+    }
   }
   /// Whether an entry of type `t` can be made by this run under preserve_specials: a device
   /// node only as root (rsync, as a user, skips it: "skipping non-regular file").
