@@ -1067,3 +1067,21 @@ TEST_CASE("hard_links, existing: a group's first name where DST has a directory 
   CHECK(fs.read("/dst/b") == "data");
   CHECK_FALSE(fs.exists("/dst/c"));
 }
+
+TEST_CASE("hard_links: when the group's first name cannot be made, the next name is copied and the others linked to it") {
+  // rsync -H (seed 4418207 case 575): a non-empty directory of DST where SRC has the group's first
+  // name cannot go without --delete; rsync still makes the group's other names.  treesync made
+  // none of them ('link NAME: No such file or directory' for each)
+  mock_fs fs;
+  fs.write("/src/a", "data");
+  fs.hard_link("/src/a", "/src/c");
+  fs.hard_link("/src/a", "/src/d/x");
+  fs.write("/dst/a/keep", "in a directory");
+  fs.advance(10s);
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::hard_links, treesync::deletion::keep);
+  REQUIRE(r.errors.size() == 1);
+  CHECK(r.errors[0].code == std::errc::directory_not_empty);  // a: its directory stays
+  CHECK(fs.lstat("/dst/a").type == file_type::directory);
+  CHECK(fs.read("/dst/c") == "data");
+  CHECK(fs.lstat("/dst/d/x").ino == fs.lstat("/dst/c").ino);
+}

@@ -96,7 +96,10 @@ class worker {
         key = 2 * (k + 1);
         continue;
       }
-      if (v == verdict::apply) modified |= carry_out(n, e.name, p);
+      if (v == verdict::apply) {
+        modified |= carry_out(n, e.name, p);
+        walker_.check_first_copy(n, e.name, p);  // hard_links: a first name not made gives way
+      }
       if (v == verdict::remove) modified |= done = remove(n, n.dl[j].name, t);
       if (v == verdict::clean) modified |= done = clean(n, e.name, t);
       if (s_.recording) record_entry(n, e.name, de, v, p, t, done, children.size() > before, made);
@@ -221,6 +224,10 @@ class worker {
   /// first name's copy (unless it already is one), and its directory gets its mtime back.
   void link_pass() {
     auto& requests = s_.link_requests;
+    for (auto& r : requests) {  // a first name given up (walker::check_first_copy): its successor
+      const auto it = s_.first_name.find(std::make_pair(r.src.dev, r.src.ino));
+      if (it != s_.first_name.end() && !it->second.empty() && it->second != r.first) r.first = it->second;
+    }
     std::sort(requests.begin(), requests.end());
     if (!s_.root->have_dst) return journal_.fail(side::destination, operation::open, std::make_error_code(std::errc::no_such_file_or_directory));
     for (const auto& r : requests) {

@@ -31,12 +31,25 @@ class source_reader {
   source_reader(S& s, journal<S>& j) : s_(s), fs_(s.fs), j_(j) {}
 
   /// hard_links: true for the first name of a multiply-linked source file; a later name is queued
-  /// for the link pass.
+  /// for the link pass.  A first name whose copy could not be made (first_failed) is given up: the
+  /// next name the walk reaches takes its place (rsync makes the group's other names then).
   bool first_name(const stat_info& st) {
     std::lock_guard<std::mutex> lock(s_.links_mu);
     const auto seen = s_.first_name.emplace(std::make_pair(st.dev, st.ino), j_.rel);
+    if (!seen.second && seen.first->second.empty()) {
+      seen.first->second = j_.rel;
+      return true;
+    }
     if (!seen.second) s_.link_requests.push_back({j_.rel, seen.first->second, st});
     return seen.second;
+  }
+
+  /// hard_links: the first name `rel` of the source file `st` has no copy in the destination (an
+  /// entry of another type could not go, or the write failed): given up (see first_name).
+  void first_failed(const stat_info& st, const std::string& rel) {
+    std::lock_guard<std::mutex> lock(s_.links_mu);
+    const auto it = s_.first_name.find(std::make_pair(st.dev, st.ino));
+    if (it != s_.first_name.end() && it->second == rel) it->second.clear();
   }
 
   /// One stat per entry: d_type decides whether it is taken with or without following.  Fills
@@ -288,6 +301,21 @@ class walker {
   /// already, else a link (p.old: what the destination holds there, replaced; p.src: the copy's
   /// stat, p.dst: the old entry's).  A first name whose copy is not a regular file fails the link
   /// (reported).  Reads only.
+  /// hard_links: after the plan `p` of a first name `name` of `n` was carried out, whether the
+  /// destination has a file there; if not (an entry of another type that could not go, a failed
+  /// write), the next name of its group the walk reaches is copied instead and the others linked
+  /// to that one (rsync makes them: seed 4418207 case 575).  One stat, for such names only; not
+  /// in a dry run (nothing is written).
+  void check_first_copy(node& n, const std::string& name, const plan& p) {
+    if (!s_.opt.hard_links || s_.opt.dry_run || p.type != file_type::regular || p.src.nlink < 2 ||
+        p.what != plan::step::write)
+      return;
+    std::error_code ec;
+    const stat_info now = fs_.stat(n.dst, name, false, ec);
+    if (!ec && now.type == file_type::regular) return;
+    source_.first_failed(p.src, j_.rel);
+  }
+
   verdict link_request(handle& d, const std::string& name, handle& fd, const std::string& fname, const stat_info& source,
                        plan& p) {
     std::error_code ec;
