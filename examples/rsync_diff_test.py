@@ -124,7 +124,9 @@ RULES = {
         "README: -H with a first name -u or --ignore-existing left as DST has it: rsync syncs the group's "
         "other names each on its own; treesync leaves an existing one alone and links a new one to DST's copy "
         "of the first name -> a name of a SRC group whose content is that of a DST member of its group (not "
-        "SRC's) is accepted where DST had nothing rsync kept at that name (seed 240008 case 340)",
+        "SRC's) is accepted where DST had nothing rsync kept at that name (seed 240008 case 340); and under -u or "
+        "--ignore-existing a name of a SRC group that treesync left as DST had it (type and content: a symlink "
+        "where rsync, -L, made SRC's file) where rsync has a file (seed 6620913 case 307, as a user)",
     "hardlink_existing_replaced":
         "README: -H --existing where DST has an entry of another type at a name of a SRC hard-link group: "
         "rsync removes DST's entry, then makes nothing there when the group's last name is new (without -H it "
@@ -957,6 +959,11 @@ def compare_trees(t_snap, r_snap, ctx):
                     not old[2] & 0o200 and a[2] == old[2] and b[2] == old[2] | 0o200:
                 fire("user_opened_entry_kept")  # rsync opened it up to delete in it, and left it so
                 continue
+            if name == "type" and hard_h and ("-u" in ctx["opts"] or "--ignore-existing" in ctx["opts"]) and \
+                    b[0] == "f" and old is not None and a[:2] == old[:2] and \
+                    any(p in g for g in ctx.get("src_groups") or []):
+                fire("hardlink_first_kept")  # an existing other name left alone (rsync synced it on its own)
+                break
             if hard_h and p in members and a[0] == "f" == b[0] and name != "type":
                 if name != "content":
                     fire("hardlink_leader")  # the group's inode: another first name's metadata
