@@ -74,7 +74,9 @@ RULES = {
         "README: a SRC file the user cannot read where DST has an entry of another type: rsync removes DST's "
         "entry, then fails to open the file (exit 23); treesync fails the copy and leaves DST's entry -> DST "
         "entries treesync kept unchanged at such a NAME (from 'copy NAME (source ...): Permission denied' on its "
-        "stderr) where rsync has none are accepted",
+        "stderr) where rsync has none are accepted; where DST's entry is a non-empty directory both keep it, and "
+        "rsync's 'cannot delete non-empty directory: NAME' has treesync's copy error for its counterpart "
+        "(seed 3051977 case 857)",
     "user_readonly_dir_replaced":
         "README: as a user other than root rsync cannot replace a DST directory holding a directory without "
         "write permission by another type ('delete_file: rmdir(NAME) failed: Permission denied', 'could not "
@@ -125,8 +127,9 @@ RULES = {
         "other names each on its own; treesync leaves an existing one alone and links a new one to DST's copy "
         "of the first name -> a name of a SRC group whose content is that of a DST member of its group (not "
         "SRC's) is accepted where DST had nothing rsync kept at that name (seed 240008 case 340); and under -u or "
-        "--ignore-existing a name of a SRC group that treesync left as DST had it (type and content: a symlink "
-        "where rsync, -L, made SRC's file) where rsync has a file (seed 6620913 case 307, as a user)",
+        "--ignore-existing a name of a SRC group that treesync left as DST had it, of another type (a symlink "
+        "where rsync, -L, made SRC's file: seed 6620913 case 307; a directory with all it holds, which rsync "
+        "--delete replaced: seed 3051977 case 395, as a user) where rsync has a file",
     "hardlink_existing_replaced":
         "README: -H --existing where DST has an entry of another type at a name of a SRC hard-link group: "
         "rsync removes DST's entry, then makes nothing there when the group's last name is new (without -H it "
@@ -236,9 +239,11 @@ GENERATOR = {
         "476 846) -> --ignore-existing is dropped from such a case",
     "rsync_hard_link_failure":
         "rsync 3.5 -H sometimes fails on its own: 'File-list index N not in M - K (finish_hard_link)' (or "
-        "'(got_flist_entry_status)': -H --existing as a user, seed 4418207 case 476), "
+        "'(got_flist_entry_status)': -H --existing as a user, seed 4418207 case 476), or 'Hlink node data for N "
+        "already has path=NAME', exit 13 (errors with program diagnostics: a group's name that could not be made, "
+        "seed 9183507 case 447), "
         "protocol incompatibility, exit 2 (seed 240008 case 1764), or hangs, its three processes polling each "
-        "other (a case with -H --ignore-existing) -> such a case (rsync exit 2 with either, or no "
+        "other (a case with -H --ignore-existing) -> such a case (rsync exit 2 or 13 with these, or no "
         "exit within %d s, under -H only) is not compared" % RSYNC_TIMEOUT,
     "rsync_untrusted_symlink":
         "rsync 3.5 refuses to follow (-L) a symlink owned by another user ('refusing to follow a "
@@ -794,12 +799,17 @@ def compare_itemized(t_lines, r_lines, ctx):
                     continue  # rule rule_files_both_sides (the tree comparison checks what was kept)
                 if ctx.get("max_delete_over"):
                     continue  # rule max_delete_whole_run (the tree comparison checks what was kept)
+                if any(line_path(l).startswith(q + "/") for q in ctx.get("first_kept") or ()):
+                    continue  # rule hardlink_first_kept (the tree comparison checks what was kept)
                 diffs.append("-i rsync only:    %r" % l)
     t_other, r_other = split_link_itemize(t_other, r_other, ctx)
     replaced_kept = ctx.get("replaced_kept") or set()
     if replaced_kept:  # rule rule_files_both_sides: rsync's line for the entry that replaced the directory
         r_other = [l for l in r_other if not any(line_path(l).rstrip("/") == q or line_path(l).startswith(q + "/")
                                                 for q in replaced_kept)]
+    if ctx.get("first_kept"):  # rule hardlink_first_kept: rsync's lines for what it synced there
+        r_other = [l for l in r_other if not any(line_path(l).rstrip("/") == q or line_path(l).startswith(q + "/")
+                                                for q in ctx["first_kept"])]
     if "-H" in ctx["opts"] and t_other != r_other:
         t_n, r_n = hardlink_normal(t_other, ctx), hardlink_normal(r_other, ctx)
         if t_n == r_n:
@@ -905,9 +915,22 @@ def compare_trees(t_snap, r_snap, ctx):
                    (ctx.get("io_error_both") or ctx.get("rule_files_delete") or ctx.get("max_delete_over") or
                     unreadable_at(p)))
     replaced_kept = ctx.get("replaced_kept") or set()
+    # rule hardlink_first_kept: under -u / --ignore-existing, a name of a SRC group that treesync
+    # left as DST had it (a directory with what it holds too) where rsync made SRC's file
+    first_kept = set()
+    if hard_h and ("-u" in ctx["opts"] or "--ignore-existing" in ctx["opts"]):
+        for q in set(n for g in ctx.get("src_groups") or [] for n in g):
+            if q in before and q in t and q in r and r[q][0] == "f" and t[q][:2] == before[q][:2] != r[q][:2] and \
+                    all(t[x][:2] == before[x][:2] for x in t if x.startswith(q + "/")) and \
+                    all(x in t for x in before if x.startswith(q + "/")):
+                first_kept.add(q)
+    ctx["first_kept"] = first_kept
     for p in sorted(set(t) | set(r)):
         if any(p == q or p.startswith(q + "/") for q in replaced_kept):
             fire("rule_files_both_sides")
+            continue
+        if any(p == q or p.startswith(q + "/") for q in first_kept):
+            fire("hardlink_first_kept")  # left as DST had it (checked above); rsync synced it on its own
             continue
         if p not in r:
             old = (ctx.get("dst_before") or {}).get(p)
@@ -959,11 +982,6 @@ def compare_trees(t_snap, r_snap, ctx):
                     not old[2] & 0o200 and a[2] == old[2] and b[2] == old[2] | 0o200:
                 fire("user_opened_entry_kept")  # rsync opened it up to delete in it, and left it so
                 continue
-            if name == "type" and hard_h and ("-u" in ctx["opts"] or "--ignore-existing" in ctx["opts"]) and \
-                    b[0] == "f" and old is not None and a[:2] == old[:2] and \
-                    any(p in g for g in ctx.get("src_groups") or []):
-                fire("hardlink_first_kept")  # an existing other name left alone (rsync synced it on its own)
-                break
             if hard_h and p in members and a[0] == "f" == b[0] and name != "type":
                 if name != "content":
                     fire("hardlink_leader")  # the group's inode: another first name's metadata
@@ -1274,7 +1292,8 @@ class Runner:
         tp = subprocess.run(t_cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         rp = run_bounded(r_cmd, d)
         if "-H" in opts and (rp is None or (rp.returncode == 2 and (b"(finish_hard_link)" in rp.stderr or
-                                                                   b"(got_flist_entry_status)" in rp.stderr))):
+                                                                   b"(got_flist_entry_status)" in rp.stderr)) or
+                             (rp.returncode == 13 and b"Hlink node data for " in rp.stderr)):
             # generator constraint rsync_hard_link_failure: rsync itself failed, nothing to compare
             fire("rsync_hard_link_failure")
             rmtree(d)
@@ -1395,6 +1414,10 @@ class Runner:
                     rel = l[1][len(name) + 1:] if name else l[1]
                     if ("rmdir %s (destination " % rel) in t_err and "Directory not empty" in t_err:
                         fire("nonempty_dir_message")
+                    elif l[1] in ctx["unreadable_kept"]:
+                        # rule user_unreadable_kept: treesync failed to read the SRC file before it came
+                        # to the directory (both keep it, exit 23: seed 3051977 case 857, as a user)
+                        fire("user_unreadable_kept")
                     elif l[1] not in ctx["src_meta"] or "--delete" in opts or "--delete-excluded" in opts:
                         fire("extraneous_dir_kept_message")  # kept by both: the trees are compared
                     else:
