@@ -1203,7 +1203,10 @@ class Runner:
         jobs = rng.choice([None, 1, 2, 4])
         # --state (treesync's own): a state file kept outside DST, then tampered with (an entry named
         # '../canary') and the run repeated: it must be ignored, nothing outside DST deleted
-        state_phase = "--state" in self.have and "--delete" in opts and "-H" not in opts and extra.random() < 0.25
+        # not with -F: the run may replace DST's rule files, and the next run then keeps or deletes
+        # other entries than this one did (seed 2604481 case 647), tampered state file or not
+        state_phase = "--state" in self.have and "--delete" in opts and "-H" not in opts and extra.random() < 0.25 \
+            and not rule_files
         if rule_files and dst is not None and rng.random() < 0.4:
             # rule files in DST's directories too (rsync -F --delete reads those where it deletes)
             for d in [p for p, e in dst.items() if e.kind == "d"][:3]:

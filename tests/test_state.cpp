@@ -780,3 +780,24 @@ TEST_CASE("property: verify::dirs and verify::none plan what verify::full plans,
   CHECK(crashes > 0);
   CHECK(writes_trusted > 0);
 }
+
+TEST_CASE("state_file: a new directory --existing walks (and does not make) is not recorded as a destination entry") {
+  // rsync_diff seed 2604481 case 647: the state file recorded it, so the next run with
+  // verify::none believed it there and made it, --existing notwithstanding
+  mock_fs fs;
+  fs.mkdir("/state");
+  fs.write("/src/top.txt", "top");
+  fs.write("/src/new/inside.txt", "inside");
+  fs.write("/dst/top.txt", "old");
+  fs.advance(10s);
+  treesync::options o = with_state(verify_level::full);
+  o.existing = true;
+  REQUIRE(treesync::sync(fs, "/src", "/dst", o).ok());
+  REQUIRE_FALSE(fs.exists("/dst/new"));
+  fs.advance(10s);
+  o.verify = verify_level::none;
+  const auto r = treesync::sync(fs, "/src", "/dst", o);
+  CHECK(r.ok());
+  CHECK(r.created == 0);
+  CHECK_FALSE(fs.exists("/dst/new"));
+}

@@ -102,7 +102,9 @@ class worker {
       }
       if (v == verdict::remove) modified |= done = remove(n, n.dl[j].name, t);
       if (v == verdict::clean) modified |= done = clean(n, e.name, t);
-      if (s_.recording) record_entry(n, e.name, de, v, p, t, done, children.size() > before, made);
+      // a directory --existing walks only for its source errors (scan) is not made: no record of it
+      if (s_.recording)
+        record_entry(n, e.name, de, v, p, t, done, children.size() > before && !children.back()->scan, made);
     }
     if (modified) n.modified.store(true);
     if (!made.empty()) {
