@@ -519,4 +519,9 @@ class memory_fs {
 
 }  // namespace custom
 
+// The engine for memory_fs compiled once, in custom_fs_engine.cpp (TREESYNC_ENGINE_INSTANTIATE):
+// a translation unit that calls sync() with it compiles only sync()'s adapter (README, "The
+// engine compiled once").  Without this line every such translation unit compiles the engine.
+TREESYNC_ENGINE_EXTERN(custom::memory_fs);
+
 #endif  // TREESYNC_EXAMPLES_CUSTOM_FS_HPP

@@ -8,8 +8,8 @@
 // it has set-group-ID while it is filled, the run's own group elsewhere).  A set-ID file of another
 // user copied by root must not become root's set-ID program; root's own 2755 root:root file stays
 // 2755; a user's -g copy of another user's set-group-ID file whose group the kernel refuses must not
-// keep the bit.  Over mock_fs (user_mock below sets the identity user_id() reports; act_as the
-// user's groups too), over the real filesystem as root, and as uid 65534 in a forked child.
+// keep the bit.  Over mock_fs (as root, its default, and as a user with groups: act_as), over the
+// real filesystem as root, and as uid 65534 in a forked child.
 #include <doctest/doctest.h>
 
 #include <treesync/mock_fs.hpp>
@@ -34,16 +34,8 @@ using namespace std::chrono_literals;
 constexpr std::uint32_t user = 4242;  // the owner of the source file, not the run's user
 constexpr std::uint32_t users_group = 4343;
 
-// mock_fs whose runs act as `uid` as far as user_id() says (mock_fs::act_as also changes what
-// the mock permits; here only the run's identity matters)
-struct user_mock : mock_fs {
-  std::int64_t uid = 0;
-  std::int64_t user_id() const { return uid; }
-};
-
-// the user's set-ID program in /src; the run then acts as `run_as`
-void setid_source(user_mock& fs, std::int64_t run_as, std::uint32_t mode) {
-  fs.uid = run_as;
+// the user's set-ID program in /src; the run acts as root (mock_fs's default)
+void setid_source(mock_fs& fs, std::uint32_t mode) {
   fs.write("/src/evil", "#!/bin/sh\nid\n", mode);
   fs.chown("/src/evil", user, users_group);
   fs.advance(10s);
@@ -52,8 +44,8 @@ void setid_source(user_mock& fs, std::int64_t run_as, std::uint32_t mode) {
 }  // namespace
 
 TEST_CASE("set-ID: a set-user-ID file of another user copied by root without preserve_owner loses the bit") {
-  user_mock fs;
-  setid_source(fs, 0, 04755);
+  mock_fs fs;  // acts as root
+  setid_source(fs, 04755);
   const treesync::report r = treesync::sync(fs, "/src", "/dst");
   CHECK(r.ok());
   CHECK(fs.lstat("/dst/evil").uid == 0);  // root's copy ...
@@ -63,16 +55,16 @@ TEST_CASE("set-ID: a set-user-ID file of another user copied by root without pre
 }
 
 TEST_CASE("set-ID: a set-group-ID file copied by root without preserve_group loses the bit") {
-  user_mock fs;
-  setid_source(fs, 0, 02755);
+  mock_fs fs;  // acts as root
+  setid_source(fs, 02755);
   CHECK(treesync::sync(fs, "/src", "/dst", treesync::preserve_owner).ok());
   CHECK(fs.lstat("/dst/evil").gid == 0);  // root's group, not the source's
   CHECK(fs.lstat("/dst/evil").mode == 0755);
 }
 
 TEST_CASE("set-ID: preserve_owner and preserve_group keep the bits, the copy being the source's owner's and group's") {
-  user_mock fs;
-  setid_source(fs, 0, 06755);
+  mock_fs fs;  // acts as root
+  setid_source(fs, 06755);
   CHECK(treesync::sync(fs, "/src", "/dst", treesync::preserve_owner, treesync::preserve_group).ok());
   CHECK(fs.lstat("/dst/evil").uid == user);
   CHECK(fs.lstat("/dst/evil").gid == users_group);
@@ -93,8 +85,7 @@ TEST_CASE("set-ID: a run that is not root copying its own file of its own group 
 
 TEST_CASE("set-ID: root's own set-group-ID file of root's group copied by root without preserve_group keeps the bit") {
   // 2755 root:root copied by root: the copy is root:root, what the source is
-  user_mock fs;
-  fs.uid = 0;
+  mock_fs fs;  // acts as root
   fs.write("/src/tool", "t", 02755);
   fs.advance(10s);
   CHECK(treesync::sync(fs, "/src", "/dst").ok());
@@ -150,8 +141,7 @@ TEST_CASE("set-ID: a user's copy without preserve_group of a set-group-ID file o
 
 TEST_CASE("set-ID: root's own set-group-ID file copied by root without preserve_group loses that bit only") {
   // /usr/bin/wall (root:tty 2755) copied as root:root 2755 would run with group root
-  user_mock fs;
-  fs.uid = 0;
+  mock_fs fs;  // acts as root
   fs.write("/src/wall", "w", 06755);
   fs.chown("/src/wall", 0, 5);
   fs.advance(10s);
@@ -173,8 +163,8 @@ TEST_CASE("set-ID: mock_fs acting as root keeps the bits of root's own file of r
 }
 
 TEST_CASE("set-ID: a warm run takes the bit off a current copy that has it (made by an earlier run)") {
-  user_mock fs;
-  setid_source(fs, 0, 04755);
+  mock_fs fs;  // acts as root
+  setid_source(fs, 04755);
   fs.write("/dst/evil", "#!/bin/sh\nid\n", 04755);  // root's, with the source's size and mtime
   fs.set_mtime("/dst/evil", fs.lstat("/src/evil").mtime_ns);
   fs.advance(10s);
@@ -184,8 +174,8 @@ TEST_CASE("set-ID: a warm run takes the bit off a current copy that has it (made
 }
 
 TEST_CASE("set-ID: perms off, a root-owned set-user-ID file rewritten with another user's data loses the bit") {
-  user_mock fs;
-  setid_source(fs, 0, 0755);
+  mock_fs fs;  // acts as root
+  setid_source(fs, 0755);
   fs.write("/dst/evil", "the old program", 04711);  // root's own set-user-ID file
   fs.advance(10s);
   treesync::options o;
@@ -197,8 +187,7 @@ TEST_CASE("set-ID: perms off, a root-owned set-user-ID file rewritten with anoth
 }
 
 TEST_CASE("set-ID: perms off, root's own set-user-ID file rewritten with root's data keeps its bits (rsync --no-perms)") {
-  user_mock fs;
-  fs.uid = 0;
+  mock_fs fs;  // acts as root
   fs.write("/src/tool", "the new program", 0755);  // root's
   fs.write("/dst/tool", "the old program", 04711);
   fs.advance(10s);
@@ -210,8 +199,8 @@ TEST_CASE("set-ID: perms off, root's own set-user-ID file rewritten with root's 
 }
 
 TEST_CASE("set-ID: --chmod's own set-ID bits are asked for by name and kept") {
-  user_mock fs;
-  setid_source(fs, 0, 0755);
+  mock_fs fs;  // acts as root
+  setid_source(fs, 0755);
   treesync::options o;
   REQUIRE(o.chmod.parse("Fu+s"));
   CHECK(treesync::sync(fs, "/src", "/dst", o).ok());
@@ -219,8 +208,7 @@ TEST_CASE("set-ID: --chmod's own set-ID bits are asked for by name and kept") {
 }
 
 TEST_CASE("set-ID: a directory keeps its set-group-ID bit without preserve_group (what new entries inherit)") {
-  user_mock fs;
-  fs.uid = 0;
+  mock_fs fs;  // acts as root
   fs.mkdir("/src/shared", 02775);
   fs.chown("/src/shared", user, users_group);
   fs.write("/src/shared/f", "f");

@@ -430,4 +430,10 @@ class mock_fs : public detail::mock_setup {
 }  // namespace v0
 }  // namespace treesync
 
+// the engine for mock_fs compiled once (treesync::core): from here or from sync.hpp, whichever
+// comes second
+#if defined(TREESYNC_SYNC_HPP)
+#include "detail/mock_engine.hpp"
+#endif
+
 #endif  // TREESYNC_MOCK_FS_HPP

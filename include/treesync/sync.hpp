@@ -71,35 +71,59 @@ report run_core(FS& fs, const std::filesystem::path& src, const std::filesystem:
   return rep;
 }
 
+}  // namespace detail
+}  // namespace v0
+}  // namespace treesync
+
 // The core compiled once (as {fmt}'s vformat): by default every translation unit that calls
 // sync() instantiates run_core for its filesystem type (header-only).  A project may compile it in
 // one translation unit instead: that one defines TREESYNC_CORE_INSTANTIATE before including
 // treesync.hpp (treesync/engine.cpp is that file), every other one defines TREESYNC_SEPARATE_CORE
 // (CMake: link treesync::core, which does both; Meson: treesync_core_dep).  Then a sync() call
 // costs its caller the adapter above only: folding the arguments and a policy_view.
-// TREESYNC_CORE_INSTANTIATE_POSIX_FS or _STD_FS beside it instantiates that engine only: the
-// libraries compile engine.cpp once for each, so that a program links only the engine it calls.
-#if TREESYNC_HAS_POSIX
-#define TREESYNC_CORE_SIGNATURE(FS)                                                                        \
-  report run_core<FS>(FS&, const std::filesystem::path&, const std::filesystem::path&, std::error_code&, \
-                      const policy_view&, const run_options&)
+// TREESYNC_CORE_INSTANTIATE_POSIX_FS, _STD_FS or _MOCK_FS beside it instantiates that engine only:
+// the libraries compile engine.cpp once for each, so that a program links only the engine it calls.
+//
+// The same for a filesystem of your own, at namespace scope, with its fully qualified name:
+//   TREESYNC_ENGINE_EXTERN(my::fs)       where sync() is called with it (after its definition,
+//                                        e.g. at the end of its header): those calls compile only
+//                                        the adapter
+//   TREESYNC_ENGINE_INSTANTIATE(my::fs)  in one .cpp of yours (after including treesync.hpp and
+//                                        its header): the engine for my::fs, compiled there once
+#define TREESYNC_ENGINE_SIGNATURE_(FS)                                                                     \
+  ::treesync::report treesync::detail::run_core<FS>(FS&, const std::filesystem::path&,                      \
+                                                     const std::filesystem::path&, std::error_code&,        \
+                                                     const ::treesync::detail::policy_view&,                \
+                                                     const ::treesync::detail::run_options&)
+#define TREESYNC_ENGINE_EXTERN(FS) extern template TREESYNC_ENGINE_SIGNATURE_(FS)
+#define TREESYNC_ENGINE_INSTANTIATE(FS) template TREESYNC_ENGINE_SIGNATURE_(FS)
+
 #if defined(TREESYNC_CORE_INSTANTIATE) && !defined(TREESYNC_CORE_INSTANTIATE_POSIX_FS) && \
-    !defined(TREESYNC_CORE_INSTANTIATE_STD_FS)
+    !defined(TREESYNC_CORE_INSTANTIATE_STD_FS) && !defined(TREESYNC_CORE_INSTANTIATE_MOCK_FS)
 #define TREESYNC_CORE_INSTANTIATE_POSIX_FS
 #define TREESYNC_CORE_INSTANTIATE_STD_FS
+#define TREESYNC_CORE_INSTANTIATE_MOCK_FS
 #endif
+#if TREESYNC_HAS_POSIX
 #if defined(TREESYNC_CORE_INSTANTIATE_POSIX_FS)
-template TREESYNC_CORE_SIGNATURE(posix_fs);
+TREESYNC_ENGINE_INSTANTIATE(treesync::posix_fs);
 #elif defined(TREESYNC_SEPARATE_CORE) || defined(TREESYNC_CORE_INSTANTIATE)
-extern template TREESYNC_CORE_SIGNATURE(posix_fs);
+TREESYNC_ENGINE_EXTERN(treesync::posix_fs);
 #endif
 #if defined(TREESYNC_CORE_INSTANTIATE_STD_FS)
-template TREESYNC_CORE_SIGNATURE(std_fs);
+TREESYNC_ENGINE_INSTANTIATE(treesync::std_fs);
 #elif defined(TREESYNC_SEPARATE_CORE) || defined(TREESYNC_CORE_INSTANTIATE)
-extern template TREESYNC_CORE_SIGNATURE(std_fs);
+TREESYNC_ENGINE_EXTERN(treesync::std_fs);
 #endif
-#undef TREESYNC_CORE_SIGNATURE
 #endif
+// mock_fs's (detail/mock_engine.hpp): from here or from mock_fs.hpp, whichever comes second
+#if defined(TREESYNC_MOCK_FS_HPP)
+#include "detail/mock_engine.hpp"
+#endif
+
+namespace treesync {
+inline namespace v0 {
+namespace detail {
 
 template <class FS, class... Ps>
 report run_sync(FS& fs, const std::filesystem::path& src, const std::filesystem::path& dst, std::error_code& ec,

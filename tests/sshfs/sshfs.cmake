@@ -105,7 +105,7 @@ treesync_sshfs_tests(treesync_tests_cxx${_sshfs_std} "sshfs.local-to-sshfs." "po
 
 # ---- tests/test_sshfs.cpp: its own executable, run only here -----------------------------------
 add_executable(treesync_sshfs_tests main.cpp test_sshfs.cpp)
-target_link_libraries(treesync_sshfs_tests PRIVATE treesync::treesync doctest::doctest)
+target_link_libraries(treesync_sshfs_tests PRIVATE treesync_tests_cxx${_sshfs_std}_core doctest::doctest)  # the suite's engine
 set_target_properties(treesync_sshfs_tests PROPERTIES
   CXX_STANDARD ${_sshfs_std} CXX_STANDARD_REQUIRED ON CXX_EXTENSIONS OFF)
 treesync_developer_flags(treesync_sshfs_tests)
