@@ -37,15 +37,17 @@ treesync_run("${MESON_EXECUTABLE}" compile -C "${build}")
 treesync_run("${MESON_EXECUTABLE}" test -C "${build}" --print-errorlogs)
 
 treesync_run("${MESON_EXECUTABLE}" introspect "${build}" --targets OUTPUT_VARIABLE targets)
-# The subproject defines the two libraries of dependency('treesync-core') (the engine compiled
-# once, one per filesystem type), never built unless used: no tests, no examples, no install.
+# The subproject defines the three libraries of dependency('treesync-core') (the engine compiled
+# once, one per filesystem type: posix_fs, std_fs, mock_fs), never built unless used: no tests, no
+# examples, no install.
 string(REGEX MATCHALL "\"subproject\": *\"treesync\"" sub_targets "${targets}")
 list(LENGTH sub_targets n_sub_targets)
-if(NOT n_sub_targets EQUAL 2 OR
+if(NOT n_sub_targets EQUAL 3 OR
    NOT targets MATCHES "\"name\": *\"treesync_core_posix_fs\"[^{}]*\"build_by_default\": *false" OR
-   NOT targets MATCHES "\"name\": *\"treesync_core_std_fs\"[^{}]*\"build_by_default\": *false")
-  message(FATAL_ERROR "the treesync subproject should define only treesync_core_posix_fs and "
-                      "treesync_core_std_fs (not built by default); targets: ${targets}")
+   NOT targets MATCHES "\"name\": *\"treesync_core_std_fs\"[^{}]*\"build_by_default\": *false" OR
+   NOT targets MATCHES "\"name\": *\"treesync_core_mock_fs\"[^{}]*\"build_by_default\": *false")
+  message(FATAL_ERROR "the treesync subproject should define only treesync_core_posix_fs, "
+                      "treesync_core_std_fs and treesync_core_mock_fs (not built by default); targets: ${targets}")
 endif()
 treesync_run("${MESON_EXECUTABLE}" install -C "${build}" --no-rebuild)
 treesync_expect_tree("${WORK_DIR}/prefix" bin/app)
