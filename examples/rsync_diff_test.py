@@ -136,6 +136,12 @@ RULES = {
         "makes the file); treesync replaces the entry with the file, as without -H -> under -H --existing, a "
         "file treesync has with SRC's content at a name of a SRC group where DST had another type and rsync "
         "has nothing is accepted (seed 4418207 case 932, as a user)",
+    "special_no_perms_old_mode":
+        "README: --no-perms, a FIFO or other special file replacing a DST entry of another type: rsync gives "
+        "it the replaced entry's permission bits (a file or directory replacing one gets SRC's, umask "
+        "applied); treesync gives it SRC's, umask applied, as for any new entry -> such an entry's mode is "
+        "accepted when rsync's bits are those of DST's entry before and treesync's SRC's without the umask's "
+        "(seed 1290577 case 318, as a user)",
     "rule_files_both_sides":
         "README: with -F (dir-merge) and --delete an extraneous DST entry that the rule files of SRC or of "
         "DST exclude is kept; rsync reads only DST's where it deletes -> DST entries treesync kept unchanged "
@@ -257,6 +263,8 @@ def fire(rule):
 
 
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
+UMASK = os.umask(0o022)  # the tools' umask (rule special_no_perms_old_mode); read, and set back
+os.umask(UMASK)
 # --foreign DIR (the non-root run: tests/rsync_diff_nonroot.py makes it as root): regular files of
 # another owner and a group the user is not in, mode 0666, which the generator hard-links into SRC
 # (protected_hardlinks allows a link to a file the user may read and write)
@@ -977,6 +985,11 @@ def compare_trees(t_snap, r_snap, ctx):
                 # entries in, which rsync emptied ('now')
                 fire("io_error_deletion_order" if ctx.get("io_error_both") else
                      "max_delete_whole_run" if ctx.get("max_delete_over") else "rule_files_both_sides")
+                continue
+            if name == "mode" and "--no-perms" in ctx["opts"] and a[0] == b[0] and a[0] not in ("f", "d", "l") and \
+                    old is not None and old[0] != a[0] and src is not None and b[2] & 0o7777 == old[2] & 0o7777 and \
+                    a[2] == src[2] & ~UMASK:
+                fire("special_no_perms_old_mode")  # rsync kept the replaced entry's bits
                 continue
             if name == "mode" and not IS_ROOT and a[0] == b[0] != "l" and old is not None and old[0] == a[0] and \
                     not old[2] & 0o200 and a[2] == old[2] and b[2] == old[2] | 0o200:

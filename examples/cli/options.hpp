@@ -373,6 +373,8 @@ inline const char* help_text() {
       "  | (a dir replaced by another type: none) | directory replaced by another type too: exit 23)      |\n"
       "  | a rule file merges any number of files | at most 1,024 in all (past that: a bad rule file,     |\n"
       "  | (nested at most 32 deep)               | exit 1); nested at most 32 deep, as rsync             |\n"
+      "  | --no-perms: a special file replacing   | SRC's bits, umask applied, as any new entry           |\n"
+      "  | another type gets that entry's bits    |                                                       |\n"
       "  | -L, symlink cycle: copied round the    | 'symbolic link cycle': not entered, nothing deleted,  |\n"
       "  | loop up to 40 links, exit 23           | exit 23                                               |\n"
       "  | an empty SRC (no slash) into a missing | DST/NAME, as for any SRC                              |\n"
