@@ -23,7 +23,8 @@ difference fails the test with the seed, the case number, both command lines and
 Seeds: by default every case comes from a fixed seed (the same cases in every run, so CI passes or
 fails for the code); TREESYNC_DIFF_EXPLORE=1 draws a seed for the second half (printed at the
 start) to look for new differences; TREESYNC_DIFF_SEED or --seed makes every case come from that
-seed.  Needs Python 3.6+, rsync and root (owners, devices)
+seed.  TREESYNC_DIFF_CASES=N runs at most N cases, whatever --cases says (`tests/run.sh --quick`).
+Needs Python 3.6+, rsync and root (owners, devices)
 for the full set; without root the owner options and chown churn are left out.
 """
 
@@ -43,6 +44,18 @@ import time
 
 DEFAULT_SEED = 240008
 DEFAULT_CASES = 2000
+
+
+def capped_cases(cases):
+    """--cases, at most TREESYNC_DIFF_CASES when that is set (tests/run.sh --quick: a few hundred)."""
+    cap = os.environ.get("TREESYNC_DIFF_CASES", "")
+    if not cap:
+        return cases
+    if not cap.isdigit() or int(cap) == 0:
+        raise SystemExit("rsync_diff_test: TREESYNC_DIFF_CASES=%r is not a positive number of cases" % cap)
+    if int(cap) < cases:
+        print("rsync_diff_test: %s of the %d cases (TREESYNC_DIFF_CASES=%s)" % (cap, cases, cap))
+    return min(cases, int(cap))
 DEFAULT_JOBS = min(4, max(2, os.cpu_count() or 2))  # a process pool; each case in its own directory
 RSYNC_TIMEOUT = 20  # seconds: rsync 3.5 -H can hang (rule rsync_hard_link_failure)
 
@@ -1552,6 +1565,7 @@ def main():
     ap.add_argument("--foreign", default=None,
                     help="a directory of files of another owner and group, mode 0666, to hard-link into SRC (non-root)")
     a = ap.parse_args()
+    a.cases = capped_cases(a.cases)
     if a.foreign:
         FOREIGN.extend(sorted(os.path.join(os.path.abspath(a.foreign), n) for n in os.listdir(a.foreign)))
     if not a.rsync:

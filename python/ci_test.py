@@ -141,6 +141,8 @@ def build(python, work, werror, tree):
         cmd = [python, "-m", "build", "--wheel", "--no-isolation", "--outdir", dist]
         if werror:
             cmd.append("-Csetup-args=-Dwerror=true")
+        if env.get("CCACHE_BASEDIR"):  # tests/run.sh's ccache (which meson picks itself): paths
+            env = dict(env, CCACHE_BASEDIR=tmp)  # below the unpacked sdist hashed relative to it
         if run(cmd + [os.path.join(tmp, top)], env=env, cwd=tmp) != 0:
             print("FAIL: the wheel did not build from the sdist")
             return None

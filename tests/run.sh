@@ -10,6 +10,13 @@
 # (every compiler x standard pair once, to keep CI within its time on 2 cores; the others are Debug
 # with -Werror, TREESYNC_WERROR=ON)
 #
+# tests/run.sh --quick   the check before a commit (CI runs the full tests/run.sh): one configuration,
+#   `quick` in build/quick: g++ Debug, -Werror, C++17 only; the doctest suite, the CLI suite
+#   (treesync.example.cli.*), the differential test against rsync with TREESYNC_DIFF_CASES (default
+#   300) cases as root and as uid 65534, the Python tests (treesync.python*) and the small example
+#   tests; no consumers, Meson, MPI, sshfs, compile-fail (ctest -LE compile_fail) or stress tests
+#   (-LE stress: the SIGKILL crash test). It ignores TREESYNC_CONFIGS.
+#
 # Each configuration is configured, built and tested (ctest) in build/<name> with Ninja. The run
 # stops at the first configuration that fails. The last line sums all configurations in ctest's
 # own format ("100% tests passed, 0 tests failed out of N"); the exit status is 0 only if all passed.
@@ -19,6 +26,10 @@
 #   TREESYNC_JOBS     build and ctest parallelism (default: 2)
 #   TREESYNC_CLEAN=1  delete each build directory first
 #   TREESYNC_REPEAT=N same as --repeat N
+#   TREESYNC_CCACHE=0 do not compile through ccache (used by default where it is installed; see
+#                     "ccache" below)
+#   TREESYNC_DIFF_CASES=N  at most N cases in each differential test (examples/rsync_diff_test.py);
+#                     --quick sets 300 unless given
 #
 # tests/run.sh --repeat N   the flake check (issue 16): build each configuration as usual, then run
 #   only the tests labelled `timing` (threads racing over one tree, signals, a pty: the tests whose
@@ -41,11 +52,13 @@ configs=${TREESYNC_CONFIGS:-"gcc clang clang-asan release"}
 jobs=${TREESYNC_JOBS:-2}
 repeat=${TREESYNC_REPEAT:-0}
 repeat_label=${TREESYNC_REPEAT_LABEL:-timing}
+quick=0
 while [ $# -gt 0 ]; do
   case $1 in
+    --quick) quick=1; shift ;;
     --repeat) repeat=${2:-}; shift 2 || shift ;;
     --repeat=*) repeat=${1#--repeat=}; shift ;;
-    *) echo "tests/run.sh: unknown argument '$1' (usage: tests/run.sh [--repeat N])" >&2; exit 1 ;;
+    *) echo "tests/run.sh: unknown argument '$1' (usage: tests/run.sh [--quick] [--repeat N])" >&2; exit 1 ;;
   esac
 done
 if ! [[ $repeat =~ ^[0-9]+$ ]]; then
@@ -55,6 +68,11 @@ fi
 ctest_args=(-j "$jobs" --output-on-failure --timeout 900)
 if [ "$repeat" -gt 0 ]; then
   ctest_args+=(-L "$repeat_label" --repeat "until-fail:$repeat")
+fi
+if [ "$quick" = 1 ]; then
+  configs=quick
+  ctest_args+=(-LE "compile_fail|stress")
+  export TREESYNC_DIFF_CASES=${TREESYNC_DIFF_CASES:-300}
 fi
 
 say() { printf '\n==== %s\n' "$*"; }
@@ -111,6 +129,7 @@ missing_sshfs_tools() {
   echo "${absent[*]:-}"
 }
 missing=$(missing_sshfs_tools)
+[ "$quick" = 1 ] && missing=""  # --quick runs no sshfs test
 if [ -n "$missing" ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   say "missing for the sshfs tests: $missing; installing ${sshfs_packages[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -126,17 +145,56 @@ fi
 # example is not built, and the summary says so)
 mpi_packages=(libopenmpi-dev openmpi-bin)
 have_mpi() { command -v mpicxx >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1; }
-if ! have_mpi && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+if [ "$quick" = 0 ] && ! have_mpi && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   say "missing for the MPI tests: mpicxx/mpirun; installing ${mpi_packages[*]}"
   export DEBIAN_FRONTEND=noninteractive
   { apt-get update && apt-get install -y --no-install-recommends "${mpi_packages[@]}"; } ||
     echo "tests/run.sh: could not install ${mpi_packages[*]}: the MPI tests will not be built" >&2
 fi
 mpi_note=""
-if ! have_mpi; then
+if [ "$quick" = 0 ] && ! have_mpi; then
   mpi_note=" (MPI tests not built: no mpicxx/mpirun; apt-get install ${mpi_packages[*]})"
   echo "tests/run.sh:${mpi_note}" >&2
 fi
+
+# ---- ccache ------------------------------------------------------------------------------------
+# Where ccache is on PATH, every compiler this run drives goes through it: the CMake builds
+# (-DCMAKE_<LANG>_COMPILER_LAUNCHER=ccache, and the same variables in the environment for the
+# consumer projects that ctest configures), the Meson builds (tests/run_meson.cmake,
+# tests/consumers/meson_subproject.cmake: CXX="ccache <compiler>") and the Python wheel (meson
+# picks ccache itself; python/ci_test.py sets CCACHE_BASEDIR to the unpacked sdist). The settings
+# make a clone in another directory hit the cache: paths below the clone's root hashed relative
+# (CCACHE_BASEDIR), the build directory not hashed (CCACHE_NOHASHDIR), the compiler known by its
+# content (CCACHE_COMPILERCHECK=content). The cache is <ccache's cache_dir>/treesync
+# (~/.cache/ccache/treesync by default); the summary gives each configuration's hits and misses.
+# TREESYNC_CCACHE=0 turns it off (CCACHE_DISABLE=1 for everything the run compiles).
+ccache_dir=""
+if [ "${TREESYNC_CCACHE:-1}" != 0 ] && command -v ccache >/dev/null 2>&1 &&
+   ccache_base=$(ccache -k cache_dir 2>/dev/null) && [ -n "$ccache_base" ]; then
+  ccache_dir=$ccache_base/treesync
+  export CCACHE_DIR=$ccache_dir CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=1 CCACHE_COMPILERCHECK=content
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_C_COMPILER_LAUNCHER=ccache
+  launcher_args=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+else
+  # (a build directory configured with ccache before forgets it)
+  launcher_args=(-UCMAKE_CXX_COMPILER_LAUNCHER -UCMAKE_C_COMPILER_LAUNCHER)
+  [ "${TREESYNC_CCACHE:-1}" = 0 ] && export CCACHE_DISABLE=1
+fi
+ccache_counts() {  # "<hits> <misses>" of the cache so far
+  ccache --print-stats 2>/dev/null | awk -F '\t' '
+    $1 == "direct_cache_hit" || $1 == "preprocessed_cache_hit" { h += $2 }
+    $1 == "cache_miss" { m += $2 }
+    END { print h + 0, m + 0 }'
+}
+ccache_line() {  # the summary's line for the compilations since ccache_counts printed "$1 $2"
+  [ -n "$ccache_dir" ] || return 0
+  local now hits misses
+  read -r hits misses <<<"$(ccache_counts)"
+  hits=$((hits - $1)); misses=$((misses - $2))
+  now=$((hits + misses))
+  [ "$now" -gt 0 ] && now="$((hits * 100 / now))%" || now="-"
+  results+=("  ccache: $hits hits, $misses misses ($now hits)")
+}
 
 say "toolchain"
 cmake --version | head -n 1
@@ -144,6 +202,13 @@ echo "ninja $(ninja --version)"
 g++ --version | head -n 1
 clang++ --version | head -n 1
 if command -v meson >/dev/null 2>&1; then echo "meson $(meson --version)"; fi
+if [ -n "$ccache_dir" ]; then
+  echo "$(ccache --version | head -n 1), cache $ccache_dir"
+elif [ "${TREESYNC_CCACHE:-1}" = 0 ]; then
+  echo "ccache: not used (TREESYNC_CCACHE=0)"
+else
+  echo "ccache: not used (not installed: apt-get install ccache)"
+fi
 
 # ---- configurations ----------------------------------------------------------------------------
 config_args() {  # the compiler and cache options of one configuration
@@ -154,6 +219,8 @@ config_args() {  # the compiler and cache options of one configuration
     clang) echo "-DCMAKE_CXX_COMPILER=clang++ -DTREESYNC_TEST_CXX_STANDARDS=17 -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DTREESYNC_TEST_SSHFS=OFF" ;;
     clang-asan) echo "-DCMAKE_CXX_COMPILER=clang++ -DTREESYNC_SANITIZE=ON -DTREESYNC_TEST_CXX_STANDARDS=20 -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DTREESYNC_TEST_SSHFS=ON" ;;
     # what a user builds: Release, warnings not errors, the unit suite and the examples
+    # tests/run.sh --quick: the check before a commit (see the header)
+    quick) echo "-DCMAKE_CXX_COMPILER=g++ -DTREESYNC_TEST_CXX_STANDARDS=17 -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DTREESYNC_TEST_SSHFS=OFF" ;;
     release) echo "-DCMAKE_CXX_COMPILER=g++ -DCMAKE_BUILD_TYPE=Release -DTREESYNC_WERROR=OFF -DTREESYNC_TEST_CXX_STANDARDS=17 -DTREESYNC_TEST_CONSUMERS=OFF -DTREESYNC_TEST_MESON=OFF -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON -DTREESYNC_TEST_SSHFS=OFF" ;;
     *) return 1 ;;
   esac
@@ -176,10 +243,11 @@ for name in $configs; do
   dir="build/$name"
   [ "${TREESYNC_CLEAN:-0}" = 1 ] && rm -rf "$dir"
   start=$SECONDS
+  read -r ccache_hits ccache_misses <<<"$(ccache_counts)"
 
   say "$name: configure ($args)"
   # shellcheck disable=SC2086  # $args is a list of options
-  if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTREESYNC_WERROR=ON $args; then
+  if ! cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTREESYNC_WERROR=ON "${launcher_args[@]}" $args; then
     results+=("$name: configure FAILED (counted as 1 failed test)")
     sum_total=$((sum_total + 1)); sum_failed=$((sum_failed + 1)); status=1
     break
@@ -188,6 +256,7 @@ for name in $configs; do
   say "$name: build"
   if ! cmake --build "$dir" -j "$jobs"; then
     results+=("$name: build FAILED (counted as 1 failed test)")
+    ccache_line "$ccache_hits" "$ccache_misses"
     sum_total=$((sum_total + 1)); sum_failed=$((sum_failed + 1)); status=1
     break
   fi
@@ -216,6 +285,7 @@ for name in $configs; do
   this_mpi_note=""
   [ "$name" = gcc ] && this_mpi_note=$mpi_note
   results+=("$name: $line, $skipped skipped$sshfs_note$this_mpi_note$repeat_note ($((SECONDS - start)) s)")
+  ccache_line "$ccache_hits" "$ccache_misses"
   if [ "$rc" != 0 ] || [ "$failed" != 0 ]; then
     [ "$failed" = 0 ] && { sum_failed=$((sum_failed + 1)); sum_total=$((sum_total + 1)); }
     status=1

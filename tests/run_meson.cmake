@@ -25,6 +25,12 @@ if(NOT MESON_EXECUTABLE OR NOT NINJA_EXECUTABLE)
   return()
 endif()
 
+# the compiler launcher the CMake builds use (tests/run.sh exports CMAKE_CXX_COMPILER_LAUNCHER=ccache
+# where ccache is installed): meson takes "ccache g++" in CXX as its compiler cache
+if(NOT "$ENV{CMAKE_CXX_COMPILER_LAUNCHER}" STREQUAL "")
+  set(CXX "$ENV{CMAKE_CXX_COMPILER_LAUNCHER} ${CXX}")
+endif()
+
 function(run)
   string(REPLACE ";" " " _shown "${ARGN}")
   message("+ ${_shown}")

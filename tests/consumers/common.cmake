@@ -9,6 +9,13 @@ macro(treesync_require)
   endforeach()
 endmacro()
 
+# treesync_compiler(<var>): the command that compiles: CXX behind the compiler launcher the CMake
+# builds use (tests/run.sh exports CMAKE_CXX_COMPILER_LAUNCHER=ccache where ccache is installed)
+macro(treesync_compiler var)
+  separate_arguments(${var} UNIX_COMMAND "$ENV{CMAKE_CXX_COMPILER_LAUNCHER}")
+  list(APPEND ${var} "${CXX}")
+endmacro()
+
 # treesync_run(<command> <args>... [OUTPUT_VARIABLE <var>]): echo, run, fail on non-zero exit
 function(treesync_run)
   cmake_parse_arguments(PARSE_ARGV 0 _r "" "OUTPUT_VARIABLE" "")

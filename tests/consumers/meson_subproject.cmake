@@ -27,6 +27,9 @@ file(COPY "${CMAKE_CURRENT_LIST_DIR}/meson_subproject/meson.build"
 file(CREATE_LINK "${SOURCE_DIR}" "${project}/subprojects/treesync" SYMBOLIC)
 
 set(ENV{CXX} "${CXX}")
+if(NOT "$ENV{CMAKE_CXX_COMPILER_LAUNCHER}" STREQUAL "")  # tests/run.sh's ccache, as for CMake builds
+  set(ENV{CXX} "$ENV{CMAKE_CXX_COMPILER_LAUNCHER} ${CXX}")
+endif()
 # --force-fallback-for: use the subproject even if a treesync is installed on this machine
 treesync_run("${MESON_EXECUTABLE}" setup "${build}" "${project}" --prefix "${WORK_DIR}/prefix"
              --force-fallback-for=treesync OUTPUT_VARIABLE setup_log)

@@ -8,6 +8,7 @@
 cmake_minimum_required(VERSION 3.14)
 include("${CMAKE_CURRENT_LIST_DIR}/common.cmake")
 treesync_require(PREFIX WORK_DIR CXX VERSION)
+treesync_compiler(cxx)
 
 find_program(PKG_CONFIG_EXECUTABLE NAMES pkg-config pkgconf)
 if(NOT PKG_CONFIG_EXECUTABLE)
@@ -48,14 +49,14 @@ if(NOT cflags MATCHES "-I")
 endif()
 separate_arguments(cflags UNIX_COMMAND "${cflags}")
 
-treesync_run("${CXX}" -std=c++17 -Wall -Wextra -Wpedantic -Werror ${cflags}
+treesync_run(${cxx} -std=c++17 -Wall -Wextra -Wpedantic -Werror ${cflags}
              "${CMAKE_CURRENT_LIST_DIR}/consumer.cpp" -o "${WORK_DIR}/app")
 treesync_run_app("${WORK_DIR}/app" "${WORK_DIR}/tree")
 
 # The engine compiled once, by hand: the installed treesync/engine.cpp compiled on its own, the
 # program compiled with -DTREESYNC_SEPARATE_CORE, both linked together.
-treesync_run("${CXX}" -std=c++17 -Wall -Wextra -Wpedantic -Werror ${cflags}
+treesync_run(${cxx} -std=c++17 -Wall -Wextra -Wpedantic -Werror ${cflags}
              -c "${includedir}/treesync/engine.cpp" -o "${WORK_DIR}/engine.o")
-treesync_run("${CXX}" -std=c++17 -Wall -Wextra -Wpedantic -Werror ${cflags} -DTREESYNC_SEPARATE_CORE
+treesync_run(${cxx} -std=c++17 -Wall -Wextra -Wpedantic -Werror ${cflags} -DTREESYNC_SEPARATE_CORE
              "${CMAKE_CURRENT_LIST_DIR}/consumer.cpp" "${WORK_DIR}/engine.o" -pthread -o "${WORK_DIR}/app_core")
 treesync_run_app("${WORK_DIR}/app_core" "${WORK_DIR}/tree-core")

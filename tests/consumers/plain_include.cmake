@@ -9,6 +9,7 @@
 cmake_minimum_required(VERSION 3.14)
 include("${CMAKE_CURRENT_LIST_DIR}/common.cmake")
 treesync_require(SOURCE_DIR WORK_DIR CXX)
+treesync_compiler(cxx)
 
 set(warnings -Wall -Wextra -Wpedantic -Werror)
 set(consumer "${CMAKE_CURRENT_LIST_DIR}/consumer.cpp")
@@ -17,14 +18,14 @@ file(MAKE_DIRECTORY "${WORK_DIR}")
 
 # 1. straight from the checkout
 foreach(std 17 20)
-  treesync_run("${CXX}" -std=c++${std} ${warnings} -I "${SOURCE_DIR}/include" "${consumer}"
+  treesync_run(${cxx} -std=c++${std} ${warnings} -I "${SOURCE_DIR}/include" "${consumer}"
                -o "${WORK_DIR}/app-c++${std}")
   treesync_run_app("${WORK_DIR}/app-c++${std}" "${WORK_DIR}/tree-c++${std}")
 endforeach()
 
 # 2. the header directory copied on its own
 file(COPY "${SOURCE_DIR}/include/treesync" DESTINATION "${WORK_DIR}/vendor")
-treesync_run("${CXX}" -std=c++17 ${warnings} -I "${WORK_DIR}/vendor" "${consumer}"
+treesync_run(${cxx} -std=c++17 ${warnings} -I "${WORK_DIR}/vendor" "${consumer}"
              -o "${WORK_DIR}/app-vendored")
 treesync_run_app("${WORK_DIR}/app-vendored" "${WORK_DIR}/tree-vendored")
 
