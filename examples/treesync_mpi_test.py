@@ -17,6 +17,7 @@ churn, with -l) they print the same: the same --json keys, recursively (the MPI 
 same -i lines, sorted and as printed.
 """
 import argparse
+import atexit
 import glob
 import hashlib
 import json
@@ -26,6 +27,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 
 OLD = 1_577_836_800_000_000_000  # 2020-01-01: far outside the racy window
@@ -104,8 +106,15 @@ def age_dirs(src):
 class Runner:
     def __init__(self, a):
         self.a = a
+        # a session directory of this run's own: Open MPI 4's mpirun runs that start and end at
+        # once (ctest -j, Meson's parallel tests) share /tmp/ompi.HOST.UID, and one's cleanup can
+        # remove it under another's start ("orte_session_dir failed"); a short path under /tmp
+        # (its sockets' names must fit 108 bytes)
+        self.session = tempfile.mkdtemp(prefix="ompi-")
+        atexit.register(shutil.rmtree, self.session, True)
         self.env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-                        OMPI_MCA_rmaps_base_oversubscribe="1")
+                        OMPI_MCA_rmaps_base_oversubscribe="1", OMPI_MCA_orte_tmpdir_base=self.session,
+                        TMPDIR=self.session)
 
     def serial(self, opts, src, dst):
         p = subprocess.run([self.a.cli, "--json", "-j2"] + mirror(opts, src, dst), capture_output=True, text=True,
