@@ -41,6 +41,13 @@ void setid_source(mock_fs& fs, std::uint32_t mode) {
   fs.advance(10s);
 }
 
+// A real set-ID file at `file`: owner uid, group gid, mode `mode`.
+void posix_setid_file(const std::filesystem::path& file, std::uint32_t uid, std::uint32_t gid, mode_t mode) {
+  treesync_test::write_file(file, "#!/bin/sh\nid\n", 0755, 1'600'000'000'123'456'789);
+  REQUIRE(::chown(file.c_str(), uid, gid) == 0);
+  REQUIRE(::chmod(file.c_str(), mode) == 0);  // after the chown, which clears the bits
+}
+
 }  // namespace
 
 TEST_CASE("set-ID: a set-user-ID file of another user copied by root without preserve_owner loses the bit") {
@@ -225,9 +232,7 @@ TEST_CASE("set-ID, posix: root's default copy of another user's set-user-ID prog
   treesync_test::temp_dir t;
   const auto src = t / "src", dst = t / "dst";
   treesync_test::make_dir(src);
-  treesync_test::write_file(src / "evil", "#!/bin/sh\nid\n", 0755, 1'600'000'000'123'456'789);
-  REQUIRE(::chown((src / "evil").c_str(), user, users_group) == 0);
-  REQUIRE(::chmod((src / "evil").c_str(), 06755) == 0);  // after the chown, which clears the bits
+  posix_setid_file(src / "evil", user, users_group, 06755);
   CHECK(treesync::sync(src, dst).ok());
   const struct ::stat st = treesync_test::lstat_of(dst / "evil");
   CHECK(st.st_uid == 0);
@@ -243,9 +248,7 @@ TEST_CASE("set-ID, posix: root's copy with the source's owner and group keeps bo
   treesync_test::temp_dir t;
   const auto src = t / "src", dst = t / "dst";
   treesync_test::make_dir(src);
-  treesync_test::write_file(src / "evil", "#!/bin/sh\nid\n", 0755, 1'600'000'000'123'456'789);
-  REQUIRE(::chown((src / "evil").c_str(), user, users_group) == 0);
-  REQUIRE(::chmod((src / "evil").c_str(), 06755) == 0);
+  posix_setid_file(src / "evil", user, users_group, 06755);
   CHECK(treesync::sync(src, dst, treesync::preserve_owner, treesync::preserve_group).ok());
   const struct ::stat st = treesync_test::lstat_of(dst / "evil");
   CHECK(st.st_uid == user);
@@ -254,13 +257,6 @@ TEST_CASE("set-ID, posix: root's copy with the source's owner and group keeps bo
 }
 
 namespace {
-
-// A real set-ID file at `file`: owner uid, group gid, mode `mode`.
-void posix_setid_file(const std::filesystem::path& file, std::uint32_t uid, std::uint32_t gid, mode_t mode) {
-  treesync_test::write_file(file, "#!/bin/sh\nid\n", 0755, 1'600'000'000'123'456'789);
-  REQUIRE(::chown(file.c_str(), uid, gid) == 0);
-  REQUIRE(::chmod(file.c_str(), mode) == 0);  // after the chown, which clears the bits
-}
 
 // 0 for a run without errors; otherwise 1, its errors on stderr (the child's).
 int ok(const treesync::report& r) {
