@@ -296,11 +296,6 @@ class walker {
     return false;
   }
 
-  /// hard_links: what a further name (`name` in `d`) of a multiply-linked source file needs, once
-  /// the first name's copy (`fname` in `fd`) is in place: nothing when it is a name of that copy
-  /// already, else a link (p.old: what the destination holds there, replaced; p.src: the copy's
-  /// stat, p.dst: the old entry's).  A first name whose copy is not a regular file fails the link
-  /// (reported).  Reads only.
   /// hard_links: after the plan `p` of a first name `name` of `n` was carried out, whether the
   /// destination has a file there; if not (an entry of another type that could not go, a failed
   /// write), the next name of its group the walk reaches is copied instead and the others linked
@@ -316,6 +311,11 @@ class walker {
     source_.first_failed(p.src, j_.rel);
   }
 
+  /// hard_links: what a further name (`name` in `d`) of a multiply-linked source file needs, once
+  /// the first name's copy (`fname` in `fd`) is in place: nothing when it is a name of that copy
+  /// already, else a link (p.old: what the destination holds there, replaced; p.src: the copy's
+  /// stat, p.dst: the old entry's).  A first name whose copy is not a regular file fails the link
+  /// (reported).  Reads only.
   verdict link_request(handle& d, const std::string& name, handle& fd, const std::string& fname, const stat_info& source,
                        plan& p) {
     std::error_code ec;
