@@ -24,6 +24,9 @@ Seeds: by default every case comes from a fixed seed (the same cases in every ru
 fails for the code); TREESYNC_DIFF_EXPLORE=1 draws a seed for the second half (printed at the
 start) to look for new differences; TREESYNC_DIFF_SEED or --seed makes every case come from that
 seed.  TREESYNC_DIFF_CASES=N runs at most N cases, whatever --cases says (`tests/run.sh --quick`).
+`--shard K/N` runs the cases whose place in the plan is K modulo N (tests/run.sh gives each plain
+configuration one share of the fixed seed's cases, and the sanitizer configuration all of them);
+`--check-shards N` checks that N shards split the plan into disjoint parts that cover it, and exits.
 Needs Python 3.6+, rsync and root (owners, devices)
 for the full set; without root the owner options and chown churn are left out.
 """
@@ -56,6 +59,39 @@ def capped_cases(cases):
     if int(cap) < cases:
         print("rsync_diff_test: %s of the %d cases (TREESYNC_DIFF_CASES=%s)" % (cap, cases, cap))
     return min(cases, int(cap))
+
+
+def parse_shard(text):
+    """'K/N' -> (K, N) with 0 <= K < N."""
+    m = re.match(r"^([0-9]+)/([0-9]+)$", text or "")
+    if not m or int(m.group(2)) == 0 or int(m.group(1)) >= int(m.group(2)):
+        raise SystemExit("rsync_diff_test: --shard %r is not K/N with 0 <= K < N" % text)
+    return int(m.group(1)), int(m.group(2))
+
+
+def shard_plan(plan, shard):
+    """The cases of `plan` that shard (K, N) runs: those at a place in the plan equal to K modulo N."""
+    k, n = shard
+    return [case for place, case in enumerate(plan) if place % n == k]
+
+
+def check_shards(plan, n):
+    """0 when shards 0/n .. n-1/n of `plan` are disjoint, each within one case of len(plan)/n, and
+    together the whole plan; 1 (saying what is wrong) otherwise."""
+    parts = [shard_plan(plan, (k, n)) for k in range(n)]
+    seen = [case for part in parts for case in part]
+    problems = []
+    if len(seen) != len(set(seen)):
+        problems.append("a case runs in two shards")
+    if set(seen) != set(plan):
+        problems.append("%d case(s) run in no shard" % len(set(plan) - set(seen)))
+    if max(len(p) for p in parts) - min(len(p) for p in parts) > 1:
+        problems.append("shard sizes %s are uneven" % [len(p) for p in parts])
+    print("rsync_diff_test: %d shards of %d cases: %s" % (
+        n, len(plan), "; ".join(problems) or "disjoint, %s cases, all covered" % "+".join(str(len(p)) for p in parts)))
+    return 1 if problems else 0
+
+
 DEFAULT_JOBS = min(4, max(2, os.cpu_count() or 2))  # a process pool; each case in its own directory
 RSYNC_TIMEOUT = 20  # seconds: rsync 3.5 -H can hang (rule rsync_hard_link_failure)
 
@@ -1562,10 +1598,19 @@ def main():
     ap.add_argument("--max-failures", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="cases run at once (default %d)" % DEFAULT_JOBS)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--shard", default=None, metavar="K/N",
+                    help="run only the cases at places K, K+N, K+2N, ... of the plan (0 <= K < N)")
+    ap.add_argument("--check-shards", type=int, default=None, metavar="N",
+                    help="check that N shards split the plan of --cases into disjoint parts covering it, and exit")
     ap.add_argument("--foreign", default=None,
                     help="a directory of files of another owner and group, mode 0666, to hard-link into SRC (non-root)")
     a = ap.parse_args()
     a.cases = capped_cases(a.cases)
+    shard = parse_shard(a.shard) if a.shard is not None else None
+    if a.check_shards is not None:
+        if a.check_shards < 1:
+            raise SystemExit("rsync_diff_test: --check-shards needs a number of shards >= 1")
+        return check_shards([(DEFAULT_SEED, k) for k in range(a.cases)], a.check_shards)
     if a.foreign:
         FOREIGN.extend(sorted(os.path.join(os.path.abspath(a.foreign), n) for n in os.listdir(a.foreign)))
     if not a.rsync:
@@ -1594,6 +1639,11 @@ def main():
         plan = [(DEFAULT_SEED, k) for k in range(half)] + [(run_seed, k) for k in range(a.cases - half)]
         print("rsync_diff_test: %d cases: seed %d (fixed) 0..%d, seed %d (this run) 0..%d" % (
             a.cases, DEFAULT_SEED, half - 1, run_seed, a.cases - half - 1))
+    if shard is not None:
+        whole = len(plan)
+        plan = shard_plan(plan, shard)
+        print("rsync_diff_test: shard %d/%d: %d of the %d cases (places %d, %d, %d, ...)" % (
+            shard[0], shard[1], len(plan), whole, shard[0], shard[0] + shard[1], shard[0] + 2 * shard[1]))
     r = Runner(cli, a.rsync, work, a.verbose, a.keep)
     print("  %s; %s; root: %s; treesync sets symlink mtimes: %s; probed options: %s" % (
         subprocess.run([a.rsync, "--version"], stdout=subprocess.PIPE, universal_newlines=True).stdout.split("\n")[0],

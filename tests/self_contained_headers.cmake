@@ -2,8 +2,7 @@
 #
 # Every header under include/treesync/ (the detail ones too) compiles alone in a translation unit,
 # included twice (its guard works), warning-free: a part includes what it uses, whatever order a
-# user includes the parts in.  Run by the ctest treesync.headers_self_contained and by
-# tests/consumers/plain_include.cmake.
+# user includes the parts in.  Run by the ctest treesync.headers_self_contained.
 
 cmake_minimum_required(VERSION 3.14)
 foreach(_req IN ITEMS SOURCE_DIR WORK_DIR CXX)

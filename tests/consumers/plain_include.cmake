@@ -4,7 +4,8 @@
 #   1. $CXX -std=c++17|c++20 -I <treesync>/include consumer.cpp
 #   2. the vendored-copy case: the directory include/treesync/ copied alone into a project,
 #      compiled with -I pointing there (the directory is self-sufficient);
-#   3. every public header compiles on its own (self-contained includes).
+# (That every header compiles on its own is treesync.headers_self_contained's, run in every
+# configuration: tests/self_contained_headers.cmake.)
 
 cmake_minimum_required(VERSION 3.14)
 include("${CMAKE_CURRENT_LIST_DIR}/common.cmake")
@@ -28,6 +29,3 @@ file(COPY "${SOURCE_DIR}/include/treesync" DESTINATION "${WORK_DIR}/vendor")
 treesync_run(${cxx} -std=c++17 ${warnings} -I "${WORK_DIR}/vendor" "${consumer}"
              -o "${WORK_DIR}/app-vendored")
 treesync_run_app("${WORK_DIR}/app-vendored" "${WORK_DIR}/tree-vendored")
-
-# 3. each header alone in a translation unit
-include("${CMAKE_CURRENT_LIST_DIR}/../self_contained_headers.cmake")
