@@ -3354,6 +3354,47 @@ def test_rule_file_security():
     rc, out, err = run_as_given("-r", "-F", "--delete", "s/", "d/", cwd=d)
     check(rc == 0 and os.path.exists(os.path.join(d, "d", "kept")) and not os.path.exists(os.path.join(d, "d", "gone")),
           "DST 'merge,- sub/keep': read below the rule file's directory, its names kept (exit %d, %r)" % (rc, err))
+    # issue 45 item 3: root reads a file DST's rule files merge only when DST's owner (here uid
+    # 65534, who writes them) could: root's 0600 secret in a 0700 priv/ root mirrored into that DST
+    # is refused unread, a missing name alike (same exit, same message), the owner's own still works
+    if os.geteuid() != 0:
+        return
+    def owned_dst(line, drop_secret=False, setup=None):
+        d = fresh("rule-file-security/owner")
+        write(os.path.join(d, "s", "a"), "a\n")
+        write(os.path.join(d, "s", "priv", "secret"), "guess-me-42\n", mode=0o600)
+        os.chmod(os.path.join(d, "s", "priv"), 0o700)
+        os.makedirs(os.path.join(d, "d"))
+        os.chown(os.path.join(d, "d"), 65534, 65534)
+        rc0, _, err0 = run_as_given("-r", "s/", "d/", cwd=d)  # root mirrors priv/ into nobody's DST
+        check(rc0 == 0, "root's first run into uid 65534's DST (exit %d, %r)" % (rc0, err0))
+        if drop_secret:
+            os.unlink(os.path.join(d, "d", "priv", "secret"))
+        rules = os.path.join(d, "d", ".rsync-filter")
+        write(rules, line + "\n")
+        os.chown(rules, 65534, 65534)
+        for g in ("guess-me-42", "wrong-guess"):
+            write(os.path.join(d, "d", g), "x\n")
+            os.chown(os.path.join(d, "d", g), 65534, 65534)
+        if setup:
+            setup(d)
+        rc, out, err = run_as_given("-r", "-F", "--delete", "s/", "d/", cwd=d)
+        survivors = sorted(n for n in ("guess-me-42", "wrong-guess") if os.path.exists(os.path.join(d, "d", n)))
+        return rc, err.replace(d, "D"), survivors
+    rc1, err1, surv1 = owned_dst("merge,- priv/secret")
+    rc2, err2, surv2 = owned_dst("merge,- priv/secret", drop_secret=True)
+    check(rc1 == 1 and surv1 == ["guess-me-42", "wrong-guess"] and "refused" in err1 and "guess-me" not in err1,
+          "uid 65534's DST 'merge,- priv/secret' (root's 0600 in 0700): refused unread, exit 1, nothing deleted "
+          "(exit %d, %r, %r)" % (rc1, surv1, err1))
+    check((rc2, err2, surv2) == (rc1, err1, surv1),
+          "uid 65534's DST: a missing merge file gives the very outcome of an unreadable one (%r vs %r)"
+          % ((rc2, err2, surv2), (rc1, err1, surv1)))
+    def mine(d):
+        write(os.path.join(d, "d", "mine"), "guess-me-42\n", mode=0o600)
+        os.chown(os.path.join(d, "d", "mine"), 65534, 65534)
+    rc, err, surv = owned_dst("merge,- mine", setup=mine)
+    check(rc == 0 and surv == ["guess-me-42"],
+          "uid 65534's DST 'merge,- mine' (its own 0600 file): still merged (exit %d, %r, %r)" % (rc, surv, err))
 
 
 GROUPS = {

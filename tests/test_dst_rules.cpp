@@ -2,7 +2,10 @@
 // the tree of directories they are recorded in (a lookup by path, an unread directory keeping
 // its subtree, the budget), and the read itself on real directories: memory linear in the depth
 // of a chain (counted by the structure and its walk, never timed), and a chain deeper than the
-// descriptors the process may open read to the bottom.
+// descriptors the process may open read to the bottom.  And (issue 45 item 3) the files DST's
+// rule files merge: read only when whoever could write the rule file may read them (over mock_fs,
+// and over real files as root), a missing one refused as an unreadable one is.
+#include <treesync/mock_fs.hpp>
 #include <treesync/treesync.hpp>
 
 #include "support/deep_tree.hpp"
@@ -11,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
+#include <filesystem>
 #include <string>
 #include <sys/stat.h>
 #include <tuple>
@@ -21,6 +25,9 @@ namespace {
 
 using treesync::detail::dst_rule_texts;
 using treesync::detail::read_dst_rule_tree;
+using treesync::detail::read_dst_merge_file;
+using treesync::filter;
+using treesync::mock_fs;
 using namespace treesync_test;
 
 const std::string rf = ".rsync-filter";
@@ -263,4 +270,184 @@ TEST_CASE("read_dst_rule_tree: past the descriptors it may open, what is below i
   CHECK(t.below_unread(chain_path(depth)));  // kept: nothing there is deleted
   CHECK(text_of(t, chain_path(depth)) == "<none>");
   CHECK_FALSE(t.below_unread(chain_path(10)));
+}
+
+// ---- the files DST's rule files merge (issue 45 item 3) ----------------------------------------
+
+namespace {
+
+constexpr std::uint32_t nobody = 65534;  // DST's owner, who writes its rule files
+constexpr std::uint32_t other = 4242;
+
+// DST's filter as the CLI makes it: `.rsync-filter` per directory, what they merge read through
+// read_dst_merge_file below DST's handle.
+template <class Fs>
+filter dst_filter(Fs& fs, typename Fs::dir_handle& dst, const std::string& dst_path) {
+  filter f([&fs, &dst, dst_path](std::string_view dir, std::string_view name) -> std::string {
+    if (name == rf) {
+      std::string p = dst_path;
+      if (!dir.empty()) p += "/" + std::string(dir);
+      p += "/" + rf;
+      if constexpr (std::is_same_v<Fs, mock_fs>)
+        return fs.exists(p) ? fs.read(p) : std::string();
+      else
+        return filter::read_rule_file(p.c_str());
+    }
+    return read_dst_merge_file(fs, dst, dir, name);
+  });
+  f.dir_merge(rf);
+  return f;
+}
+
+// What DST's filter says of `rel`: "excluded", "kept" or the filter_error's message.
+template <class Fs>
+std::string verdict(Fs& fs, const std::string& dst_path, const std::string& rel) {
+  std::error_code ec;
+  auto dst = fs.open_root(dst_path, ec);
+  REQUIRE(!ec);
+  const filter f = dst_filter(fs, dst, dst_path);
+  try {
+    return f.excluded(rel, treesync::file_type::regular) ? "excluded" : "kept";
+  } catch (const treesync::filter_error& e) {
+    return e.what();
+  }
+}
+
+// The finding: root mirrored a 0700 priv/ holding a 0600 secret into nobody's DST; nobody's rule
+// file merges it.
+void nobody_dst(mock_fs& fs, const std::string& rule) {
+  fs.mkdir("/dst");
+  fs.chown("/dst", nobody, nobody);
+  fs.mkdir("/dst/priv", 0700);
+  fs.write("/dst/priv/secret", "guess-42\n", 0600);
+  fs.write("/dst/.rsync-filter", rule + "\n");
+  fs.chown("/dst/.rsync-filter", nobody, nobody);
+}
+
+bool refused(const std::string& v) { return v.find("refused") != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("dst merge file: one owned by a user other than DST's owner (or root) is refused") {
+  mock_fs fs;
+  nobody_dst(fs, "merge,- theirs");
+  fs.write("/dst/theirs", "guess-42\n", 0644);
+  fs.chown("/dst/theirs", other, other);
+  const std::string v = verdict(fs, "/dst", "guess-42");
+  CHECK(refused(v));
+  CHECK(v.find("uid 65534") != std::string::npos);
+}
+
+TEST_CASE("dst merge file: one DST's owner cannot read (a 0600 root file in a 0700 root directory) is refused unread") {
+  mock_fs fs;
+  nobody_dst(fs, "merge,- priv/secret");
+  std::size_t reads = 0;
+  fs.on_operation([&](mock_fs::op k, const std::string& path) {
+    if (k == mock_fs::op::open_read && path == "/dst/priv/secret") ++reads;
+  });
+  const std::string v = verdict(fs, "/dst", "guess-42");
+  CHECK(refused(v));
+  CHECK(v.find("guess") == std::string::npos);
+  CHECK(reads == 0);
+}
+
+TEST_CASE("dst merge file: a 0600 root file DST's owner may not read is refused also in a directory it may search") {
+  mock_fs fs;
+  nobody_dst(fs, "merge,- priv/secret");
+  fs.chmod("/dst/priv", 0755);
+  CHECK(refused(verdict(fs, "/dst", "guess-42")));
+}
+
+TEST_CASE("dst merge file: a missing one and an unreadable one give the same refusal, message and all") {
+  mock_fs unreadable;
+  nobody_dst(unreadable, "merge,- priv/secret");
+  mock_fs missing;
+  nobody_dst(missing, "merge,- priv/secret");
+  missing.remove("/dst/priv/secret");
+  mock_fs no_dir;
+  nobody_dst(no_dir, "merge,- priv/secret");
+  no_dir.remove("/dst/priv/secret");
+  no_dir.remove("/dst/priv");
+  const std::string a = verdict(unreadable, "/dst", "guess-42");
+  CHECK(refused(a));
+  CHECK(verdict(missing, "/dst", "guess-42") == a);
+  CHECK(verdict(no_dir, "/dst", "guess-42") == a);
+}
+
+TEST_CASE("dst merge file: one DST's owner owns and may read still works, and root's world-readable one") {
+  mock_fs fs;
+  nobody_dst(fs, "merge,- sub/mine\nmerge,- pub");
+  fs.mkdir("/dst/sub");
+  fs.chown("/dst/sub", nobody, nobody);
+  fs.write("/dst/sub/mine", "kept\n", 0600);
+  fs.chown("/dst/sub/mine", nobody, nobody);
+  fs.write("/dst/pub", "also-kept\n", 0644);  // root's, readable by all
+  CHECK(verdict(fs, "/dst", "kept") == "excluded");
+  CHECK(verdict(fs, "/dst", "also-kept") == "excluded");
+  CHECK(verdict(fs, "/dst", "gone") == "kept");
+}
+
+TEST_CASE("dst merge file: in root's DST (or the runner's own) a missing one still holds no rules and root's secret is read") {
+  mock_fs fs;
+  fs.mkdir("/dst");
+  fs.mkdir("/dst/priv", 0700);
+  fs.write("/dst/priv/secret", "guess-42\n", 0600);
+  fs.write("/dst/.rsync-filter", "merge,- priv/secret\nmerge,- priv/none\n");
+  CHECK(verdict(fs, "/dst", "guess-42") == "excluded");
+  CHECK(verdict(fs, "/dst", "wrong") == "kept");
+  fs.chown("/dst", nobody, nobody);
+  fs.act_as(nobody);  // nobody's run in nobody's DST: its own rights, as before
+  CHECK(verdict(fs, "/dst", "guess-42") == "excluded");
+}
+
+TEST_CASE("dst merge file: below root's DST, a rule file in a user's subdirectory is read for that user") {
+  mock_fs fs;
+  fs.mkdir("/dst");
+  fs.mkdir("/dst/home");
+  fs.chown("/dst/home", nobody, nobody);
+  fs.mkdir("/dst/home/priv", 0700);
+  fs.write("/dst/home/priv/secret", "guess-42\n", 0600);
+  fs.write("/dst/home/.rsync-filter", "merge,- priv/secret\n");
+  fs.chown("/dst/home/.rsync-filter", nobody, nobody);
+  CHECK(refused(verdict(fs, "/dst", "home/guess-42")));
+}
+
+TEST_CASE("dst merge file: a file only its group may read is refused (DST's owner's groups are not known)") {
+  mock_fs fs;
+  nobody_dst(fs, "merge,- grp");
+  fs.write("/dst/grp", "guess-42\n", 0640);
+  fs.chown("/dst/grp", 0, nobody);
+  CHECK(refused(verdict(fs, "/dst", "guess-42")));
+}
+
+TEST_CASE("dst merge file, posix: root's copy of a 0700 priv/ and its 0600 secret in uid 65534's DST is not read for its rule file") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: needs root (a DST of another uid)");
+    return;
+  }
+  temp_dir t;
+  const auto src = t / "src", dst = t / "dst";
+  make_dir(src);
+  make_dir(src / "priv", 0700);
+  write_file(src / "priv" / "secret", "guess-42\n", 0600);
+  make_dir(dst);
+  REQUIRE(::chown(dst.c_str(), nobody, nobody) == 0);
+  CHECK(treesync::sync(src, dst).ok());  // root mirrors priv/ into nobody's DST
+  REQUIRE(lstat_of(dst / "priv" / "secret").st_uid == 0);
+  write_file(dst / ".rsync-filter", "merge,- priv/secret\n");
+  REQUIRE(::chown((dst / ".rsync-filter").c_str(), nobody, nobody) == 0);
+  treesync::posix_fs fs;
+  const std::string unreadable = verdict(fs, dst.string(), "guess-42");
+  CHECK(refused(unreadable));
+  CHECK(unreadable.find("guess") == std::string::npos);
+  CHECK(verdict(fs, dst.string(), "wrong") == unreadable);
+  // the same outcome for a name that does not exist
+  REQUIRE(::unlink((dst / "priv" / "secret").c_str()) == 0);
+  CHECK(verdict(fs, dst.string(), "guess-42") == unreadable);
+  // nobody's own readable file is still merged
+  write_file(dst / ".rsync-filter", "merge,- mine\n");
+  write_file(dst / "mine", "kept\n", 0600);
+  REQUIRE(::chown((dst / "mine").c_str(), nobody, nobody) == 0);
+  CHECK(verdict(fs, dst.string(), "kept") == "excluded");
+  CHECK(verdict(fs, dst.string(), "gone") == "kept");
 }

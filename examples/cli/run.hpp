@@ -373,8 +373,10 @@ inline constexpr std::size_t dst_rule_budget = std::size_t{64} << 20;
 /// without a slash: in DST's parent itself and from DST/NAME down), through read_dst_rule_tree;
 /// another file a rule file merges (its name below the rule file's directory: the filter refuses
 /// any other) is read when first asked (keep_dst_rule_files asks for all before any write), below
-/// the DST descriptor the tree was read from (filter::read_rule_file_below: no symlink followed,
-/// regular files only), and kept for the run, within `budget` bytes ("- *" past it).  `dirs`: those
+/// the DST descriptor the tree was read from (detail::read_dst_merge_file: no symlink followed,
+/// regular files only, and only one that whoever could write the rule file may read: otherwise,
+/// or missing, a filter_error that refuses the run), and kept for the run, within `budget` bytes
+/// ("- *" past it).  `dirs`: those
 /// descriptors, for the run to work in the same DST (pin_dst).  The loader's directories are
 /// relative to DST (make_filter).  A directory whose rule files were not read (unreadable, or past
 /// `budget`: `texts.full`) is given "- *": what is in it is kept.
@@ -420,14 +422,21 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
     std::lock_guard<std::mutex> lock(merged->mu);
     const std::pair<std::string, std::string> key{std::string(dir), std::string(name)};
     if (const auto m = merged->texts.find(key); m != merged->texts.end()) return m->second;
+    // read for whoever could write the rule file (detail::read_dst_merge_file: a file they may not
+    // read, or a missing one, refuses the run alike, as an unsafe merge name does)
+    const auto below = [&](int at, std::string_view d) {
+      treesync::posix_fs fs;
+      treesync::posix_fs::dir_handle h(::fcntl(at, F_DUPFD_CLOEXEC, 0));
+      return h.fd() < 0 ? std::string() : treesync::detail::read_dst_merge_file(fs, h, d, name);
+    };
     std::string text;
     const std::string& n = merged->name;
     if (n.empty()) {
-      if (merged->top >= 0) text = treesync::filter::read_rule_file_below(merged->top, dir, name);
+      if (merged->top >= 0) text = below(merged->top, dir);
     } else if (dir.empty()) {
-      if (merged->parent >= 0) text = treesync::filter::read_rule_file_below(merged->parent, dir, name);
+      if (merged->parent >= 0) text = below(merged->parent, dir);
     } else if (merged->top >= 0 && dir.compare(0, n.size(), n) == 0 && (dir.size() == n.size() || dir[n.size()] == '/')) {
-      text = treesync::filter::read_rule_file_below(merged->top, dir.substr(std::min(dir.size(), n.size() + 1)), name);
+      text = below(merged->top, dir.substr(std::min(dir.size(), n.size() + 1)));
     }
     if (merged->bytes + text.size() + key.first.size() + key.second.size() > budget) text = "- *";  // keep all there
     merged->bytes += text.size() + key.first.size() + key.second.size();

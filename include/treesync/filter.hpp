@@ -141,7 +141,9 @@ class exclude {
 /// an absolute name or one with a `..` (or `.`, or empty) component is a bad line (filter_error,
 /// nothing opened; rsync would read it).  A merged file that is missing, unreadable or not a
 /// regular file holds no rules (rsync stops with code 11 for a missing `merge` file; a missing
-/// dir-merge file holds no rules in both).
+/// dir-merge file holds no rules in both).  DST's rule files (the CLI's) read what they merge through
+/// detail::read_dst_merge_file, which refuses (filter_error) a file their writer could not read,
+/// and then a missing one too.
 ///
 /// The files are read through the `loader` given at construction: `filter::reading(root)` reads
 /// `root/DIR/NAME`, NAME's components opened one by one from DIR's descriptor with O_NOFOLLOW
@@ -306,6 +308,18 @@ class filter : private detail::filter_rules {
   static std::string read_rule_file_below(int at, std::string_view dir, std::string_view name) {
     return read_below(at, dir, name);
   }
+
+  /// The two halves of read_rule_file, for a caller that decides on the open file before reading
+  /// it (detail::read_dst_merge_file: its owner and mode): a descriptor open for reading on the
+  /// regular file `name` of the directory `at` (the last component not followed, nothing opened
+  /// for I/O before it is known to be a regular file), or -1; and the text of the file open as
+  /// `fd` (closed here; empty for -1), filter_error naming it `what` when it is larger than
+  /// max_rule_file_size.
+  static int open_rule_file(int at, const char* name) { return open_regular(at, name); }
+  /// Whether a rule file may merge `name`: a relative path below its directory, no `.`, `..` or
+  /// empty component (a `merge` line naming anything else is a bad line).
+  static bool merge_name_allowed(std::string_view name) { return merge_name_ok(name); }
+  static std::string read_open_rule_file(int fd, const std::string& what) { return read_open(fd, what); }
 };
 
 /// Excludes nothing (the default).

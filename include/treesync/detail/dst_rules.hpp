@@ -23,6 +23,11 @@
 // descriptors.  A directory that cannot be opened or listed (permissions; descriptors exhausted by
 // the process: dst_rule_texts::out_of_descriptors), or one that is not the same directory when
 // reopened (renamed meanwhile), is recorded as unread: nothing at or below it is deleted.
+//
+// Merged files (read_dst_merge_file): what DST's rule files merge is read for whoever could write
+// them, and refused (a filter_error, the run refused) when that writer could not read it, a
+// missing one alike, so a rule file cannot be an oracle on what the run may read and its writer
+// may not.
 #ifndef TREESYNC_DETAIL_DST_RULES_HPP
 #define TREESYNC_DETAIL_DST_RULES_HPP
 
@@ -244,6 +249,143 @@ inline std::optional<std::string> read_dst_rule_file(int dir, const std::string&
     return text;
   } catch (const filter_error&) {  // larger than a rule file may be
     return keep_all;
+  }
+}
+
+// [treesync.detail.dst_rules.merge] -------------------------------------------------------------
+//
+// A file that one of DST's rule files merges (`merge NAME`, `. NAME`, or the `dir-merge NAME` of a
+// rule file) is read by the run, often root, for whoever wrote the rule file: its rules decide
+// what is deleted, and a `merge,- FILE` turns each of FILE's lines into a pattern, so which guess
+// survives a run, or whether the run is refused, tells that writer what FILE holds and whether it
+// exists.  So the file is read only when the writer could read it anyway.  The writers are the
+// owners of the directories from the one the rule files are read below (DST) down to the rule
+// file's own directory, other than root and the user the run acts as (each of them can put a rule
+// file there); with none (root's DST, or the runner's own), nothing changes.  For each writer the
+// merged file must be owned by the writer or root, and readable by the writer by its permission
+// bits, each directory from the rule file's directory down to it searchable (a merge name never
+// leaves that directory, and the writer reached it to write the rule file).  The writer's groups
+// are not known here (a uid has no group list on disk): where the writer does not own an entry,
+// both its group and its other bits must grant the access, so whichever class the kernel puts the
+// writer in, it would grant it too (a file only the writer's group may read is refused; ACLs are
+// not consulted).  Everything is decided on what was opened (a handle's own stat, the opened
+// file's), never on a name looked up again, so nothing swapped in between is read.  A file refused,
+// and a missing one, throw the same filter_error: the run is refused as for an unsafe merge name,
+// and neither the exit status nor the message says which it was.
+
+/// Whether the permission bits of `st` give the user `uid` the access `want` (4: read, 1: search)
+/// whatever its groups: the owner's bits when `uid` owns it, else the group's and the others' both.
+inline bool dst_writer_may(const stat_info& st, std::uint32_t uid, std::uint32_t want) {
+  if (st.uid == uid) return ((st.mode >> 6) & want) == want;
+  return ((st.mode >> 3) & want) == want && (st.mode & want) == want;
+}
+
+template <class H, class = void>
+struct handle_has_fd : std::false_type {};
+template <class H>
+struct handle_has_fd<H, std::void_t<decltype(int(std::declval<const H&>().fd()))>> : std::true_type {};
+
+/// The text of the file `name` merged by a rule file of the directory `dir` (relative to the
+/// directory open as `at`, "" for `at` itself), read through `fs` as the comment above says: each
+/// component opened from its parent's handle without following a symlink, a regular file only
+/// (else empty: no rules).  When the rule file's directory has writers other than root and the
+/// user `fs` acts as (fs.user_id()), a file they may not read, or a missing one, throws filter_error.
+/// filter_error too for a file larger than filter::max_rule_file_size.  `name` is one the filter
+/// accepted (below the rule file's directory); any other reads nothing.
+template <class Fs>
+std::string read_dst_merge_file(Fs& fs, typename Fs::dir_handle& at, std::string_view dir, std::string_view name) {
+  using handle = typename Fs::dir_handle;
+  std::string path(dir);
+  if (!path.empty()) path += '/';
+  path.append(name.data(), name.size());
+  if (!filter::merge_name_allowed(name)) return std::string();
+  const auto runner = static_cast<std::int64_t>(fs.user_id());
+  std::vector<std::uint32_t> writers;
+  const auto note = [&](const stat_info& st) {
+    if (st.uid != 0 && st.uid != runner && std::find(writers.begin(), writers.end(), st.uid) == writers.end())
+      writers.push_back(st.uid);
+  };
+  const auto refuse = [&]() -> std::string {
+    std::string who;
+    for (const std::uint32_t u : writers) who += (who.empty() ? "uid " : " and uid ") + std::to_string(u);
+    throw filter_error("merge file " + path + " refused: a file DST's rule files merge must be a regular file that root or " +
+                       who + " (owning the rule file's directory) owns and " + who +
+                       " may read (a missing one is refused alike)");
+  };
+  const auto split = [](std::string_view s, std::vector<std::string>& out) {
+    std::size_t pos = 0;
+    while (pos < s.size()) {
+      std::size_t end = s.find('/', pos);
+      if (end == std::string_view::npos) end = s.size();
+      if (end > pos) out.emplace_back(s.substr(pos, end - pos));
+      pos = end + 1;
+    }
+  };
+  std::vector<std::string> down;  // the rule file's directory, below `at`
+  split(dir, down);
+  std::vector<std::string> below;  // the merged file's directories below that, then its name
+  split(name, below);
+  const std::string last = below.back();
+  below.pop_back();
+
+  std::error_code ec;
+  stat_info st = fs.stat(at, ".", false, ec);
+  if (ec) return std::string();  // `at` itself: no writer known, nothing read
+  note(st);
+  handle cur;
+  handle* h = &at;
+  for (const std::string& c : down) {  // the writers: the owners of the directories down to the rule file's
+    handle next = fs.open_dir(*h, c, false, ec);
+    if (!ec) st = fs.stat(next, ".", false, ec);
+    if (ec || st.type != file_type::directory) return writers.empty() ? std::string() : refuse();
+    cur = std::move(next);
+    h = &cur;
+    note(st);
+  }
+  const auto may = [&](const stat_info& s, std::uint32_t want) {
+    for (const std::uint32_t u : writers)
+      if (!dst_writer_may(s, u, want)) return false;
+    return true;
+  };
+  if (!may(st, 1)) return refuse();  // the rule file's directory: searchable by its writers
+  for (const std::string& c : below) {
+    handle next = fs.open_dir(*h, c, false, ec);
+    if (!ec) st = fs.stat(next, ".", false, ec);
+    if (ec || st.type != file_type::directory) return writers.empty() ? std::string() : refuse();
+    if (!may(st, 1)) return refuse();
+    cur = std::move(next);
+    h = &cur;
+  }
+  const auto owned = [&](const stat_info& s) {
+    for (const std::uint32_t u : writers)
+      if (s.uid != 0 && s.uid != u) return false;
+    return true;
+  };
+  if constexpr (handle_has_fd<handle>::value) {  // descriptors: decided on the open file, then read
+    const int fd = filter::open_rule_file(h->fd(), last.c_str());
+    struct ::stat raw;
+    if (fd < 0 || ::fstat(fd, &raw) != 0) {
+      if (fd >= 0) ::close(fd);
+      return writers.empty() ? std::string() : refuse();
+    }
+    st.type = file_type::regular;  // open_rule_file opens nothing else
+    st.uid = static_cast<std::uint32_t>(raw.st_uid);
+    st.mode = static_cast<std::uint32_t>(raw.st_mode) & 07777;
+    if (!owned(st) || !may(st, 4)) {
+      ::close(fd);
+      return refuse();
+    }
+    return filter::read_open_rule_file(fd, path);
+  } else {  // a handle that is no descriptor (mock_fs): the stat, then the read by name
+    st = fs.stat(*h, last, false, ec);
+    if (ec || st.type != file_type::regular) return writers.empty() ? std::string() : refuse();
+    if (!owned(st) || !may(st, 4)) return refuse();
+    if (st.size > filter::max_rule_file_size)
+      throw filter_error("rule file " + path + " is larger than " + std::to_string(filter::max_rule_file_size >> 20) + " MiB");
+    std::string text;
+    fs.read_state(*h, last, [&](std::string_view piece) { return text.append(piece.data(), piece.size()), true; }, ec);
+    if (ec) return writers.empty() ? std::string() : refuse();
+    return text;
   }
 }
 
