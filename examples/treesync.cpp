@@ -150,7 +150,10 @@ int main(int argc, char** argv) {
     return usage_exit(tool, opt.json, bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n");
   }
   // DST, --backup-dir, --state: a component that is another user's symlink is refused (exit 3; 11)
-  if (const auto t = untrusted_operator_path(opt)) return print_untrusted_refusal(opt, *t);
+  // (what DST's walk reached is where the run works, its rule files are read and DST is made: the
+  // check holds until the open)
+  std::shared_ptr<dst_directories> dst_dirs;
+  if (const auto t = untrusted_operator_path(opt, &dst_dirs)) return print_untrusted_refusal(opt, *t);
   try {  // the source root's rule files (-F, dir-merge): a bad one stops the run before any write
     patterns.prepare();
   } catch (const treesync::filter_error& e) {  // exit 1, or 11 past the merge depth limit
@@ -159,10 +162,11 @@ int main(int argc, char** argv) {
   // --delete with per-directory rule files (-F, dir-merge): what DST's rule files exclude is kept
   // too (rsync reads those where it deletes; cli_deletion)
   cli_deletion deletion{opt.deletion, treesync::unlimited};
+  deletion.dst_dirs = dst_dirs;
   {
     std::string message, notice;
     std::optional<treesync::merge_depth_error> depth_error;
-    if (!keep_dst_rule_files(opt, read_rules, deletion, message, notice, &patterns, &depth_error))
+    if (!keep_dst_rule_files(opt, read_rules, deletion, message, notice, &patterns, &depth_error, dst_dirs))
       return depth_error ? filter_error_exit(tool, opt, *depth_error, message, opt.dst_root)
                          : usage_exit(tool, opt.json, message);
     std::fputs(notice.c_str(), stderr);
@@ -178,7 +182,7 @@ int main(int argc, char** argv) {
 
   install_signal_handlers();
   // SRC without a trailing slash: DST is made when missing (rsync), and taken back on a refusal
-  const made_destination made = prepare_destination(opt);
+  const made_destination made = prepare_destination(opt, dst_dirs.get());
 
   // --progress: the meter, and the count of the source that gives it its totals (cli/progress.hpp)
   const bool terminal = ::isatty(STDOUT_FILENO) == 1;

@@ -459,6 +459,9 @@ int main(int argc, char** argv) {
   // 11) or in DST (exit 3); rank 0 decides, every rank exits with its status
   const rule_file_reader read_rules{&opt};
   std::optional<trust_refusal> untrusted;
+  // every rank walks DST and works in what its walk reached (pin_dst); rank 0's walk decides
+  std::shared_ptr<dst_directories> dst_dirs;
+  const std::optional<trust_refusal> dst_untrusted = untrusted_operator_path(opt, &dst_dirs);
   if (rank == 0) {
     const auto read_and_keep = [&texts, &read_rules](const std::string& name, std::string& text, std::error_code& ec) {
       if (!read_rules(name, text, ec)) return false;
@@ -467,7 +470,7 @@ int main(int argc, char** argv) {
     };
     filter_ok = make_filter(opt, read_and_keep, patterns, bad) ? 1 : 0;
     untrusted = *read_rules.refused;
-    if (filter_ok && !untrusted) untrusted = untrusted_operator_path(opt);
+    if (filter_ok && !untrusted) untrusted = dst_untrusted;
   }
   int untrusted_exit = untrusted ? untrusted->exit_code : 0;
   MPI_Bcast(&untrusted_exit, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -497,6 +500,7 @@ int main(int argc, char** argv) {
   // and the collective below holds every rank until all have (none writes before), and refuses
   // the run on every rank when one met a bad line
   cli_deletion deletion{opt.deletion, treesync::unlimited};
+  deletion.dst_dirs = dst_dirs;
   {
     std::size_t next = 0;
     const auto replay_texts = [&](const std::string&, std::string& text, std::error_code&) {
@@ -504,7 +508,7 @@ int main(int argc, char** argv) {
       return true;
     };
     std::string message, notice;
-    int dst_rules_ok = keep_dst_rule_files(opt, replay_texts, deletion, message, notice, &patterns) ? 1 : 0;
+    int dst_rules_ok = keep_dst_rule_files(opt, replay_texts, deletion, message, notice, &patterns, nullptr, dst_dirs) ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &dst_rules_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!dst_rules_ok) {
       if (message.empty()) message = "treesync: DST's rule files changed while the ranks read them (nothing was written)\n";

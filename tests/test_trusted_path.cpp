@@ -128,3 +128,104 @@ TEST_CASE("open_trusted refuses another user's symlink reached through a root-ow
   CHECK(treesync::meets_untrusted_symlink((t / "backup" / "planted" / "x").string(), r));
   CHECK(r.untrusted == (t / "admin" / "planted").string());
 }
+
+// ---- issue 45 item 1: the directory the walk checked is the one the run uses --------------------
+// Each case walks DST as the CLI does (open_trusted_dir), then exchanges a component of its path
+// for a link to a victim directory at the exact point between the walk and the run, then runs
+// sync() on a posix_fs pinned to what the walk reached: the victim must be untouched.
+
+namespace {
+
+// t/src with one file; t/p (DST's parent) and t/victim with a canary
+void pin_tree(const treesync_test::temp_dir& t) {
+  std::filesystem::create_directories(t / "src");
+  std::filesystem::create_directories(t / "p");
+  std::filesystem::create_directories(t / "victim");
+  write_file(t / "src" / "a", "a\n");
+  write_file(t / "victim" / "canary", "c\n");
+}
+
+// DST's parent exchanged for a link (the caller's own: the rule would follow it) to the victim
+void exchange_parent(const treesync_test::temp_dir& t) {
+  std::filesystem::rename(t / "p", t / "p-checked");
+  link_owned(t / "victim", t / "p", ::geteuid());
+}
+
+}  // namespace
+
+TEST_CASE("open_trusted_dir + pin_root: an existing DST is run in as checked though its parent became a link since") {
+  treesync_test::temp_dir t;
+  pin_tree(t);
+  std::filesystem::create_directories(t / "p" / "dst");
+  const std::filesystem::path dst = t / "p" / "dst";
+  const treesync::trusted_open_result r = treesync::open_trusted_dir(dst.string());
+  REQUIRE(r.fd >= 0);
+  CHECK(r.parent < 0);
+  treesync::posix_fs fs;
+  fs.pin_root(dst, r.fd);
+  ::close(r.fd);
+  std::filesystem::create_directories(t / "victim" / "dst");
+  write_file(t / "victim" / "dst" / "precious", "p\n");
+  exchange_parent(t);
+  const treesync::report rep = treesync::sync(fs, t / "src", dst, treesync::deletion::extraneous);
+  CHECK(rep.errors.empty());
+  CHECK(std::filesystem::exists(t / "p-checked" / "dst" / "a"));
+  CHECK(std::filesystem::exists(t / "victim" / "dst" / "precious"));
+  CHECK_FALSE(std::filesystem::exists(t / "victim" / "dst" / "a"));
+}
+
+TEST_CASE("open_trusted_dir of a missing DST keeps its parent; pin_missing_root makes DST there though the parent became a link since") {
+  treesync_test::temp_dir t;
+  pin_tree(t);
+  const std::filesystem::path dst = t / "p" / "dst";
+  const treesync::trusted_open_result r = treesync::open_trusted_dir(dst.string());
+  REQUIRE(r.missing_leaf());
+  CHECK(r.error == ENOENT);
+  CHECK(r.leaf == "dst");
+  treesync::posix_fs fs;
+  fs.pin_missing_root(dst, r.parent);
+  ::close(r.parent);
+  exchange_parent(t);
+  std::error_code ec;
+  const treesync::report rep = treesync::sync(fs, t / "src", dst, treesync::options{}, ec);
+  CHECK_FALSE(ec);
+  CHECK(rep.errors.empty());
+  CHECK(std::filesystem::exists(t / "p-checked" / "dst" / "a"));
+  CHECK_FALSE(std::filesystem::exists(t / "victim" / "dst"));
+  CHECK(std::filesystem::exists(t / "victim" / "canary"));
+}
+
+TEST_CASE("pin_missing_root: a link put at DST's name after the walk is refused, nothing written through it") {
+  treesync_test::temp_dir t;
+  pin_tree(t);
+  const std::filesystem::path dst = t / "p" / "dst";
+  const treesync::trusted_open_result r = treesync::open_trusted_dir(dst.string());
+  REQUIRE(r.missing_leaf());
+  treesync::posix_fs fs;
+  fs.pin_missing_root(dst, r.parent);
+  ::close(r.parent);
+  link_owned(t / "victim", dst, ::geteuid());  // DST's name now a link to the victim
+  std::error_code ec;
+  const treesync::report rep = treesync::sync(fs, t / "src", dst, treesync::deletion::extraneous, ec);
+  CHECK(ec == std::errc::too_many_symbolic_link_levels);
+  CHECK_FALSE(std::filesystem::exists(t / "victim" / "a"));
+  CHECK(std::filesystem::exists(t / "victim" / "canary"));
+}
+
+TEST_CASE("open_trusted_dir keeps no parent for a missing name reached through a link (a dangling DST link)") {
+  treesync_test::temp_dir t;
+  std::filesystem::create_directories(t / "p");
+  link_owned(t / "p" / "gone", t / "dst", ::geteuid());
+  const treesync::trusted_open_result r = treesync::open_trusted_dir((t / "dst").string());
+  CHECK(r.fd < 0);
+  CHECK(r.parent < 0);
+  CHECK(r.error == ENOENT);
+}
+
+TEST_CASE("open_trusted_dir keeps no parent when a component above the last one is missing") {
+  treesync_test::temp_dir t;
+  const treesync::trusted_open_result r = treesync::open_trusted_dir((t / "none" / "dst").string());
+  CHECK(r.fd < 0);
+  CHECK(r.parent < 0);
+  CHECK(r.error == ENOENT);
+}

@@ -55,11 +55,15 @@ struct cli_compare {
   }
 };
 
-/// The directories dst_rule_files() read DST's rule files from, kept open: the files those merge
-/// are read below them (never by path), and the run works in the very directory read (pin_dst()).
+/// DST as the walk under rsync 3.5's rule reached it (walk_destination(), cli/trust.hpp), kept
+/// open: the run works in that very directory (pin_dst()), DST's rule files are read from it and
+/// the files those merge below it, never by path (dst_rule_files()), and a missing DST is made in
+/// the directory the walk checked (prepare_destination()).  So the check holds until the open.
 struct dst_directories {
-  int parent = -1;   // DST's parent (SRC without a slash)
-  int top = -1;      // DST
+  int parent = -1;   // the directory options::dst_root is in: DST for SRC without a slash (DST/NAME)
+  int top = -1;      // options::dst_root, -1 while it does not exist
+  int made_in = -1;  // SRC without a slash and DST missing: DST's parent, where DST is made (O_PATH)
+  std::string made_leaf;  // and DST's name there
   std::string path;  // DST as the run names it (options::dst_root)
   std::string name;
   std::mutex mu;
@@ -71,6 +75,7 @@ struct dst_directories {
   ~dst_directories() {
     if (parent >= 0) ::close(parent);
     if (top >= 0) ::close(top);
+    if (made_in >= 0) ::close(made_in);
   }
 };
 
@@ -154,10 +159,17 @@ inline cli_compare make_compare(const options& o, progress_meter* meter = nullpt
   return cli_compare{{o.compare, std::chrono::nanoseconds(o.modify_window_ns)}, meter};
 }
 
-/// The filesystem of a run (posix_fs): DST pinned to the directory DST's rule files were read
-/// from (keep_dst_rule_files), so that a DST renamed in between is not the one the run works in.
+/// The filesystem of a run (posix_fs): DST pinned to the directory the walk checked and DST's
+/// rule files were read from (walk_destination, keep_dst_rule_files), or, when DST does not exist
+/// yet, to the directory it is to be made in; so a name given to another directory (or to a link)
+/// in between is not where the run works.
 inline void pin_dst(treesync::posix_fs& fs, const cli_deletion& deletion) {
-  if (deletion.dst_dirs && deletion.dst_dirs->top >= 0) fs.pin_root(deletion.dst_dirs->path, deletion.dst_dirs->top);
+  const dst_directories* d = deletion.dst_dirs.get();
+  if (!d) return;
+  if (d->top >= 0)
+    fs.pin_root(d->path, d->top);
+  else if (d->parent >= 0)
+    fs.pin_missing_root(d->path, d->parent);
 }
 
 /// sync() of `src` into `dst` with the comparison `compare`, the policies of the command line `o`
@@ -239,6 +251,8 @@ struct made_destination {
   std::string path;    // "" when nothing was made
   std::string parent;  // DST's parent, and its times before the mkdir
   struct timespec times[2] = {};
+  int at = -1;         // DST's parent as walked (dst_directories::made_in), or -1: by path
+  std::string leaf;    // DST's name there
 };
 
 /// rsync makes a missing DST (not its parents) before it copies SRC into DST/NAME.  Called before
@@ -250,7 +264,9 @@ struct made_destination {
 /// the library then refuses with DST's own reason, or, under -n, plans DST/NAME's contents as new
 /// into a DST that does not exist, which is the same plan.  A DST made here that the library then
 /// refuses to fill (an unsafe --backup-dir, ...) is removed again: unmake_destination().
-inline made_destination prepare_destination(options& opt) {
+/// `dirs`: DST as walked (walk_destination): DST is made there with mkdirat() and opened with
+/// O_NOFOLLOW (dirs->parent), and the run then makes NAME in it; without (--insecure-links), by path.
+inline made_destination prepare_destination(options& opt, dst_directories* dirs = nullptr) {
   made_destination made;
   if (opt.name.empty()) return made;
   struct stat st;
@@ -270,7 +286,15 @@ inline made_destination prepare_destination(options& opt) {
   made.parent = slash == std::string::npos ? "." : slash == 0 ? "/" : dst.substr(0, slash);
   struct stat parent;
   const bool have_times = ::stat(made.parent.c_str(), &parent) == 0;
-  if (::mkdir(opt.operands[1].c_str(), 0777) != 0) {
+  if (dirs && dirs->made_in >= 0) {  // in the directory the walk checked, never through a link there
+    if (::mkdirat(dirs->made_in, dirs->made_leaf.c_str(), 0777) != 0) {
+      opt.dst_root = opt.operands[1];
+      return made_destination{};
+    }
+    made.at = dirs->made_in;
+    made.leaf = dirs->made_leaf;
+    dirs->parent = ::openat(dirs->made_in, dirs->made_leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  } else if (::mkdir(opt.operands[1].c_str(), 0777) != 0) {
     opt.dst_root = opt.operands[1];
     return made_destination{};
   }
@@ -287,7 +311,8 @@ inline made_destination prepare_destination(options& opt) {
 /// Takes back the DST prepare_destination() made, after a refusal: removed if still empty, its
 /// parent's times set back.
 inline void unmake_destination(const made_destination& made) {
-  if (made.path.empty() || ::rmdir(made.path.c_str()) != 0) return;
+  if (made.path.empty()) return;
+  if (made.at >= 0 ? ::unlinkat(made.at, made.leaf.c_str(), AT_REMOVEDIR) != 0 : ::rmdir(made.path.c_str()) != 0) return;
   ::utimensat(AT_FDCWD, made.parent.c_str(), made.times, 0);
 }
 
@@ -382,7 +407,8 @@ inline constexpr std::size_t dst_rule_budget = std::size_t{64} << 20;
 /// `budget`: `texts.full`) is given "- *": what is in it is kept.
 inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr<dst_rule_texts>& texts,
                                                std::size_t budget = dst_rule_budget,
-                                               std::shared_ptr<const dst_directories>* dirs = nullptr) {
+                                               std::shared_ptr<const dst_directories>* dirs = nullptr,
+                                               std::shared_ptr<dst_directories> walked = nullptr) {
   std::vector<std::string> names;
   for (const auto& f : o.filters) {
     if (f.kind != filter_arg::rule || !(f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0)) continue;
@@ -395,21 +421,22 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
   texts = std::make_shared<dst_rule_texts>();
   texts->budget = budget;
   const auto open_dir = [](const fs::path& p) { return ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); };
-  auto merged = std::make_shared<dst_directories>();
-  merged->name = o.name;
-  merged->path = o.dst_root;
+  // the directories as walked (walk_destination), or under --insecure-links opened by path here
+  auto merged = walked ? walked : std::make_shared<dst_directories>();
+  if (!walked) {
+    merged->name = o.name;
+    merged->path = o.dst_root;
+    if (!o.name.empty()) merged->parent = open_dir(root);
+    merged->top = open_dir(top);
+  }
   if (dirs) *dirs = merged;
-  if (!o.name.empty()) {  // DST's parent: its own files only
-    const int fd = open_dir(root);
+  if (!o.name.empty()) {  // DST itself (NAME's parent): its own files only
+    const int fd = merged->parent;
     for (const auto& n : names)
       if (auto text = fd < 0 ? std::nullopt : read_dst_rule_file(fd, n)) texts->keep("", n, std::move(*text));
-    merged->parent = fd;
   }
-  const int fd = open_dir(top);
-  if (fd >= 0) {
-    read_dst_rule_tree(fd, o.name, names, *texts);
-    merged->top = fd;
-  }  // else: DST does not exist yet (or is not a directory): it holds no rule files
+  if (merged->top >= 0) read_dst_rule_tree(merged->top, o.name, names, *texts);
+  // else: DST does not exist yet (or is not a directory): it holds no rule files
   std::shared_ptr<const dst_rule_texts> held = texts;
   return [held, names, merged, budget](std::string_view dir, std::string_view name) -> std::string {
     const auto kept = held->lookup(dir, name);
@@ -454,7 +481,8 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
 template <class Read>
 bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion, std::string& message,
                          std::string& notice, const treesync::filter* src_rules = nullptr,
-                         std::optional<treesync::merge_depth_error>* depth_error = nullptr) {
+                         std::optional<treesync::merge_depth_error>* depth_error = nullptr,
+                         std::shared_ptr<dst_directories> walked = nullptr) {
   if (opt.deletion != deletion_mode::extraneous ||
       std::none_of(opt.filters.begin(), opt.filters.end(), [](const filter_arg& f) {
         return f.kind == filter_arg::rule && (f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0);
@@ -464,7 +492,7 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
   std::shared_ptr<dst_rule_texts> texts;
   std::shared_ptr<const dst_directories> dirs;
   filter_error bad;
-  if (!make_filter(opt, read, *rules, bad, dst_rule_files(opt, texts, dst_rule_budget, &dirs)))
+  if (!make_filter(opt, read, *rules, bad, dst_rule_files(opt, texts, dst_rule_budget, &dirs, std::move(walked))))
     return true;  // the source's filter failed first
   // one budget of parsed rules for SRC's and DST's rule files; past it, DST's keep everything
   if (src_rules) rules->share_rule_budget(*src_rules);

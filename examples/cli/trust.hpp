@@ -89,15 +89,66 @@ struct rule_file_reader {
   }
 };
 
+/// Walks DST (and NAME below it, for SRC without a trailing slash) under the rule and keeps what
+/// the walk reached open for the run (`dirs`: pin_dst, dst_rule_files, prepare_destination): DST
+/// (options::dst_root) when it exists, else the directory it is to be made in.  A refused link
+/// gives the refusal (exit 3) and no `dirs`; so does a DST the walk cannot reach (a component
+/// missing above its last one, not a directory, ...): the library then says why by path.
+inline std::optional<trust_refusal> walk_destination(const options& o, std::shared_ptr<dst_directories>& dirs) {
+  dirs.reset();
+  const auto refusal = [&o](const treesync::trusted_open_result& r) {
+    return trust_refusal{3, "destination " + display(o.operands[1]) + ": " + untrusted_link_reason(r), o.operands[1]};
+  };
+  auto d = std::make_shared<dst_directories>();
+  d->path = o.dst_root;
+  d->name = o.name;
+  if (o.name.empty()) {
+    const treesync::trusted_open_result r = treesync::open_trusted_dir(o.dst_root);
+    if (r.refused()) return refusal(r);
+    if (r.fd >= 0)
+      d->top = r.fd;
+    else if (r.missing_leaf())
+      d->parent = r.parent;
+    else
+      return std::nullopt;
+    dirs = std::move(d);
+    return std::nullopt;
+  }
+  // SRC without a slash: DST, then NAME from DST's descriptor
+  const treesync::trusted_open_result r = treesync::open_trusted_dir(o.operands[1]);
+  if (r.refused()) return refusal(r);
+  if (r.missing_leaf()) {  // DST is made by prepare_destination, in the directory walked
+    d->made_in = r.parent;
+    d->made_leaf = r.leaf;
+    dirs = std::move(d);
+    return std::nullopt;
+  }
+  if (r.fd < 0) return std::nullopt;
+  d->parent = r.fd;
+  const treesync::trusted_open_result n = treesync::open_trusted_dir_at(r.fd, o.operands[1], o.name);
+  if (n.parent >= 0) ::close(n.parent);  // (DST itself: d->parent)
+  if (n.refused()) return refusal(n);
+  if (n.fd >= 0)
+    d->top = n.fd;
+  else if (!n.missing_leaf())
+    return std::nullopt;
+  dirs = std::move(d);
+  return std::nullopt;
+}
+
 /// The first of DST (DST/NAME included), --backup-dir (relative: to the directory mirrored) and
 /// --state whose walk meets a symbolic link of another user than root or the caller, or nothing
 /// (also under --insecure-links).  A path missing from some component on is walked as far as it
-/// exists.
-inline std::optional<trust_refusal> untrusted_operator_path(const options& o) {
+/// exists.  `dirs`: what DST's walk reached, for the run (walk_destination; none under
+/// --insecure-links).
+inline std::optional<trust_refusal> untrusted_operator_path(const options& o,
+                                                            std::shared_ptr<dst_directories>* dirs = nullptr) {
+  if (dirs) dirs->reset();
   if (o.insecure_links) return std::nullopt;
   treesync::trusted_open_result r;
-  if (treesync::meets_untrusted_symlink(o.dst_root, r))
-    return trust_refusal{3, "destination " + display(o.operands[1]) + ": " + untrusted_link_reason(r), o.operands[1]};
+  std::shared_ptr<dst_directories> walked;
+  if (auto t = walk_destination(o, walked)) return t;
+  if (dirs) *dirs = std::move(walked);
   if (o.backup_dir) {
     const std::string& b = *o.backup_dir;
     const std::string path = b[0] == '/' ? b : join_name(o.dst_root, b);

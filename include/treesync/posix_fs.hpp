@@ -11,6 +11,8 @@
 #include "filesystem.hpp"
 #include "detail/posix_io.hpp"
 
+#include <climits>
+
 namespace treesync {
 inline namespace v0 {
 
@@ -67,37 +69,80 @@ class posix_fs : private detail::posix_files {
 
   /// Makes the directory open as `fd` the one the path `p` names for this filesystem: open_root(p)
   /// and stat_path(p) for exactly that path use the descriptor (a duplicate is kept), not the
-  /// path.  A caller that read something through `fd` before the run (the CLI: DST's rule files)
-  /// then runs on that very directory, even if the name was given to another one in between.
-  void pin_root(const std::filesystem::path& p, int fd) {
-    const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (own < 0) return;
-    pinned_ = std::make_shared<const pinned_dir>(p.native(), own);
+  /// path, and canonical(p) is the descriptor's.  A caller that checked or read something through
+  /// `fd` before the run (the CLI: the walk of DST under rsync's untrusted-symlink rule, DST's
+  /// rule files) then runs on that very directory, even if the name was given to another one in
+  /// between.  `fd` may be an O_PATH descriptor.
+  void pin_root(const std::filesystem::path& p, int fd) { pin(p, fd, std::string()); }
+
+  /// The same for a root `p` that does not exist yet, whose parent directory is open as
+  /// `parent_fd` (open_trusted_dir()'s `parent`): stat_path(p) is fstatat() of p's last component
+  /// there and never follows a link (a link put there since is refused: ELOOP), make_root(p) is
+  /// mkdirat() there, open_root(p) opens it there with O_NOFOLLOW, and canonical() of p's parent
+  /// is the descriptor's.  So a missing destination is made and opened in the directory checked,
+  /// whatever that directory's path names by then.
+  void pin_missing_root(const std::filesystem::path& p, int parent_fd) {
+    const std::string leaf = strip(p.native()).substr(strip(p.native()).rfind('/') + 1);
+    if (leaf.empty() || leaf == "." || leaf == "..") return;
+    pin(p, parent_fd, leaf);
   }
 
   stat_info stat_path(const std::filesystem::path& p, bool follow, std::error_code& ec) const {
     struct ::stat st;
-    const int rc = pinned(p) ? ::fstat(pinned_->fd, &st) : follow ? ::stat(p.c_str(), &st) : ::lstat(p.c_str(), &st);
+    int rc;
+    if (!pinned(p)) {
+      rc = follow ? ::stat(p.c_str(), &st) : ::lstat(p.c_str(), &st);
+    } else if (pinned_->leaf.empty()) {
+      rc = ::fstat(pinned_->fd, &st);
+    } else {
+      rc = ::fstatat(pinned_->fd, pinned_->leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW);
+      if (rc == 0 && follow && S_ISLNK(st.st_mode)) {  // not followed: what the run was pinned to is not there
+        rc = -1;
+        errno = ELOOP;
+      }
+    }
     if (rc != 0) return set_errno(ec), stat_info{};
     ec.clear();
     return convert(st);
   }
 
   std::filesystem::path canonical(const std::filesystem::path& p, std::error_code& ec) const {
+    if (pinned_) {
+      const std::string want = strip(p.native());
+      std::string at;  // the pinned directory's path now, from its descriptor
+      if (want == pinned_->path && pinned_->leaf.empty()) {
+        at = fd_path(pinned_->fd);
+      } else if (!pinned_->leaf.empty() && want == pinned_->parent()) {
+        at = fd_path(pinned_->fd);
+      } else if (!pinned_->leaf.empty() && want == pinned_->path) {
+        struct ::stat st;
+        if (::fstatat(pinned_->fd, pinned_->leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+          return set_errno(ec), std::filesystem::path();
+        if (!S_ISDIR(st.st_mode))
+          return ec = std::make_error_code(std::errc::not_a_directory), std::filesystem::path();
+        at = fd_path(pinned_->fd);
+        if (!at.empty()) at += (at == "/" ? "" : "/") + pinned_->leaf;
+      }
+      if (!at.empty()) return ec.clear(), std::filesystem::path(at);
+    }
     return std::filesystem::canonical(p, ec);
   }
 
   dir_handle open_root(const std::filesystem::path& p, std::error_code& ec) const {
     // a pinned root: a new open file description of the same directory (a dup would share the
     // listing offset with the descriptor's other users)
-    const int fd = pinned(p) ? ::openat(pinned_->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                             : ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int fd = !pinned(p)               ? ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                   : pinned_->leaf.empty() ? ::openat(pinned_->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                           : ::openat(pinned_->fd, pinned_->leaf.c_str(),
+                                                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return set_errno(ec), dir_handle{};
     ec.clear();
     return dir_handle(fd);
   }
 
   void make_root(const std::filesystem::path& p, std::uint32_t mode, std::error_code& ec) const {
+    if (pinned(p) && !pinned_->leaf.empty())
+      return check(::mkdirat(pinned_->fd, pinned_->leaf.c_str(), static_cast<mode_t>(mode)), ec);
     check(::mkdir(p.c_str(), static_cast<mode_t>(mode)), ec);
   }
 
@@ -588,15 +633,38 @@ class posix_fs : private detail::posix_files {
     res.destination_failed = false;
   }
 
+  // pin_root(): `fd` is the root `path`; pin_missing_root(): `fd` is its parent and `leaf` its name
   struct pinned_dir {
-    std::string path;
+    std::string path;  // without trailing separators
     int fd;
-    pinned_dir(std::string p, int f) : path(std::move(p)), fd(f) {}
+    std::string leaf;
+    pinned_dir(std::string p, int f, std::string l) : path(std::move(p)), fd(f), leaf(std::move(l)) {}
     pinned_dir(const pinned_dir&) = delete;
     pinned_dir& operator=(const pinned_dir&) = delete;
     ~pinned_dir() { ::close(fd); }
+    std::string parent() const {  // `path` without its last component, as stripped paths spell it
+      const std::size_t slash = path.rfind('/');
+      return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    }
   };
-  bool pinned(const std::filesystem::path& p) const { return pinned_ && p.native() == pinned_->path; }
+  static std::string strip(std::string p) {
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    return p;
+  }
+  // the path the descriptor's directory has now ("" when /proc cannot say)
+  static std::string fd_path(int fd) {
+    char buf[PATH_MAX + 1];
+    const std::string link = "/proc/self/fd/" + std::to_string(fd);
+    const ssize_t n = ::readlink(link.c_str(), buf, sizeof buf - 1);
+    if (n <= 0 || buf[0] != '/') return std::string();
+    return std::string(buf, static_cast<std::size_t>(n));
+  }
+  void pin(const std::filesystem::path& p, int fd, std::string leaf) {
+    const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0) return;
+    pinned_ = std::make_shared<const pinned_dir>(strip(p.native()), own, std::move(leaf));
+  }
+  bool pinned(const std::filesystem::path& p) const { return pinned_ && strip(p.native()) == pinned_->path; }
 
   std::int64_t racy_;
   uid_t euid_;  // the user this process acts as, taken once (settle_special, settle_link, check_made_dir, user_id)

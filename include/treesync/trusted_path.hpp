@@ -26,8 +26,19 @@ struct trusted_open_result {
   int error = 0;
   std::string untrusted;  // "" unless a link was refused
   uid_t owner = 0;        // the refused link's owner
+  // open_trusted_dir() only: when the path's last component is missing (and was not reached
+  // through a link), its parent's descriptor (O_PATH) and that component; fd is then -1, error ENOENT
+  int parent = -1;
+  std::string leaf;
   bool refused() const { return !untrusted.empty(); }
+  /// Whether the path is missing but its parent was reached: `parent` and `leaf` name it.
+  bool missing_leaf() const { return fd < 0 && parent >= 0; }
 };
+
+namespace detail {
+inline trusted_open_result walk_trusted(std::string_view path, int flags, bool keep_parent, int start = -1,
+                                        std::string_view start_shown = {});
+}  // namespace detail
 
 /// Opens `path` (absolute, or relative to the working directory) with `flags` (O_NOFOLLOW is
 /// added for the last component; O_CREAT is not supported), resolving it one component at a
@@ -39,6 +50,29 @@ struct trusted_open_result {
 /// On failure fd is -1 and `error` says why (ENOENT when a component is missing: nothing there
 /// was followed, the caller decides whether a missing path is an error).
 inline trusted_open_result open_trusted(std::string_view path, int flags) {
+  return detail::walk_trusted(path, flags, false);
+}
+
+/// open_trusted() of the directory `path` (O_RDONLY | O_DIRECTORY): the directory a run is to use,
+/// reached by the same walk that checked it.  When only its last component is missing, and the
+/// walk did not reach that name through a link, the result keeps the parent's descriptor
+/// (`parent`, O_PATH) and the name (`leaf`): the caller makes the directory there with mkdirat()
+/// and opens it with O_NOFOLLOW, so that the check holds until the open (posix_fs::pin_missing_root).
+/// The caller closes `fd` and `parent`.
+inline trusted_open_result open_trusted_dir(std::string_view path) {
+  return detail::walk_trusted(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, true);
+}
+
+/// open_trusted_dir() of `path` relative to the directory open as `dirfd` (a relative `path`; the
+/// walk may leave `dirfd` by ".." or an absolute link target), `shown` being that directory's path
+/// for the names in the result.  The CLI walks DST, then NAME from DST's descriptor.
+inline trusted_open_result open_trusted_dir_at(int dirfd, std::string_view shown, std::string_view path) {
+  return detail::walk_trusted(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, true, dirfd, shown);
+}
+
+namespace detail {
+inline trusted_open_result walk_trusted(std::string_view path, int flags, bool keep_parent, int start,
+                                        std::string_view start_shown) {
   trusted_open_result r;
   if (path.empty()) {
     r.error = ENOENT;
@@ -48,6 +82,14 @@ inline trusted_open_result open_trusted(std::string_view path, int flags) {
   const uid_t me = ::geteuid();
   int dfd = -1;  // -1: the working directory (AT_FDCWD), not owned
   std::string reached;  // the directory reached, as a path ("" for the working directory)
+  if (start >= 0) {  // from the caller's directory: a descriptor of our own
+    dfd = ::openat(start, ".", dir_flags);
+    if (dfd < 0) {
+      r.error = errno;
+      return r;
+    }
+    reached = std::string(start_shown);
+  }
   const auto close_dir = [&dfd] {
     if (dfd >= 0) ::close(dfd);
     dfd = -1;
@@ -65,6 +107,7 @@ inline trusted_open_result open_trusted(std::string_view path, int flags) {
     return r;
   }
   int links = 40;
+  bool via_link = false;  // the last component was a link, followed
   for (;;) {
     std::size_t start = remaining.find_first_not_of('/');
     if (start == std::string::npos) {  // nothing left: the directory reached itself
@@ -84,11 +127,27 @@ inline trusted_open_result open_trusted(std::string_view path, int flags) {
     struct stat st;
     if (comp != "." && comp != ".." && ::fstatat(at(), comp.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       r.error = errno;
+      if (r.error == ENOENT && last && keep_parent && !via_link) {  // the name to make, in the directory reached
+        r.parent = dfd >= 0 ? dfd : ::open(".", dir_flags);
+        dfd = -1;
+        r.leaf = comp;
+        if (r.parent < 0) r.error = errno;
+      }
       close_dir();
       return r;
     }
     if (comp != "." && comp != ".." && S_ISLNK(st.st_mode)) {
+      // the owner checked and the target read on one descriptor of the link: a link exchanged for
+      // another after the check is not the one read (readlinkat of "" reads the link itself)
+      const int link = ::openat(at(), comp.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      if (link < 0 || ::fstat(link, &st) != 0 || !S_ISLNK(st.st_mode)) {
+        r.error = link < 0 ? errno : EAGAIN;  // (no longer a link: the path changed during the walk)
+        if (link >= 0) ::close(link);
+        close_dir();
+        return r;
+      }
       if (st.st_uid != 0 && st.st_uid != me) {
+        ::close(link);
         r.error = ELOOP;
         r.untrusted = shown;
         r.owner = st.st_uid;
@@ -96,12 +155,15 @@ inline trusted_open_result open_trusted(std::string_view path, int flags) {
         return r;
       }
       if (--links < 0) {
+        ::close(link);
         r.error = ELOOP;
         close_dir();
         return r;
       }
       std::string target(static_cast<std::size_t>(st.st_size > 0 ? st.st_size : 0) + 256, '\0');
-      const ssize_t n = ::readlinkat(at(), comp.c_str(), &target[0], target.size());
+      const ssize_t n = ::readlinkat(link, "", &target[0], target.size());
+      ::close(link);
+      if (last) via_link = true;  // what the path ends at is reached through a link
       if (n < 0 || static_cast<std::size_t>(n) >= target.size()) {
         r.error = n < 0 ? errno : ENAMETOOLONG;
         close_dir();
@@ -138,6 +200,7 @@ inline trusted_open_result open_trusted(std::string_view path, int flags) {
     reached = shown;  // (".." kept as spelled: the name is for messages only)
   }
 }
+}  // namespace detail
 
 /// Whether the walk of `path` (as open_trusted() does it, nothing opened but O_PATH descriptors)
 /// meets a symbolic link owned by another user than root or the effective user; `result` then
