@@ -26,6 +26,10 @@
 #include <utility>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 namespace py = pybind11;
 
 namespace {
@@ -230,7 +234,61 @@ T get(const py::dict& o, const char* key, T fallback) {
   return o.contains(key) && !o[key].is_none() ? o[key].cast<T>() : fallback;
 }
 
+/// The walk of an operator-named path (issue 45 item 5): what the run then uses is what the check
+/// was made on.  `mode`: 0 a file to read (O_RDONLY), 1 the destination under the CLI's rule
+/// (treesync::open_trusted_dir: a missing one's parent kept), 2 the destination with no link as
+/// its last component whoever owns it (sync_tree's rmtree rule; links above it followed), 3 a
+/// check only (O_PATH, closed).  Returns (fd, parent fd, leaf, untrusted link or None, its owner,
+/// errno, last component is a link): the caller closes the descriptors (>= 0).
+py::tuple walk(const std::string& path, int mode) {
+  treesync::trusted_open_result r;
+  bool final_link = false;
+  if (mode == 0) {
+    r = treesync::open_trusted(no_nul(path), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  } else if (mode == 1) {
+    r = treesync::open_trusted_dir(no_nul(path));
+  } else if (mode == 3) {
+    (void)treesync::meets_untrusted_symlink(no_nul(path), r);
+  } else {
+    std::string p = no_nul(path);
+    while (p.size() > 1 && p.back() == '/') p.pop_back();
+    const std::size_t slash = p.rfind('/');
+    const std::string parent = slash == std::string::npos ? "." : slash == 0 ? "/" : p.substr(0, slash);
+    r.leaf = slash == std::string::npos ? p : p.substr(slash + 1);
+    r.parent = ::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (r.parent < 0) {
+      r.error = errno;
+      r.leaf.clear();
+    } else if (r.leaf == "." || r.leaf == ".." || r.leaf == "/") {  // no name of its own: as the path says
+      ::close(r.parent);
+      r.parent = -1;
+      r.leaf.clear();
+      r.fd = ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      if (r.fd < 0) r.error = errno;
+    } else {
+      r.fd = ::openat(r.parent, r.leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (r.fd >= 0) {
+        ::close(r.parent);
+        r.parent = -1;
+      } else {
+        r.error = errno;
+        struct stat st;
+        const bool exists = ::fstatat(r.parent, r.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
+        final_link = exists && S_ISLNK(st.st_mode);
+        if (exists) {  // a link (refused by the caller) or not a directory (the run says so, by path)
+          ::close(r.parent);
+          r.parent = -1;
+        }
+      }
+    }
+  }
+  return py::make_tuple(r.fd, r.parent, py::bytes(r.leaf),
+                        r.refused() ? py::object(py::bytes(r.untrusted)) : py::object(py::none()),
+                        static_cast<long>(r.owner), r.error, final_link);
+}
+
 /// The whole run: returns (report tuple, ec value, ec category, ec message, planned deletions or None).
+/// "dst_fd" / "dst_parent_fd": the destination as walk() reached it (pinned: the run works there).
 py::tuple run(const py::dict& o) {
   const std::string src = bytes_arg(o, "src"), dst = bytes_arg(o, "dst");
   treesync::options lib;
@@ -285,6 +343,7 @@ py::tuple run(const py::dict& o) {
   const double tick_s = get<double>(o, "tick", 0.02);
   const double progress_s = get<double>(o, "progress_interval", 0.1);
   const bool check_signals = get<bool>(o, "check_signals", true);
+  const int dst_fd = get<int>(o, "dst_fd", -1), dst_parent_fd = get<int>(o, "dst_parent_fd", -1);
   lib.cancel = &shared.cancel;
 
   // the run (on its own thread) and its outcome
@@ -302,7 +361,12 @@ py::tuple run(const py::dict& o) {
   const auto body = [&] {
     try {
       py_observer obs{&shared};
-      rep = treesync::sync(std::filesystem::path(src), std::filesystem::path(dst), lib, compare, deletion, links,
+      treesync::posix_fs fs;
+      if (dst_fd >= 0)
+        fs.pin_root(std::filesystem::path(dst), dst_fd);
+      else if (dst_parent_fd >= 0)
+        fs.pin_missing_root(std::filesystem::path(dst), dst_parent_fd);
+      rep = treesync::sync(fs, std::filesystem::path(src), std::filesystem::path(dst), lib, compare, deletion, links,
                            exclude, obs, ec);
       if (ec == treesync::errc::max_delete_exceeded) {  // the run counted them (none was made)
         planned = rep.would_delete;
@@ -406,6 +470,8 @@ PYBIND11_MODULE(_treesync, m) {
   m.attr("version") = TREESYNC_VERSION_STRING;
   m.def("run", &run, py::arg("options"),
         "Runs one sync from the option dict built by treesync.sync() (the GIL is released while it runs).");
+  m.def("walk", &walk, py::arg("path"), py::arg("mode"),
+        "Walks an operator-named path under the untrusted-symlink rule and keeps what it reached open.");
   m.def(
       "fnmatch",
       [](const std::string& name, const std::string& pattern) {

@@ -689,6 +689,100 @@ def test_sync_tree_follow_dst_symlink_mirrors_into_the_link_target(src, tmp_path
     assert os.path.islink(d) and tree(target) == tree(src)
 
 
+# issue 45 item 5: the check of dst is made on the descriptor the run uses. Each test swaps dst for
+# a link to a victim directory at the exact point between the check and the run (a wrapper around
+# the extension's run(), which the check precedes), and the victim must be untouched.
+def _swap_before_run(monkeypatch, swap):
+    real = treesync._treesync.run
+
+    def run(options):
+        swap()
+        return real(options)
+
+    monkeypatch.setattr(treesync._treesync, "run", run)
+
+
+def _victim(tmp_path):
+    v = tmp_path / "victim"
+    write(str(v / "precious"), b"canary")
+    return v
+
+
+def test_sync_tree_runs_in_the_dst_it_checked_though_dst_became_a_link_since(src, tmp_path, monkeypatch):
+    v, d = _victim(tmp_path), tmp_path / "d"
+    os.mkdir(d)
+
+    def swap():
+        os.rename(d, tmp_path / "d-checked")
+        os.symlink(str(v), d)
+
+    _swap_before_run(monkeypatch, swap)
+    treesync.sync_tree(src, d)
+    assert tree(v) == {b"precious": ("f", b"canary")}
+    assert tree(tmp_path / "d-checked") == tree(src)
+
+
+def test_sync_runs_in_the_dst_it_checked_though_dst_became_a_link_since(src, tmp_path, monkeypatch):
+    v, d = _victim(tmp_path), tmp_path / "d"
+    os.mkdir(d)
+
+    def swap():
+        os.rename(d, tmp_path / "d-checked")
+        os.symlink(str(v), d)
+
+    _swap_before_run(monkeypatch, swap)
+    treesync.sync(src, d)
+    assert tree(v) == {b"precious": ("f", b"canary")}
+    assert tree(tmp_path / "d-checked") == tree(src)
+
+
+def test_sync_tree_refuses_a_link_put_at_a_missing_dst_after_the_check(src, tmp_path, monkeypatch):
+    v, d = _victim(tmp_path), tmp_path / "d"
+    _swap_before_run(monkeypatch, lambda: os.symlink(str(v), d))
+    with pytest.raises(treesync.Error) as info:
+        treesync.sync_tree(src, d)
+    assert info.value.errno == errno.ELOOP
+    assert tree(v) == {b"precious": ("f", b"canary")}
+
+
+def _link_of_another_user(target, link):
+    os.symlink(str(target), link)
+    os.lchown(link, 65534, 65534)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to plant a link owned by another user")
+def test_sync_refuses_another_users_link_in_dst_as_the_cli_does(src, tmp_path):
+    v = _victim(tmp_path)
+    _link_of_another_user(v, tmp_path / "d")
+    with pytest.raises(treesync.Refused) as info:
+        treesync.sync(src, tmp_path / "d")
+    assert info.value.errno == errno.ELOOP and "owned by uid 65534" in str(info.value)
+    assert "insecure_links=True" in str(info.value)
+    assert tree(v) == {b"precious": ("f", b"canary")}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to plant a link owned by another user")
+def test_sync_insecure_links_follows_another_users_link_in_dst(src, tmp_path):
+    v = _victim(tmp_path)
+    _link_of_another_user(v, tmp_path / "d")
+    treesync.sync(src, tmp_path / "d", insecure_links=True)
+    assert tree(v) == tree(src)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to plant a link owned by another user")
+def test_sync_refuses_an_exclude_from_file_behind_another_users_link(src, tmp_path):
+    write(str(tmp_path / "secret"), b"root's\n")
+    _link_of_another_user(tmp_path / "secret", tmp_path / "rules")
+    with pytest.raises(treesync.Refused, match="exclude_from .*owned by uid 65534"):
+        treesync.sync(src, tmp_path / "d", exclude_from=tmp_path / "rules")
+    assert not (tmp_path / "d").exists()
+
+
+def test_sync_exclude_from_a_missing_file_raises_file_not_found(src, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        treesync.sync(src, tmp_path / "d", exclude_from=tmp_path / "none")
+
+
 def test_sync_tree_racy_mtime(tmp_path):
     s, d = tmp_path / "s", tmp_path / "d"
     write(str(s / "gen.h"), b"version 1")

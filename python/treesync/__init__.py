@@ -208,6 +208,44 @@ def _error(base, errno, message, path=None, **kw):
 _ENTRY_ERRNO = {"dangling_symlink": _errno.ENOENT, "symlink_cycle": _errno.ELOOP, "vanished": _errno.ENOENT}
 
 
+def _untrusted(what, link, owner):
+    """Refused: the CLI's wording for another user's symbolic link on a path the caller named."""
+    return _error(Refused, _errno.ELOOP, "%s: symbolic link %s is owned by uid %d, neither root nor the caller: "
+                  "not followed (rsync 3.5's rule; insecure_links=True follows it; nothing was written)"
+                  % (what, _os.fsdecode(link), owner), _os.fsdecode(link))
+
+
+def _read_trusted(path, what):
+    """The bytes of the file `path`, opened by the walk that checked it (no other user's symlink
+    followed at any component, as the CLI reads --exclude-from); open()'s errors otherwise."""
+    fd, parent, _leaf, link, owner, err, _final = _treesync.walk(_fspath_bytes(path, what), 0)
+    if link is not None:
+        raise _untrusted("%s %s" % (what, _os.fsdecode(_fspath_bytes(path, what))), link, owner)
+    if fd < 0:
+        raise OSError(err, _os.strerror(err), _os.fsdecode(_fspath_bytes(path, what)))
+    with open(fd, "rb") as f:
+        return f.read()
+
+
+def _walk_dst(bdst, mode, what="destination"):
+    """dst walked as the run will use it (_treesync.walk mode 1: the CLI's rule, 2: no link as its
+    last component): (fd, parent fd), for run()'s dst_fd / dst_parent_fd; the caller closes them."""
+    fd, parent, _leaf, link, owner, _err, final_link = _treesync.walk(bdst, mode)
+    if link is not None:
+        raise _untrusted("%s %s" % (what, _os.fsdecode(bdst)), link, owner)
+    if final_link:
+        d = _os.fsdecode(bdst)
+        raise _error(Refused, None, "Cannot call rmtree on a symbolic link: %s (sync_tree refuses it as "
+                     "shutil.rmtree does; follow_dst_symlink=True mirrors into its target)" % d, d)
+    return fd, parent
+
+
+def _close(*fds):
+    for fd in fds:
+        if fd >= 0:
+            _os.close(fd)
+
+
 def _fspath_bytes(p, what):
     if p is None:
         return None
@@ -276,7 +314,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
          links="follow", inplace=False, jobs=0, hard_links=False, owner=False, group=False, one_file_system=False,
          specials=False, xattrs=False, backup_dir=None, state=None, verify="full", durable=False, dry_run=False,
          stop_on_error=False, on_action=None, progress=None, progress_interval=0.1, cancel=None, max_size=None,
-         existing=False, ignore_existing=False):
+         existing=False, ignore_existing=False, insecure_links=False):
     """Mirrors the contents of ``src`` into ``dst`` and returns a Report.
 
     Keywords (the CLI's option in brackets): delete [--delete / --no-delete], delete_excluded
@@ -293,6 +331,13 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     missing is created].  Rules apply in the order filter,
     include, include_from, exclude, exclude_from: the first that matches an entry decides.
 
+    The paths you name are walked as the CLI walks them (rsync 3.5's rule): a symbolic link at any
+    component of ``dst``, ``exclude_from``, ``include_from``, ``state`` or ``backup_dir`` is
+    followed only when root or the caller owns it; another user's raises Refused (ELOOP) before
+    anything is written.  ``dst`` is then the directory that walk reached (or, missing, is made in
+    the directory it reached), whatever its path names by the time the run starts.
+    ``insecure_links=True`` follows every link, by path [--insecure-links].
+
     stop_on_error stops at the first failed entry (the report then holds it); on_action(Action) is
     called once per change, progress(Progress) every progress_interval seconds and at the end, both
     with the GIL held and one at a time; an exception they raise stops the run and is re-raised.
@@ -304,12 +349,18 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     rules = [(2, r) for r in _patterns(filter, "filter")]
     rules += [(1, p) for p in _patterns(include, "include")]
     if include_from is not None:
-        with open(include_from, "rb") as f:
-            rules.append((4, f.read()))
+        if insecure_links:
+            with open(include_from, "rb") as f:
+                rules.append((4, f.read()))
+        else:
+            rules.append((4, _read_trusted(include_from, "include_from")))
     rules += [(0, p) for p in _patterns(exclude, "exclude")]
     if exclude_from is not None:
-        with open(exclude_from, "rb") as f:
-            rules.append((3, f.read()))
+        if insecure_links:
+            with open(exclude_from, "rb") as f:
+                rules.append((3, f.read()))
+        else:
+            rules.append((3, _read_trusted(exclude_from, "exclude_from")))
     if max_delete is not None and (not isinstance(max_delete, int) or max_delete < 0):
         raise ValueError("max_delete=%r: expected a count (an int >= 0) or None" % (max_delete,))
     if max_size is not None and (not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0):
@@ -351,10 +402,22 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
         "progress_interval": float(progress_interval), "cancel": cancel,
         "check_signals": _threading.current_thread() is _threading.main_thread(),
     }
+    dst_fd = dst_parent = -1
+    if not insecure_links:
+        for what, path in (("state", options["state"]), ("backup_dir", options["backup_dir"])):
+            if path:
+                bpath = path if path.startswith(b"/") or what == "state" else _os.path.join(bdst, path)
+                _fd, _parent, _leaf, link, owner, _err, _final = _treesync.walk(bpath, 3)
+                if link is not None:
+                    raise _untrusted("%s %s" % (what, _os.fsdecode(path)), link, owner)
+        dst_fd, dst_parent = _walk_dst(bdst, 1)
+    options["dst_fd"], options["dst_parent_fd"] = dst_fd, dst_parent
     try:
         raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
     except _treesync.FilterError as e:
         raise Error(_errno.EINVAL, str(e), _os.fsdecode(bsrc)) from None
+    finally:
+        _close(dst_fd, dst_parent)
     report = Report(raw, decode, dry_run=bool(dry_run))
     if ec and report.cancelled and ec_errno == _errno.ECANCELED:
         return report  # cancel=Event: the partial report, cancelled=True
@@ -396,10 +459,8 @@ def sync_tree(src, dst, exclude=(), *, delete_excluded=True, follow_dst_symlink=
     names = _patterns(exclude, "exclude")
     decode = _os.fsdecode
     bsrc, bdst = _fspath_bytes(src, "src"), _fspath_bytes(dst, "dst")
-    if not follow_dst_symlink and _os.path.islink(bdst):  # rmtree's refusal: never the link's target
-        d = _os.fsdecode(bdst)
-        raise _error(Refused, None, "Cannot call rmtree on a symbolic link: %s (sync_tree refuses it as "
-                     "shutil.rmtree does; follow_dst_symlink=True mirrors into its target)" % d, d)
+    if not follow_dst_symlink and _os.path.islink(bdst):  # rmtree's refusal, first (the run's walk holds it)
+        _walk_dst(bdst, 2)
     if _os.path.isdir(bsrc):  # copytree makes dst's missing parents too (the library makes dst only)
         if _os.path.exists(bdst) and not _os.path.isdir(bdst):  # copytree's makedirs(dst): EEXIST
             d = _os.fsdecode(bdst)
@@ -418,10 +479,16 @@ def sync_tree(src, dst, exclude=(), *, delete_excluded=True, follow_dst_symlink=
     options = {"src": bsrc, "dst": bdst, "deletion": 2 if delete_excluded else 0, "name_excludes": names,
                "jobs": 0, "allow_empty_source": True, "stop_on_error": False,
                "check_signals": _threading.current_thread() is _threading.main_thread()}
+    # rmtree's refusal of a link at dst, made on the descriptor the run then uses (a link put there
+    # after the check is not followed either: the run's open refuses it)
+    dst_fd, dst_parent = (-1, -1) if follow_dst_symlink else _walk_dst(bdst, 2)
+    options["dst_fd"], options["dst_parent_fd"] = dst_fd, dst_parent
     try:
         raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
     except _treesync.FilterError as e:  # pragma: no cover - no rule files here
         raise Error(_errno.EINVAL, str(e), _os.fsdecode(bsrc)) from None
+    finally:
+        _close(dst_fd, dst_parent)
     report = Report(raw, decode)
     if ec:
         err = _refusal(ec, ec_category, ec_message, ec_errno, planned, bsrc, bdst, None, report)

@@ -165,6 +165,7 @@ def sync(
     max_size: Optional[int] = None,
     existing: bool = False,
     ignore_existing: bool = False,
+    insecure_links: bool = False,
 ) -> Report: ...
 
 # dst becomes src minus the excluded names (excluded leftovers in dst deleted; delete_excluded=False keeps them)
