@@ -155,7 +155,10 @@ class exclude {
 /// Budget: the rules parsed from rule files (per-directory and merged, not those added by
 /// add_rule()) that the filter's contexts hold at once count against max_rules() (default
 /// default_max_rules, about 100 bytes of memory each), shared by all threads and by the filters
-/// given share_rule_budget().  Past it, for a rule file of a directory: keep_all_past_budget(false)
+/// given share_rule_budget().  A rule counts once more for each further 64 bytes of its pattern,
+/// a `merge` line counts once, and a file merged N times counts N times (it is parsed N times):
+/// what is counted bounds the memory the rules hold.  A rule file past the budget gives back all
+/// it held.  Past it, for a rule file of a directory: keep_all_past_budget(false)
 /// (the default, for the transfer side) throws filter_error (the run stops there: a partial rule
 /// set would copy what should be excluded or skip what should be copied); keep_all_past_budget(true)
 /// (for a deletion side: what is excluded is kept) gives that directory the rule `- *`: all in

@@ -48,6 +48,10 @@ class filter_rules {
   using loader = std::function<std::string(std::string_view dir, std::string_view name)>;
   static constexpr std::size_t max_file_size = std::size_t{4} << 20;
   static constexpr int max_merges_per_file = 1024;  // `merge` lines read for one rule file, nested or not
+  // A rule parsed from a rule file counts once in the budget, and once more for each further
+  // `pattern_unit` bytes of its pattern: what the budget counts bounds what the rules hold, the
+  // patterns' text included (a merged file's text counts each time it is parsed).
+  static constexpr std::size_t pattern_unit = 64;
 
   filter_rules() : shared_(std::make_shared<shared_state>()) {}
   explicit filter_rules(loader load) : filter_rules() { shared_->load = std::move(load); }
@@ -580,8 +584,10 @@ class filter_rules {
   // An error never quotes a line's text (rsync's habit too): a rule file may merge any file the
   // run can read, and the message would copy that file's first bad line into someone's log.
   //
-  // Each rule parsed is counted in the filter's budget (over_budget past it: build() decides); the
-  // texts being parsed at once (a file and the files it merges) are bounded by 2 * max_file_size.
+  // Each rule parsed is counted in the filter's budget (over_budget past it: build() decides), once
+  // per `merge` line and once per rule kept, plus once per further pattern_unit bytes of its
+  // pattern: a file merged N times counts N times, its text included; the texts being parsed at
+  // once (a file and the files it merges) are bounded by 2 * max_file_size.
   void parse_file(std::string_view dir, std::string_view name, unsigned mods, rule_file& out, int& merges,
                   const std::string& merged_at = std::string(), std::size_t held_text = 0, int depth = 1) const {
     const std::string text = shared_->load ? shared_->load(dir, name) : std::string();
@@ -589,12 +595,17 @@ class filter_rules {
     held_text += text.size();
     if (held_text > 2 * max_file_size) throw over_budget{};
     budget_state& budget = *out.budget;
-    const auto charge = [&] {
-      if (budget.held.fetch_add(1) + 1 > budget.limit) {
-        budget.held.fetch_sub(1);
+    const auto charge = [&](std::size_t pattern_size) {
+      const std::size_t n = 1 + pattern_size / pattern_unit;
+      if (budget.held.fetch_add(n) + n > budget.limit) {
+        budget.held.fetch_sub(n);
         throw over_budget{};
       }
-      ++out.charged;
+      out.charged += n;
+    };
+    const auto keep = [&](rule r) {
+      charge(r.pattern.size());
+      out.rules.push_back(std::move(r));
     };
     std::string where = std::string(dir);
     if (!where.empty()) where += '/';
@@ -611,28 +622,25 @@ class filter_rules {
           out.cleared = true;
           return;
         }
-        charge();
-        out.rules.push_back(make_rule((mods & mod_include) != 0, token));
+        keep(make_rule((mods & mod_include) != 0, token));
         return;
       }
       parsed p;
       if (!parse_rule(token, p)) bad(token);
       switch (p.kind) {
         case kind_clear:
-          out.rules.clear();
+          out.rules.clear();  // their count stays charged, as their capacity stays held
           out.cleared = true;
           break;
         case kind_include:
         case kind_exclude:
           if (p.arg.empty()) break;
-          charge();
-          out.rules.push_back(make_rule(p.kind == kind_include, p.arg, (p.mods & mod_negate) != 0));
+          keep(make_rule(p.kind == kind_include, p.arg, (p.mods & mod_negate) != 0));
           break;
         case kind_dir_merge:
           check_merge_name(p.arg, where, lineno);
-          charge();
-          if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
-          out.rules.push_back(merge_rule(p.arg, p.mods));
+          if (p.mods & mod_self) keep(make_rule(false, basename(p.arg)));
+          keep(merge_rule(p.arg, p.mods));
           break;
         case kind_merge: {
           check_merge_name(p.arg, where, lineno);
@@ -642,8 +650,8 @@ class filter_rules {
           if (++merges > max_merges_per_file)
             throw filter_error("more than " + std::to_string(max_merges_per_file) + " merge files read for one rule file (" +
                                where + " line " + std::to_string(lineno) + ")");
-          charge();
-          if (p.mods & mod_self) out.rules.push_back(make_rule(false, basename(p.arg)));
+          charge(0);  // the line itself: a file merged N times is parsed, and counted, N times
+          if (p.mods & mod_self) keep(make_rule(false, basename(p.arg)));
           parse_file(dir, p.arg, p.mods, out, merges, std::string(dir).append(dir.empty() ? "" : "/").append(name) + " line " + std::to_string(lineno), held_text, depth + 1);
           break;
         }
@@ -710,7 +718,7 @@ class filter_rules {
       } catch (const over_budget&) {
         shared_->budget->overflows.fetch_add(1);
         file->release();
-        file->rules.clear();
+        std::vector<rule>().swap(file->rules);  // its memory given back, not only its count
         if (shared_->past == past_budget::refuse)
           throw filter_error("the rule files in force hold more than " + std::to_string(shared_->budget->limit) +
                              " rules, or merge more than " + std::to_string((2 * max_file_size) >> 20) +
