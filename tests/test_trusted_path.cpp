@@ -229,3 +229,50 @@ TEST_CASE("open_trusted_dir keeps no parent when a component above the last one 
   CHECK(r.parent < 0);
   CHECK(r.error == ENOENT);
 }
+
+TEST_CASE("posix_fs pins several roots: the state file's directory as walked keeps the state file though its name became a link since") {
+  treesync_test::temp_dir t;
+  pin_tree(t);
+  std::filesystem::create_directories(t / "p" / "dst");
+  std::filesystem::create_directories(t / "states");
+  const std::filesystem::path dst = t / "p" / "dst";
+  const treesync::trusted_open_result d = treesync::open_trusted_dir(dst.string());
+  const treesync::trusted_open_result s = treesync::open_trusted_dir((t / "states").string());
+  REQUIRE(d.fd >= 0);
+  REQUIRE(s.fd >= 0);
+  treesync::posix_fs fs;
+  fs.pin_root(dst, d.fd);
+  fs.pin_root(t / "states", s.fd);
+  ::close(d.fd);
+  ::close(s.fd);
+  std::filesystem::rename(t / "states", t / "states-checked");  // the state directory exchanged for a link
+  link_owned(t / "victim", t / "states", ::geteuid());
+  exchange_parent(t);  // and DST's parent too: both pins hold
+  treesync::options o;
+  o.state = t / "states" / "run.state";
+  std::error_code ec;
+  const treesync::report rep = treesync::sync(fs, t / "src", dst, o, ec);
+  CHECK_FALSE(ec);
+  CHECK(rep.errors.empty());
+  CHECK(std::filesystem::exists(t / "states-checked" / "run.state"));
+  CHECK_FALSE(std::filesystem::exists(t / "victim" / "run.state"));
+  CHECK(std::filesystem::exists(t / "p-checked" / "dst" / "a"));
+  CHECK_FALSE(std::filesystem::exists(t / "victim" / "dst"));
+}
+
+TEST_CASE("pin_unreachable: a DST the walk could not reach refuses the run with the walk's error though the path leads somewhere since") {
+  treesync_test::temp_dir t;
+  pin_tree(t);
+  const std::filesystem::path dst = t / "gone" / "dst";  // DST's parent missing at the walk
+  const treesync::trusted_open_result r = treesync::open_trusted_dir(dst.string());
+  REQUIRE(r.fd < 0);
+  REQUIRE_FALSE(r.missing_leaf());
+  CHECK(r.error == ENOENT);
+  treesync::posix_fs fs;
+  fs.pin_unreachable(dst, r.error);
+  link_owned(t / "victim", t / "gone", ::geteuid());  // the parent appears, as a link to the victim
+  std::error_code ec;
+  const treesync::report rep = treesync::sync(fs, t / "src", dst, treesync::options{}, ec);
+  CHECK(ec == treesync::errc::destination_parent_missing);
+  CHECK_FALSE(std::filesystem::exists(t / "victim" / "dst"));
+}

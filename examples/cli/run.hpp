@@ -66,6 +66,10 @@ struct dst_directories {
   std::string made_leaf;  // and DST's name there
   std::string path;  // DST as the run names it (options::dst_root)
   std::string name;
+  int unreachable = 0;  // the walk could not reach DST (an errno value): every run on it fails so
+  std::string operand;  // SRC without a slash: DST itself (the DST operand), also unreachable then
+  int state_dir = -1;          // --state=FILE's directory as walked, outside DST's root
+  std::string state_dir_path;  // that directory as the library names it (FILE's parent, or ".")
   std::mutex mu;
   std::map<std::pair<std::string, std::string>, std::string> texts;  // merged files, read once, before any write
   std::size_t bytes = 0;
@@ -76,6 +80,7 @@ struct dst_directories {
     if (parent >= 0) ::close(parent);
     if (top >= 0) ::close(top);
     if (made_in >= 0) ::close(made_in);
+    if (state_dir >= 0) ::close(state_dir);
   }
 };
 
@@ -159,17 +164,21 @@ inline cli_compare make_compare(const options& o, progress_meter* meter = nullpt
   return cli_compare{{o.compare, std::chrono::nanoseconds(o.modify_window_ns)}, meter};
 }
 
-/// The filesystem of a run (posix_fs): DST pinned to the directory the walk checked and DST's
-/// rule files were read from (walk_destination, keep_dst_rule_files), or, when DST does not exist
-/// yet, to the directory it is to be made in; so a name given to another directory (or to a link)
-/// in between is not where the run works.
+/// The filesystem of a run (posix_fs): DST pinned to the directory the walk checked and DST's rule
+/// files were read from (walk_destination, keep_dst_rule_files), or, when DST does not exist yet,
+/// to the directory it is to be made in; --state's directory to the one its walk reached; so a
+/// name given to another directory (or to a link) in between is not where the run works.
 inline void pin_dst(treesync::posix_fs& fs, const cli_deletion& deletion) {
   const dst_directories* d = deletion.dst_dirs.get();
   if (!d) return;
-  if (d->top >= 0)
+  if (d->unreachable) {
+    fs.pin_unreachable(d->path, d->unreachable);
+    if (!d->operand.empty()) fs.pin_unreachable(d->operand, d->unreachable);
+  } else if (d->top >= 0)
     fs.pin_root(d->path, d->top);
   else if (d->parent >= 0)
     fs.pin_missing_root(d->path, d->parent);
+  if (d->state_dir >= 0) fs.pin_root(d->state_dir_path, d->state_dir);  // --state's directory, as walked
 }
 
 /// sync() of `src` into `dst` with the comparison `compare`, the policies of the command line `o`
@@ -269,6 +278,10 @@ struct made_destination {
 inline made_destination prepare_destination(options& opt, dst_directories* dirs = nullptr) {
   made_destination made;
   if (opt.name.empty()) return made;
+  if (dirs && dirs->unreachable) {  // the walk met no DST to make NAME in: nothing is made
+    if (dirs->unreachable == ENOENT) opt.dst_root = opt.operands[1];  // (DST's parent missing: refused for DST)
+    return made;
+  }
   struct stat st;
   if (::stat(opt.operands[1].c_str(), &st) == 0 || errno != ENOENT) return made;  // exists (or the library says why not)
   if (::lstat(opt.operands[1].c_str(), &st) == 0) {  // a dangling symlink: the library refuses it

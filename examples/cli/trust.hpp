@@ -89,6 +89,12 @@ struct rule_file_reader {
   }
 };
 
+/// `p` without trailing separators ("/" stays), as the library names the paths it is given.
+inline std::string strip_separators(std::string p) {
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  return p;
+}
+
 /// Walks DST (and NAME below it, for SRC without a trailing slash) under the rule and keeps what
 /// the walk reached open for the run (`dirs`: pin_dst, dst_rule_files, prepare_destination): DST
 /// (options::dst_root) when it exists, else the directory it is to be made in.  A refused link
@@ -102,6 +108,15 @@ inline std::optional<trust_refusal> walk_destination(const options& o, std::shar
   auto d = std::make_shared<dst_directories>();
   d->path = o.dst_root;
   d->name = o.name;
+  // a walk that could not reach DST (a component missing above its last one, not a directory, ...):
+  // the run is refused for what the walk met, whatever the path names when it starts
+  // (pin_unreachable); a link to nothing at DST's name is left to the library (by path: refused)
+  const auto unreachable = [&](const treesync::trusted_open_result& r) {
+    if (r.dangling) return std::optional<trust_refusal>{};
+    d->unreachable = r.error ? r.error : ENOENT;
+    dirs = std::move(d);
+    return std::optional<trust_refusal>{};
+  };
   if (o.name.empty()) {
     const treesync::trusted_open_result r = treesync::open_trusted_dir(o.dst_root);
     if (r.refused()) return refusal(r);
@@ -110,11 +125,12 @@ inline std::optional<trust_refusal> walk_destination(const options& o, std::shar
     else if (r.missing_leaf())
       d->parent = r.parent;
     else
-      return std::nullopt;
+      return unreachable(r);
     dirs = std::move(d);
     return std::nullopt;
   }
   // SRC without a slash: DST, then NAME from DST's descriptor
+  d->operand = o.operands[1];
   const treesync::trusted_open_result r = treesync::open_trusted_dir(o.operands[1]);
   if (r.refused()) return refusal(r);
   if (r.missing_leaf()) {  // DST is made by prepare_destination, in the directory walked
@@ -123,7 +139,7 @@ inline std::optional<trust_refusal> walk_destination(const options& o, std::shar
     dirs = std::move(d);
     return std::nullopt;
   }
-  if (r.fd < 0) return std::nullopt;
+  if (r.fd < 0) return unreachable(r);
   d->parent = r.fd;
   const treesync::trusted_open_result n = treesync::open_trusted_dir_at(r.fd, o.operands[1], o.name);
   if (n.parent >= 0) ::close(n.parent);  // (DST itself: d->parent)
@@ -131,7 +147,7 @@ inline std::optional<trust_refusal> walk_destination(const options& o, std::shar
   if (n.fd >= 0)
     d->top = n.fd;
   else if (!n.missing_leaf())
-    return std::nullopt;
+    return unreachable(n);
   dirs = std::move(d);
   return std::nullopt;
 }
@@ -157,6 +173,27 @@ inline std::optional<trust_refusal> untrusted_operator_path(const options& o,
   }
   if (o.state && treesync::meets_untrusted_symlink(*o.state, r))
     return trust_refusal{11, "--state=" + display(*o.state) + ": " + untrusted_link_reason(r), *o.state};
+  if (o.state) {  // the state file's directory as walked: the run reads and replaces the file there
+    const std::filesystem::path p = strip_separators(*o.state);
+    const std::string dir = p.has_parent_path() ? p.parent_path().string() : std::string(".");
+    if (strip_separators(dir) != strip_separators(o.dst_root)) {  // (in DST's root: through DST's pin)
+      const treesync::trusted_open_result d = treesync::open_trusted_dir(dir);
+      if (d.parent >= 0) ::close(d.parent);
+      if (d.refused())
+        return trust_refusal{11, "--state=" + display(*o.state) + ": " + untrusted_link_reason(d), *o.state};
+      if (d.fd >= 0 && dirs) {
+        if (!*dirs) {
+          *dirs = std::make_shared<dst_directories>();
+          (*dirs)->path = o.dst_root;
+          (*dirs)->name = o.name;
+        }
+        (*dirs)->state_dir = d.fd;
+        (*dirs)->state_dir_path = dir;
+      } else if (d.fd >= 0) {
+        ::close(d.fd);
+      }
+    }
+  }
   return std::nullopt;
 }
 

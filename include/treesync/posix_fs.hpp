@@ -11,7 +11,10 @@
 #include "filesystem.hpp"
 #include "detail/posix_io.hpp"
 
+#include <algorithm>
 #include <climits>
+#include <memory>
+#include <vector>
 
 namespace treesync {
 inline namespace v0 {
@@ -67,7 +70,8 @@ class posix_fs : private detail::posix_files {
   explicit posix_fs(std::chrono::nanoseconds racy_window = std::chrono::seconds(1)) noexcept
       : racy_(racy_window.count()), euid_(::geteuid()) {}
 
-  /// Makes the directory open as `fd` the one the path `p` names for this filesystem: open_root(p)
+  /// Makes the directory open as `fd` the one the path `p` names for this filesystem (several paths
+  /// may be pinned: the CLI pins DST and the directory of --state=FILE): open_root(p)
   /// and stat_path(p) for exactly that path use the descriptor (a duplicate is kept), not the
   /// path, and canonical(p) is the descriptor's.  A caller that checked or read something through
   /// `fd` before the run (the CLI: the walk of DST under rsync's untrusted-symlink rule, DST's
@@ -87,15 +91,29 @@ class posix_fs : private detail::posix_files {
     pin(p, parent_fd, leaf);
   }
 
+  /// The root `p` (and its parent, for the nesting guard) could not be reached as checked
+  /// (open_trusted_dir() failed with `error`, an errno value): stat_path, open_root, make_root and
+  /// canonical of `p`, and canonical of its parent, fail with `error`, whatever the path names by
+  /// the time the run starts; so the run is refused for what the check met.
+  void pin_unreachable(const std::filesystem::path& p, int error) {
+    auto d = std::make_shared<pinned_dir>(strip(p.native()), -1, std::string());
+    d->error = error ? error : ENOENT;
+    add(std::move(d));
+  }
+
   stat_info stat_path(const std::filesystem::path& p, bool follow, std::error_code& ec) const {
     struct ::stat st;
     int rc;
-    if (!pinned(p)) {
+    const pinned_dir* d = pinned(p);
+    if (d && d->error) {
+      rc = -1;
+      errno = d->error;
+    } else if (!d) {
       rc = follow ? ::stat(p.c_str(), &st) : ::lstat(p.c_str(), &st);
-    } else if (pinned_->leaf.empty()) {
-      rc = ::fstat(pinned_->fd, &st);
+    } else if (d->leaf.empty()) {
+      rc = ::fstat(d->fd, &st);
     } else {
-      rc = ::fstatat(pinned_->fd, pinned_->leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW);
+      rc = ::fstatat(d->fd, d->leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW);
       if (rc == 0 && follow && S_ISLNK(st.st_mode)) {  // not followed: what the run was pinned to is not there
         rc = -1;
         errno = ELOOP;
@@ -107,23 +125,31 @@ class posix_fs : private detail::posix_files {
   }
 
   std::filesystem::path canonical(const std::filesystem::path& p, std::error_code& ec) const {
-    if (pinned_) {
-      const std::string want = strip(p.native());
+    const std::string want = strip(p.native());
+    for (const auto& d : pins_) {
       std::string at;  // the pinned directory's path now, from its descriptor
-      if (want == pinned_->path && pinned_->leaf.empty()) {
-        at = fd_path(pinned_->fd);
-      } else if (!pinned_->leaf.empty() && want == pinned_->parent()) {
-        at = fd_path(pinned_->fd);
-      } else if (!pinned_->leaf.empty() && want == pinned_->path) {
+      if (d->error && (want == d->path || want == d->parent())) {
+        ec.assign(d->error, std::generic_category());
+        return std::filesystem::path();
+      } else if (d->error) {
+        continue;
+      } else if (want == d->path && d->leaf.empty()) {
+        at = fd_path(d->fd);
+      } else if (!d->leaf.empty() && want == d->parent()) {
+        at = fd_path(d->fd);
+      } else if (!d->leaf.empty() && want == d->path) {
         struct ::stat st;
-        if (::fstatat(pinned_->fd, pinned_->leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+        if (::fstatat(d->fd, d->leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
           return set_errno(ec), std::filesystem::path();
         if (!S_ISDIR(st.st_mode))
           return ec = std::make_error_code(std::errc::not_a_directory), std::filesystem::path();
-        at = fd_path(pinned_->fd);
-        if (!at.empty()) at += (at == "/" ? "" : "/") + pinned_->leaf;
+        at = fd_path(d->fd);
+        if (!at.empty()) at += (at == "/" ? "" : "/") + d->leaf;
+      } else {
+        continue;
       }
       if (!at.empty()) return ec.clear(), std::filesystem::path(at);
+      break;
     }
     return std::filesystem::canonical(p, ec);
   }
@@ -131,18 +157,20 @@ class posix_fs : private detail::posix_files {
   dir_handle open_root(const std::filesystem::path& p, std::error_code& ec) const {
     // a pinned root: a new open file description of the same directory (a dup would share the
     // listing offset with the descriptor's other users)
-    const int fd = !pinned(p)               ? ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                   : pinned_->leaf.empty() ? ::openat(pinned_->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-                                           : ::openat(pinned_->fd, pinned_->leaf.c_str(),
-                                                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const pinned_dir* d = pinned(p);
+    if (d && d->error) return ec.assign(d->error, std::generic_category()), dir_handle{};
+    const int fd = !d               ? ::open(p.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                   : d->leaf.empty() ? ::openat(d->fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+                                     : ::openat(d->fd, d->leaf.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return set_errno(ec), dir_handle{};
     ec.clear();
     return dir_handle(fd);
   }
 
   void make_root(const std::filesystem::path& p, std::uint32_t mode, std::error_code& ec) const {
-    if (pinned(p) && !pinned_->leaf.empty())
-      return check(::mkdirat(pinned_->fd, pinned_->leaf.c_str(), static_cast<mode_t>(mode)), ec);
+    const pinned_dir* d = pinned(p);
+    if (d && d->error) return ec.assign(d->error, std::generic_category());
+    if (d && !d->leaf.empty()) return check(::mkdirat(d->fd, d->leaf.c_str(), static_cast<mode_t>(mode)), ec);
     check(::mkdir(p.c_str(), static_cast<mode_t>(mode)), ec);
   }
 
@@ -638,10 +666,13 @@ class posix_fs : private detail::posix_files {
     std::string path;  // without trailing separators
     int fd;
     std::string leaf;
+    int error = 0;  // pin_unreachable(): what every operation on `path` fails with
     pinned_dir(std::string p, int f, std::string l) : path(std::move(p)), fd(f), leaf(std::move(l)) {}
     pinned_dir(const pinned_dir&) = delete;
     pinned_dir& operator=(const pinned_dir&) = delete;
-    ~pinned_dir() { ::close(fd); }
+    ~pinned_dir() {
+      if (fd >= 0) ::close(fd);
+    }
     std::string parent() const {  // `path` without its last component, as stripped paths spell it
       const std::size_t slash = path.rfind('/');
       return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
@@ -662,13 +693,24 @@ class posix_fs : private detail::posix_files {
   void pin(const std::filesystem::path& p, int fd, std::string leaf) {
     const int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (own < 0) return;
-    pinned_ = std::make_shared<const pinned_dir>(strip(p.native()), own, std::move(leaf));
+    add(std::make_shared<const pinned_dir>(strip(p.native()), own, std::move(leaf)));
   }
-  bool pinned(const std::filesystem::path& p) const { return pinned_ && strip(p.native()) == pinned_->path; }
+  void add(std::shared_ptr<const pinned_dir> d) {
+    pins_.erase(std::remove_if(pins_.begin(), pins_.end(), [&d](const auto& e) { return e->path == d->path; }),
+                pins_.end());
+    pins_.push_back(std::move(d));
+  }
+  const pinned_dir* pinned(const std::filesystem::path& p) const {
+    if (pins_.empty()) return nullptr;
+    const std::string want = strip(p.native());
+    for (const auto& d : pins_)
+      if (d->path == want) return d.get();
+    return nullptr;
+  }
 
   std::int64_t racy_;
   uid_t euid_;  // the user this process acts as, taken once (settle_special, settle_link, check_made_dir, user_id)
-  std::shared_ptr<const pinned_dir> pinned_;  // pin_root()
+  std::vector<std::shared_ptr<const pinned_dir>> pins_;  // pin_root(), pin_missing_root(): copies share them
 };
 #endif  // TREESYNC_HAS_POSIX
 

@@ -30,6 +30,7 @@ struct trusted_open_result {
   // through a link), its parent's descriptor (O_PATH) and that component; fd is then -1, error ENOENT
   int parent = -1;
   std::string leaf;
+  bool dangling = false;  // open_trusted_dir(): the last component is a link to nothing (ENOENT)
   bool refused() const { return !untrusted.empty(); }
   /// Whether the path is missing but its parent was reached: `parent` and `leaf` name it.
   bool missing_leaf() const { return fd < 0 && parent >= 0; }
@@ -127,6 +128,7 @@ inline trusted_open_result walk_trusted(std::string_view path, int flags, bool k
     struct stat st;
     if (comp != "." && comp != ".." && ::fstatat(at(), comp.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
       r.error = errno;
+      if (r.error == ENOENT && last && keep_parent && via_link) r.dangling = true;
       if (r.error == ENOENT && last && keep_parent && !via_link) {  // the name to make, in the directory reached
         r.parent = dfd >= 0 ? dfd : ::open(".", dir_flags);
         dfd = -1;
