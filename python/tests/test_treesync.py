@@ -708,7 +708,8 @@ def _victim(tmp_path):
     return v
 
 
-def test_sync_tree_runs_in_the_dst_it_checked_though_dst_became_a_link_since(src, tmp_path, monkeypatch):
+@pytest.mark.parametrize("mirror", ["sync_tree", "sync"])
+def test_runs_in_the_dst_it_checked_though_dst_became_a_link_since(src, tmp_path, monkeypatch, mirror):
     v, d = _victim(tmp_path), tmp_path / "d"
     os.mkdir(d)
 
@@ -717,21 +718,7 @@ def test_sync_tree_runs_in_the_dst_it_checked_though_dst_became_a_link_since(src
         os.symlink(str(v), d)
 
     _swap_before_run(monkeypatch, swap)
-    treesync.sync_tree(src, d)
-    assert tree(v) == {b"precious": ("f", b"canary")}
-    assert tree(tmp_path / "d-checked") == tree(src)
-
-
-def test_sync_runs_in_the_dst_it_checked_though_dst_became_a_link_since(src, tmp_path, monkeypatch):
-    v, d = _victim(tmp_path), tmp_path / "d"
-    os.mkdir(d)
-
-    def swap():
-        os.rename(d, tmp_path / "d-checked")
-        os.symlink(str(v), d)
-
-    _swap_before_run(monkeypatch, swap)
-    treesync.sync(src, d)
+    getattr(treesync, mirror)(src, d)
     assert tree(v) == {b"precious": ("f", b"canary")}
     assert tree(tmp_path / "d-checked") == tree(src)
 
