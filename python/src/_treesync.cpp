@@ -239,7 +239,8 @@ T get(const py::dict& o, const char* key, T fallback) {
 /// (treesync::open_trusted_dir: a missing one's parent kept), 2 the destination with no link as
 /// its last component whoever owns it (sync_tree's rmtree rule; links above it followed), 3 a
 /// check only (O_PATH, closed).  Returns (fd, parent fd, leaf, untrusted link or None, its owner,
-/// errno, last component is a link): the caller closes the descriptors (>= 0).
+/// errno, last component is a link (mode 1: a link to nothing)): the caller closes the descriptors
+/// (>= 0).
 py::tuple walk(const std::string& path, int mode) {
   treesync::trusted_open_result r;
   bool final_link = false;
@@ -247,6 +248,7 @@ py::tuple walk(const std::string& path, int mode) {
     r = treesync::open_trusted(no_nul(path), O_RDONLY | O_CLOEXEC | O_NOCTTY);
   } else if (mode == 1) {
     r = treesync::open_trusted_dir(no_nul(path));
+    final_link = r.dangling;  // (a link to nothing: left to the run, which refuses it)
   } else if (mode == 3) {
     (void)treesync::meets_untrusted_symlink(no_nul(path), r);
   } else {
@@ -344,6 +346,7 @@ py::tuple run(const py::dict& o) {
   const double progress_s = get<double>(o, "progress_interval", 0.1);
   const bool check_signals = get<bool>(o, "check_signals", true);
   const int dst_fd = get<int>(o, "dst_fd", -1), dst_parent_fd = get<int>(o, "dst_parent_fd", -1);
+  const int dst_error = get<int>(o, "dst_error", 0);  // the walk could not reach dst: refused for that
   lib.cancel = &shared.cancel;
 
   // the run (on its own thread) and its outcome
@@ -366,6 +369,8 @@ py::tuple run(const py::dict& o) {
         fs.pin_root(std::filesystem::path(dst), dst_fd);
       else if (dst_parent_fd >= 0)
         fs.pin_missing_root(std::filesystem::path(dst), dst_parent_fd);
+      else if (dst_error)
+        fs.pin_unreachable(std::filesystem::path(dst), dst_error);
       rep = treesync::sync(fs, std::filesystem::path(src), std::filesystem::path(dst), lib, compare, deletion, links,
                            exclude, obs, ec);
       if (ec == treesync::errc::max_delete_exceeded) {  // the run counted them (none was made)

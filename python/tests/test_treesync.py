@@ -732,6 +732,16 @@ def test_sync_tree_refuses_a_link_put_at_a_missing_dst_after_the_check(src, tmp_
     assert tree(v) == {b"precious": ("f", b"canary")}
 
 
+def test_sync_refuses_a_dst_whose_parent_was_missing_at_the_check_though_a_link_is_there_by_the_run(
+        src, tmp_path, monkeypatch):
+    v, d = _victim(tmp_path), tmp_path / "gone" / "d"
+    _swap_before_run(monkeypatch, lambda: os.symlink(str(v), tmp_path / "gone"))
+    with pytest.raises(treesync.Refused) as info:
+        treesync.sync(src, d)
+    assert info.value.errno == errno.ENOENT
+    assert tree(v) == {b"precious": ("f", b"canary")}
+
+
 def _link_of_another_user(target, link):
     os.symlink(str(target), link)
     os.lchown(link, 65534, 65534)

@@ -229,15 +229,18 @@ def _read_trusted(path, what):
 
 def _walk_dst(bdst, mode, what="destination"):
     """dst walked as the run will use it (_treesync.walk mode 1: the CLI's rule, 2: no link as its
-    last component): (fd, parent fd), for run()'s dst_fd / dst_parent_fd; the caller closes them."""
-    fd, parent, _leaf, link, owner, _err, final_link = _treesync.walk(bdst, mode)
+    last component): (fd, parent fd, errno when mode 1 reached neither), for run()'s dst_fd /
+    dst_parent_fd / dst_error; the caller closes the descriptors."""
+    fd, parent, _leaf, link, owner, err, final_link = _treesync.walk(bdst, mode)
     if link is not None:
         raise _untrusted("%s %s" % (what, _os.fsdecode(bdst)), link, owner)
+    if mode == 1:  # not reached (a parent missing, ...): the run is refused for what the walk met
+        return fd, parent, (err if fd < 0 and parent < 0 and not final_link else 0)
     if final_link:
         d = _os.fsdecode(bdst)
         raise _error(Refused, None, "Cannot call rmtree on a symbolic link: %s (sync_tree refuses it as "
                      "shutil.rmtree does; follow_dst_symlink=True mirrors into its target)" % d, d)
-    return fd, parent
+    return fd, parent, 0
 
 
 def _close(*fds):
@@ -410,7 +413,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
                 _fd, _parent, _leaf, link, owner, _err, _final = _treesync.walk(bpath, 3)
                 if link is not None:
                     raise _untrusted("%s %s" % (what, _os.fsdecode(path)), link, owner)
-        dst_fd, dst_parent = _walk_dst(bdst, 1)
+        dst_fd, dst_parent, options["dst_error"] = _walk_dst(bdst, 1)
     options["dst_fd"], options["dst_parent_fd"] = dst_fd, dst_parent
     try:
         raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
@@ -460,7 +463,7 @@ def sync_tree(src, dst, exclude=(), *, delete_excluded=True, follow_dst_symlink=
     decode = _os.fsdecode
     bsrc, bdst = _fspath_bytes(src, "src"), _fspath_bytes(dst, "dst")
     if not follow_dst_symlink and _os.path.islink(bdst):  # rmtree's refusal, first (the run's walk holds it)
-        _walk_dst(bdst, 2)
+        _close(*_walk_dst(bdst, 2)[:2])
     if _os.path.isdir(bsrc):  # copytree makes dst's missing parents too (the library makes dst only)
         if _os.path.exists(bdst) and not _os.path.isdir(bdst):  # copytree's makedirs(dst): EEXIST
             d = _os.fsdecode(bdst)
@@ -481,7 +484,7 @@ def sync_tree(src, dst, exclude=(), *, delete_excluded=True, follow_dst_symlink=
                "check_signals": _threading.current_thread() is _threading.main_thread()}
     # rmtree's refusal of a link at dst, made on the descriptor the run then uses (a link put there
     # after the check is not followed either: the run's open refuses it)
-    dst_fd, dst_parent = (-1, -1) if follow_dst_symlink else _walk_dst(bdst, 2)
+    dst_fd, dst_parent, _ = (-1, -1, 0) if follow_dst_symlink else _walk_dst(bdst, 2)
     options["dst_fd"], options["dst_parent_fd"] = dst_fd, dst_parent
     try:
         raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
