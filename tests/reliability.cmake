@@ -20,13 +20,13 @@ if(TREESYNC_TEST_CRASH AND TREESYNC_BUILD_EXAMPLES AND TREESYNC_BASH AND UNIX)
            COMMAND "${TREESYNC_BASH}" "${CMAKE_CURRENT_SOURCE_DIR}/crash/crash_test.sh"
                    "$<TARGET_FILE:treesync_cli>" 6)
   # stress: SIGKILL at random moments, ~15 s a run (`ctest -L stress --repeat until-fail:20`)
-  set_tests_properties(treesync.crash PROPERTIES LABELS "reliability;stress" TIMEOUT 300)
+  set_tests_properties(treesync.crash PROPERTIES LABELS "reliability;stress" TIMEOUT 300 COST 6)
   # the same with a state file trusted fully (--state, --verify=none): a killed run leaves none
   # that misleads the next (issue 15)
   add_test(NAME treesync.crash.state
            COMMAND "${TREESYNC_BASH}" "${CMAKE_CURRENT_SOURCE_DIR}/crash/crash_test.sh"
                    "$<TARGET_FILE:treesync_cli>" 6 --state)
-  set_tests_properties(treesync.crash.state PROPERTIES LABELS "reliability;stress" TIMEOUT 300)
+  set_tests_properties(treesync.crash.state PROPERTIES LABELS "reliability;stress" TIMEOUT 300 COST 6)
 endif()
 
 if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND NOT TREESYNC_SANITIZE AND TREESYNC_BASH
@@ -34,7 +34,10 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "Clang" AND NOT TREESYNC_SANITIZE AND TREESYNC_
   add_test(NAME treesync.fuzz
            COMMAND "${TREESYNC_BASH}" "${CMAKE_CURRENT_SOURCE_DIR}/fuzz/run.sh" "${TREESYNC_FUZZ_SECONDS}"
                    "${CMAKE_CURRENT_BINARY_DIR}/fuzz")
+  # COST (issue 44): three targets' seconds and their builds; under ctest -j it starts first
+  math(EXPR _treesync_fuzz_cost "3 * ${TREESYNC_FUZZ_SECONDS} + 15")
   set_tests_properties(treesync.fuzz PROPERTIES
+    COST ${_treesync_fuzz_cost}
     LABELS "reliability;fuzz"
     TIMEOUT 600
     ENVIRONMENT "TREESYNC_FUZZ_CXX=${CMAKE_CXX_COMPILER}"
