@@ -3287,6 +3287,88 @@ def inotify_opens(path):
     return count
 
 
+def dst_swap_run(w, exchange):
+    """Issue 45 item 2: DST's "r" holds the rule file protecting its "precious"; "decoy" is empty.
+    The run reads an --exclude-from FIFO twice: make_filter's read for SRC, then keep_dst_rule_files'
+    own, which comes after DST's rule files were read and before the run enters DST.  Holding the
+    FIFO's second open, "r" and "decoy" are exchanged (`exchange`), an exact point between the
+    read and the walk, then the run goes on.  Returns (exit, stdout, stderr, DST's files)."""
+    write(os.path.join(w, "s", "r", "keep"), "k\n")
+    os.makedirs(os.path.join(w, "s", "decoy"))
+    write(os.path.join(w, "d", "r", ".rsync-filter"), "- precious\n")
+    write(os.path.join(w, "d", "r", "precious"), "p\n")
+    write(os.path.join(w, "d", "r", "junk"), "j\n")
+    write(os.path.join(w, "d", "decoy", "junk2"), "j\n")
+    fifo = os.path.join(w, "ex")
+    os.mkfifo(fifo)
+    p = subprocess.Popen([CLI, "-r", "-i", "--delete", "-F", "--exclude-from", fifo, "s/", "d/"], cwd=w,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    opens = [0]
+    me = os.stat(fifo)
+
+    def held():  # whether the run has the FIFO open
+        try:
+            names = os.listdir("/proc/%d/fd" % p.pid)
+        except OSError:
+            return False
+        for f in names:
+            try:
+                st = os.stat("/proc/%d/fd/%s" % (p.pid, f))
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) == (me.st_dev, me.st_ino):
+                return True
+        return False
+
+    def feed():
+        for n in (1, 2):
+            fd = os.open(fifo, os.O_WRONLY)  # the run's n-th open of it
+            opens[0] = n
+            while p.poll() is None and not held():  # its descriptor in place: it waits for our EOF
+                time.sleep(0.001)
+            if n == 2 and exchange:
+                d = os.path.join(w, "d")
+                os.rename(os.path.join(d, "r"), os.path.join(d, "tmp"))
+                os.rename(os.path.join(d, "decoy"), os.path.join(d, "r"))
+                os.rename(os.path.join(d, "tmp"), os.path.join(d, "decoy"))
+            os.close(fd)
+            while p.poll() is None and held():  # until it has closed it: its next open is its next read
+                time.sleep(0.001)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        out, err = p.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    feeder.join(5)
+    files = sorted(os.path.relpath(os.path.join(dp, f), os.path.join(w, "d"))
+                   for dp, _, fs in os.walk(os.path.join(w, "d")) for f in fs)
+    check(opens[0] == 2, "the --exclude-from FIFO opened twice by the run (%d)" % opens[0])
+    return p.returncode, out.decode("utf-8", "surrogateescape"), err.decode("utf-8", "surrogateescape"), files
+
+
+def test_dst_swap():
+    """Issue 45 item 2: a DST directory exchanged with a decoy between the read of DST's rule files
+    and the walk has nothing deleted in it (its rules are not the ones read for its name), and the
+    run says so (exit 23); without the exchange the rules delete what they allow."""
+    if not os.path.isdir("/proc/self/fd"):
+        return
+    w = fresh("rule-file-security/swap")
+    rc, out, err, files = dst_swap_run(w, True)
+    check("decoy/precious" in files and "decoy/junk" in files and "r/junk2" in files,
+          "DST 'r' exchanged with 'decoy' after its rule files were read: nothing deleted in either (%r, %r)"
+          % (files, out))
+    check(rc == 23 and "treesync: unlink decoy (destination d/decoy): not the directory whose rule files were read "
+          "before the run (changed during the run): nothing deleted in it" in err and "*deleting" not in out,
+          "the exchange reported on stderr, naming the directory, exit 23 (exit %d, %r)" % (rc, err))
+    w = fresh("rule-file-security/no-swap")
+    rc, out, err, files = dst_swap_run(w, False)
+    check(rc == 0 and files == ["r/keep", "r/precious"],
+          "no exchange: DST's rules keep 'precious', the rest SRC lacks is deleted (exit %d, %r, %r)" % (rc, files, err))
+
+
 def test_rule_file_security():
     """Issue 33 items 1-2: a name merged by a rule file (DST's or SRC's) resolves below the rule
     file's directory: an absolute or '..' name is a bad line (the run refused, exit 1, nothing
@@ -3354,6 +3436,8 @@ def test_rule_file_security():
     rc, out, err = run_as_given("-r", "-F", "--delete", "s/", "d/", cwd=d)
     check(rc == 0 and os.path.exists(os.path.join(d, "d", "kept")) and not os.path.exists(os.path.join(d, "d", "gone")),
           "DST 'merge,- sub/keep': read below the rule file's directory, its names kept (exit %d, %r)" % (rc, err))
+    # issue 45 item 2: a DST directory exchanged between the read of its rule files and the walk
+    test_dst_swap()
     # issue 45 item 3: root reads a file DST's rule files merge only when DST's owner (here uid
     # 65534, who writes them) could: root's 0600 secret in a 0700 priv/ root mirrored into that DST
     # is refused unread, a missing name alike (same exit, same message), the owner's own still works

@@ -221,6 +221,7 @@ int main(int argc, char** argv) {
     meter->finish(!ec && !signalled, ec && ec != treesync::errc::max_delete_exceeded && !signalled && !r.cancelled);
   }
   observer.finish();
+  report_dst_swaps(context.deletion, r);  // DST directories exchanged since their rule files were read
   sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
 
   outcome out = decide_outcome(first_signal.load(), ec, r);

@@ -655,6 +655,8 @@ int main(int argc, char** argv) {
     if (shallow.joinable()) shallow.join();
   }
 
+  report_dst_swaps(deletion, mine);  // DST directories exchanged since their rule files were read
+
   // ---- 5. gather the reports (every rank is done past this point) ----------------------------------
   const std::string buf = serialize(mine, actions.actions, subtrees_done.load());
   int size = static_cast<int>(buf.size());

@@ -169,6 +169,42 @@ TEST_CASE("read_dst_rule_tree: each directory's rule files under their paths; a 
   CHECK_FALSE(t.out_of_descriptors);
 }
 
+TEST_CASE("read_dst_rule_tree: each directory read is recorded with its device and inode, one without rule files too") {
+  temp_dir tmp;
+  const fs::path r = tmp.path();
+  make_dir(r / "a");
+  make_dir(r / "a" / "b");
+  write_file(r / "a" / rf, "- x\n");
+  make_symlink("a", r / "link");
+  dst_rule_texts t(1 << 20);
+  read_tree(r.string(), t);
+  const auto same = [&](std::string_view dir, const fs::path& p) {
+    struct stat st;
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    const auto found = t.lookup(dir, std::string_view());
+    return found.seen && found.dev == static_cast<std::uint64_t>(st.st_dev) &&
+           found.ino == static_cast<std::uint64_t>(st.st_ino);
+  };
+  CHECK(same("", r));
+  CHECK(same("a", r / "a"));
+  CHECK(same("a/b", r / "a" / "b"));  // no rule file of its own: recorded all the same
+  CHECK_FALSE(t.lookup("link", std::string_view()).seen);  // a symlink is not entered
+  CHECK_FALSE(t.lookup("missing", std::string_view()).seen);
+}
+
+TEST_CASE("read_dst_rule_tree: past the budget a directory not recorded is not seen, and it says it is full") {
+  temp_dir tmp;
+  const fs::path r = tmp.path();
+  for (int i = 0; i < 50; ++i) make_dir(r / ("dir" + std::to_string(i)));
+  dst_rule_texts t(10 * dst_rule_texts::node_cost);
+  read_tree(r.string(), t);
+  CHECK(t.full);
+  int seen = 0;
+  for (int i = 0; i < 50; ++i) seen += t.lookup("dir" + std::to_string(i), std::string_view()).seen ? 1 : 0;
+  CHECK(seen < 10);
+  CHECK(t.bytes <= t.budget);
+}
+
 TEST_CASE("read_dst_rule_tree: a directory it cannot enter is recorded as unread, its siblings read") {
   if (::geteuid() == 0) return;  // root enters a mode-000 directory
   temp_dir tmp;

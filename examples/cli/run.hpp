@@ -25,6 +25,7 @@
 #include <optional>
 #include <set>
 #include <memory>
+#include <mutex>
 #include <vector>
 #include <algorithm>
 #include <string>
@@ -84,16 +85,31 @@ struct dst_directories {
   }
 };
 
+/// The directories of DST a run kept everything in because they were not the ones DST's rule
+/// files were read from (cli_deletion::removes), by their path below DST's root as the run names
+/// it (the engine's root: DST, or DST/NAME).
+struct dst_swaps {
+  std::mutex mu;
+  std::set<std::string> dirs;
+};
+
 /// --no-delete, --delete-excluded, --max-delete: `cli_deletion{mode, max}`, and (with_dst_rules())
 /// the rule files of DST's directories: rsync -F/dir-merge with --delete reads them where it deletes
 /// (an entry they exclude is kept), treesync reads SRC's for the transfer and both for deletion, so
 /// an entry either side's rule files exclude is kept (README: rule_files_both_sides).
+/// DST's rule files were read before the run, each directory's recorded with the directory's
+/// identity (detail::read_dst_rule_tree); the engine gives the identity of the directory it holds
+/// (the four-argument removes()), and a directory that is not the one read under its name
+/// (exchanged with another meanwhile), or one never read, has nothing deleted in it: its rules are
+/// trusted for no other directory, and it is reported (swaps, report_dst_swaps: exit 23).
 struct cli_deletion {
   treesync::deletion::kind k = treesync::deletion::kind::extraneous;
   std::size_t max = treesync::unlimited;
   std::shared_ptr<const treesync::filter> dst_rules;  // the same rules, rule files read from DST
   std::string prefix;                                 // SRC without a slash: "NAME/" (named_filter)
   std::shared_ptr<const dst_directories> dst_dirs;  // where dst_rules were read (pin_dst)
+  std::shared_ptr<const treesync::detail::dst_rule_texts> dst_read;  // what was read, with identities
+  std::shared_ptr<dst_swaps> swaps;  // the directories kept for not being the ones read
 
   cli_deletion(treesync::deletion::kind mode, std::size_t cap) : k(mode), max(cap) {}
 
@@ -108,6 +124,23 @@ struct cli_deletion {
       return false;  // a bad rule file in DST: what it may protect is kept
     }
   }
+  /// The same, where the directory `rel` is in is held as `in`: what DST's rules allow is deleted
+  /// only when `in` is the directory they were read from under that path.
+  bool removes(std::string_view rel, treesync::file_type t, bool excluded, const treesync::dir_identity& in) const {
+    if (!removes(rel, t, excluded)) return false;
+    if (k != treesync::deletion::kind::extraneous || !dst_rules || !dst_read) return true;
+    const std::size_t slash = rel.rfind('/');
+    const std::string_view dir = slash == std::string_view::npos ? std::string_view() : rel.substr(0, slash);
+    std::string path = prefix.empty() ? std::string(dir) : prefix.substr(0, prefix.size() - 1);
+    if (!prefix.empty() && !dir.empty()) path.append("/").append(dir.data(), dir.size());
+    const auto read = dst_read->lookup(path, std::string_view());
+    if (in.known && read.seen && read.dev == in.dev && read.ino == in.ino) return true;
+    if (swaps) {
+      std::lock_guard<std::mutex> lock(swaps->mu);
+      swaps->dirs.emplace(dir);
+    }
+    return false;
+  }
   cli_deletion with_dst_rules(std::shared_ptr<const treesync::filter> rules, std::string name) const {
     cli_deletion d = *this;
     d.dst_rules = std::move(rules);
@@ -115,6 +148,16 @@ struct cli_deletion {
     return d;
   }
 };
+
+/// The directories cli_deletion kept everything in for not being the ones DST's rule files were
+/// read from, added to the report `r` as errors (errc::directory_changed: exit 23, as other
+/// entries kept for safety), each named by its path below the run's DST root.
+inline void report_dst_swaps(const cli_deletion& deletion, treesync::report& r) {
+  if (!deletion.swaps) return;
+  std::lock_guard<std::mutex> lock(deletion.swaps->mu);
+  for (const std::string& d : deletion.swaps->dirs)
+    r.errors.push_back({d, treesync::operation::unlink, treesync::errc::directory_changed, treesync::side::destination});
+}
 
 /// -L, -l, --copy-unsafe-links, --no-links.  It needs the link's target (--copy-unsafe-links), so
 /// the engine reads each source symlink once more than links::dereference would.
@@ -530,6 +573,8 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
              " not read, nothing is deleted\n";
   deletion = deletion.with_dst_rules(std::move(rules), opt.name);
   deletion.dst_dirs = std::move(dirs);  // the run works in the DST whose rule files were read
+  deletion.dst_read = std::move(texts);  // and in each directory of it read (cli_deletion::removes)
+  deletion.swaps = std::make_shared<dst_swaps>();
   return true;
 }
 

@@ -149,6 +149,9 @@ enum class errc {
   deletions_skipped,      ///< keep_on_source_error: a source failure stopped the run's deletions (a notice)
   unsupported,            ///< the run asks for what the filesystem declares it cannot do (filesystem_capabilities): refused
   state_entries_gone,     ///< entries the state file recorded were not in the destination when the run deleted them (a notice; detail: how many)
+  /// a destination directory is not the one a deletion policy read before the run (exchanged
+  /// meanwhile: dir_identity): nothing was deleted in it (reported by a tool, e.g. the CLI)
+  directory_changed,
 };
 
 namespace detail {
@@ -184,6 +187,8 @@ class error_category_impl final : public std::error_category {
         return "the filesystem cannot do what the run asks (owners, specials, hard links, xattrs or durable: its capabilities())";
       case errc::state_dir_missing:
         return "state file: its directory does not exist (inside the destination: or is a symbolic link)";
+      case errc::directory_changed:
+        return "not the directory whose rule files were read before the run (changed during the run): nothing deleted in it";
       case errc::state_entries_gone:
         return "recorded entries gone (not counted as deleted; entry_error::detail says how many)";
     }

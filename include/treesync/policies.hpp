@@ -20,6 +20,31 @@ template <class P>
 struct has_state_key<P, std::void_t<decltype(std::string(std::declval<const P&>().state_key()))>> : std::true_type {};
 }  // namespace detail
 
+/// The identity of a destination directory as the run holds it open (its device and inode, from
+/// the open directory itself, not from a name looked up again): what a deletion policy's optional
+/// four-argument removes() is given ([treesync.policy.deletion]).  `known` is false where the
+/// filesystem could not say.
+struct dir_identity {
+  std::uint64_t dev = 0;
+  std::uint64_t ino = 0;
+  bool known = false;
+  friend bool operator==(const dir_identity& a, const dir_identity& b) {
+    return a.known == b.known && a.dev == b.dev && a.ino == b.ino;
+  }
+  friend bool operator!=(const dir_identity& a, const dir_identity& b) { return !(a == b); }
+};
+
+namespace detail {
+/// Whether a deletion policy takes the identity of the directory it is asked about (the optional
+/// `removes(rel, type, excluded, const dir_identity&)`).
+template <class P, class = void>
+struct has_removes_in : std::false_type {};
+template <class P>
+struct has_removes_in<P, std::void_t<decltype(bool(std::declval<const P&>().removes(
+                             std::declval<std::string_view>(), std::declval<file_type>(), true,
+                             std::declval<const dir_identity&>())))>> : std::true_type {};
+}  // namespace detail
+
 // [treesync.policy.state_key] -------------------------------------------------------------------
 //
 // A state file (state_file) vouches for a destination as the run that wrote it left it, under
@@ -181,7 +206,14 @@ struct chosen {
 //
 // What happens to destination entries the source lacks ("extraneous" entries).
 // Requirement: `bool removes(std::string_view rel, file_type type, bool excluded) const` and
-// `std::size_t limit() const` (the most entries a run may delete; npos = unlimited).  Under a
+// `std::size_t limit() const` (the most entries a run may delete; npos = unlimited).
+// Optional: `bool removes(std::string_view rel, file_type type, bool excluded, const dir_identity& in)
+// const`: when the policy has it, the engine calls it instead, with `in` the identity of the
+// destination directory holding `rel` as the run holds it open (taken once per directory, from
+// the open directory: so a policy that decided from what it read of that directory before the
+// run, e.g. the rule files there, can tell the directory now at that name from the one it read,
+// if it was exchanged meanwhile, and keep what is in it).  A policy with the three-argument form
+// only is called as before, at no extra cost.  Under a
 // limit the deletions of entries the source lacks wait for the end of the walk and are counted
 // first: when they (with the entries of directories replaced by another type, counted as they
 // come) exceed it, none of them is made and the run ends with errc::max_delete_exceeded; the
@@ -223,6 +255,11 @@ struct max_delete {
   std::size_t max;
   Base base;
   bool removes(std::string_view rel, file_type t, bool excluded) const { return base.removes(rel, t, excluded); }
+  /// The base's four-argument form, when it has one.
+  template <class B = Base, std::enable_if_t<detail::has_removes_in<B>::value, int> = 0>
+  bool removes(std::string_view rel, file_type t, bool excluded, const dir_identity& in) const {
+    return base.removes(rel, t, excluded, in);
+  }
   std::size_t limit() const { return max; }
   /// The base's (the cap is not part of what a state file vouches for); none when the base has none.
   template <class B = Base, std::enable_if_t<detail::has_state_key<B>::value, int> = 0>

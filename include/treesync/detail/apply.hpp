@@ -154,16 +154,23 @@ class pruner {
     return entered::pushed;
   }
 
-  // Closes a level's handle while a level below it is emptied (past delete_open_levels).
-  void close_level(level& l) {
+  // The identity of a level's directory (open), taken once: what a deletion policy that takes it
+  // is given for the entries in it (walker::removes_within), and what a reopen is checked by.
+  dir_identity identity(level& l) {
     if (!l.known) {
       std::error_code ec;
       const stat_info id = fs_.stat(l.h, ".", false, ec);
-      if (ec) return;  // stays open
+      if (ec) return dir_identity{};
       l.dev = id.dev;
       l.ino = id.ino;
       l.known = true;
     }
+    return dir_identity{l.dev, l.ino, true};
+  }
+
+  // Closes a level's handle while a level below it is emptied (past delete_open_levels).
+  void close_level(level& l) {
+    if (!identity(l).known) return;  // stays open
     l.h = handle{};
     l.open = false;
   }
@@ -219,7 +226,7 @@ class pruner {
       ct = cs.type;
       if (counting_) l.children[l.next - 1].type = ct;  // kept with the listing
     }
-    if (!leftover && !walker_.removes_within(c.name, ct, counting_)) {
+    if (!leftover && !walker_.removes_within(c.name, ct, counting_, [&] { return identity(levels.back()); })) {
       l.kept = true;
       return rel.resize(saved), true;
     }

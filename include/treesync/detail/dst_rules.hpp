@@ -9,9 +9,16 @@
 // (read_dst_rule_tree) and hands them to the filter through a loader that looks them up
 // (dst_rule_texts::lookup).
 //
-// Memory: O(depth + what is recorded), not O(depth^2).  The texts hang off a tree of nodes, one per
-// directory that holds a recorded rule file or could not be read, and one per ancestor of such a
-// directory; a node holds its parent's index and its own name, never a path.  The read's walk
+// Identity (issue 45 item 2): each directory read is recorded with its device and inode, from the
+// descriptor its rule files were read through (dst_rule_texts::lookup: `seen`, `dev`, `ino`), so
+// that whoever later works in DST by name can tell the directory it holds from the one read under
+// that name (a directory exchanged with another in between) and trust the rules for neither: the
+// CLI's deletion policy keeps what is in such a directory and reports it (examples/cli/run.hpp).
+//
+// Memory: O(depth + what is recorded), not O(depth^2).  The texts and identities hang off a tree
+// of nodes, one per directory read (or that could not be read), charged to the budget like the
+// texts (past it, what was not recorded keeps everything); a node holds its parent's index, its
+// own name and identity, never a path.  The read's walk
 // holds, per level of the directory it is in, a descriptor (or its place to reopen it), the node
 // (made only when something is recorded at or below it) and the names of that directory's
 // subdirectories.  Time: a lookup resolves its path one component at a time through a hash of
@@ -98,6 +105,20 @@ class dst_rule_texts {
   }
   bool keep_unread(node_id dir) { return nodes_[dir].unread = true; }
 
+  /// Records that the directory of the node `dir` was read as the directory (dev, ino).
+  void see(node_id dir, std::uint64_t dev, std::uint64_t ino) {
+    node& n = nodes_[dir];
+    n.dev = dev;
+    n.ino = ino;
+    n.seen = true;
+  }
+  bool see(std::string_view dir, std::uint64_t dev, std::uint64_t ino) {
+    const node_id n = make_path(dir);
+    if (n == no_node) return false;
+    see(n, dev, ino);
+    return true;
+  }
+
   /// The subdirectory `name` of the node `parent`, made (and charged) if need be; no_node once
   /// the budget is spent.
   node_id child(node_id parent, std::string_view name) {
@@ -109,12 +130,15 @@ class dst_rule_texts {
     return c;
   }
 
-  /// What is recorded for the rule file `name` of `dir`: its text (null: none recorded) and
-  /// whether `dir` is at or below a directory that was not read.  One walk down `dir`'s
-  /// components, no copy of it.
+  /// What is recorded for the rule file `name` of `dir`: its text (null: none recorded), whether
+  /// `dir` is at or below a directory that was not read, and whether `dir` itself was read
+  /// (`seen`) as the directory (`dev`, `ino`).  One walk down `dir`'s components, no copy of it.
   struct found {
     const std::string* text = nullptr;
     bool below_unread = false;
+    bool seen = false;
+    std::uint64_t dev = 0;
+    std::uint64_t ino = 0;
   };
   found lookup(std::string_view dir, std::string_view name) const {
     found out;
@@ -133,6 +157,9 @@ class dst_rule_texts {
     }
     for (const auto& f : nodes_[n].files)
       if (f.first == name) out.text = &f.second;
+    out.seen = nodes_[n].seen;
+    out.dev = nodes_[n].dev;
+    out.ino = nodes_[n].ino;
     return out;
   }
   /// The text recorded for (dir, name), or null.
@@ -194,6 +221,9 @@ class dst_rule_texts {
     std::string name;
     bool unread;
     std::vector<std::pair<std::string, std::string>> files;  // (rule file name, text)
+    std::uint64_t dev = 0;  // the directory read, when `seen`
+    std::uint64_t ino = 0;
+    bool seen = false;
   };
   struct key {
     node_id parent;
@@ -440,8 +470,9 @@ inline bool list_dst_subdirs(int fd, std::vector<std::string>& out) {
 /// the deepest; a level above them that the walk comes back to with subdirectories still to read
 /// is reopened through ".." from the deepest descriptor still held, and checked to be the
 /// directory it was (device and inode).  A directory that cannot be opened or listed, or is not
-/// the same when reopened, is recorded as unread.  The walk stops when the budget is spent
-/// (`out.full`).
+/// the same when reopened, is recorded as unread.  Each directory read is recorded with its
+/// identity (dst_rule_texts::see: the device and inode of the descriptor read).  The walk stops
+/// when the budget is spent (`out.full`).
 inline void read_dst_rule_tree(int root, std::string_view base, const std::vector<std::string>& names,
                                dst_rule_texts& out, std::size_t window = dst_rule_window) {
   using node_id = dst_rule_texts::node_id;
@@ -508,6 +539,12 @@ inline void read_dst_rule_tree(int root, std::string_view base, const std::vecto
     if (::fstat(fd, &st) == 0) {
       stack[k].dev = st.st_dev;
       stack[k].ino = st.st_ino;
+      const node_id id = node_of(k);  // the directory read under its path (a node per directory)
+      if (id == none) {
+        stop = true;  // the budget is spent: what was not recorded is kept
+        return;
+      }
+      out.see(id, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
     }
     for (const auto& n : names) {
       auto text = read_dst_rule_file(fd, n);

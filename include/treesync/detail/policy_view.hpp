@@ -36,6 +36,8 @@ struct policy_view {
 
   const void* del = nullptr;
   bool (*removes_fn)(const void*, std::string_view, file_type, bool) = nullptr;
+  /// The policy's four-argument removes(), when it has one (null: the engine takes no identity)
+  bool (*removes_in_fn)(const void*, std::string_view, file_type, bool, const dir_identity&) = nullptr;
   std::size_t limit = unlimited;
 
   const void* lnk = nullptr;
@@ -56,6 +58,11 @@ struct policy_view {
 
   bool up_to_date(const file_pair& f) const { return up_to_date_fn(cmp, f); }
   bool removes(std::string_view rel, file_type t, bool excluded) const { return removes_fn(del, rel, t, excluded); }
+  /// Whether the deletion policy is to be given the identity of the directory it is asked about.
+  bool removes_wants_dir() const { return removes_in_fn != nullptr; }
+  bool removes(std::string_view rel, file_type t, bool excluded, const dir_identity& in) const {
+    return removes_in_fn(del, rel, t, excluded, in);
+  }
   link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const {
     return on_symlink_fn(lnk, rel, target, inside);
   }
@@ -91,6 +98,11 @@ policy_view make_policy_view(const Cmp& cmp, const Del& del, const Lnk& lnk, con
   v.removes_fn = [](const void* p, std::string_view rel, file_type t, bool ex) {
     return bool(static_cast<const Del*>(p)->removes(rel, t, ex));
   };
+  if constexpr (has_removes_in<Del>::value) {
+    v.removes_in_fn = [](const void* p, std::string_view rel, file_type t, bool ex, const dir_identity& in) {
+      return bool(static_cast<const Del*>(p)->removes(rel, t, ex, in));
+    };
+  }
   v.limit = del.limit();
   v.lnk = std::addressof(lnk);
   v.on_symlink_fn = [](const void* p, std::string_view rel, std::string_view target, bool inside) {

@@ -92,6 +92,7 @@ struct dir_node {
   Handle src;
   Handle dst;
   std::atomic<bool> have_dst{false};  // `dst` is open
+  dir_identity dst_self;  // `dst`'s own identity, under `mu`: taken when a deletion policy asks for it (walker::dst_identity)
   // verify::none: the destination directory exists but is opened only when something in it is
   // written or must be read (open_dst); the state file stands in for its listing and stats.
   bool dst_deferred = false;

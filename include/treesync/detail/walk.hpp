@@ -261,7 +261,7 @@ class walker {
   verdict extraneous(node& n, const dir_entry& de, file_type& t) {
     t = de.type;
     if (is_temp_name(de.name))  // never where nothing is deleted (deletion::keep)
-      return s_.pol.removes(std::string_view(j_.rel), t, false) ? verdict::clean : verdict::none;
+      return removes(n, t, false) ? verdict::clean : verdict::none;
     return consider_removal(n, de, t);
   }
 
@@ -278,20 +278,47 @@ class walker {
       t = st.type;
     }
     const bool ex = excluded(t);
-    if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return verdict::remove;
+    if (removes(n, t, ex)) return verdict::remove;
     if (ex) j_.excluded();
     return verdict::none;
+  }
+
+  /// The deletion policy's verdict on the entry j_.rel (of type `t`, `ex` excluded) of the
+  /// destination directory of `n`; a policy that takes it is given the directory's identity
+  /// (dst_identity).
+  bool removes(node& n, file_type t, bool ex) {
+    if (!s_.pol.removes_wants_dir()) return s_.pol.removes(std::string_view(j_.rel), t, ex);
+    return s_.pol.removes(std::string_view(j_.rel), t, ex, dst_identity(n));
+  }
+
+  /// The identity of the destination directory of `n` as the run holds it open: asked of the open
+  /// directory once (the first time a deletion policy that takes it is asked about an entry in
+  /// it), then kept with the node.  Unknown when it cannot be opened (reported) or stat'ed.
+  dir_identity dst_identity(node& n) {
+    if (!need_dst(n)) return dir_identity{};
+    std::lock_guard<std::mutex> lock(n.mu);
+    if (!n.dst_self.known) {
+      std::error_code ec;
+      const stat_info st = fs_.stat(n.dst, ".", false, ec);
+      if (!ec) n.dst_self = dir_identity{st.dev, st.ino, true};
+    }
+    return n.dst_self;
   }
 
   /// An entry inside a directory tree being deleted (the pruner's walk reaches it; rel names it):
   /// whether it goes too.  The backup directory and the state file stay; a temporary an
   /// interrupted run left goes; anything else as the deletion policy says (an excluded entry
   /// under deletion::extraneous stays: counted as excluded unless `quiet`, the pruner counting).
-  bool removes_within(const std::string& name, file_type t, bool quiet) {
+  /// `in()`: the identity of the directory the pruner holds it in, asked only of a deletion
+  /// policy that takes it.
+  template <class Identity>
+  bool removes_within(const std::string& name, file_type t, bool quiet, Identity&& in) {
     if ((!s_.backup_rel.empty() && j_.rel == s_.backup_rel) || s_.is_state_file(j_.rel)) return false;
     if (is_temp_name(name)) return true;
     const bool ex = excluded(t);
-    if (s_.pol.removes(std::string_view(j_.rel), t, ex)) return true;
+    if (s_.pol.removes_wants_dir() ? s_.pol.removes(std::string_view(j_.rel), t, ex, in())
+                                   : s_.pol.removes(std::string_view(j_.rel), t, ex))
+      return true;
     if (ex && !quiet) j_.excluded();
     return false;
   }
