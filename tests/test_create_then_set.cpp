@@ -288,6 +288,36 @@ TEST_CASE("create-then-set: a file exchanged for the temporary link before its o
   CHECK(a.canary_changes() == "");
 }
 
+TEST_CASE("create-then-set: a link exchanged for another of the same user and target length is never restamped") {
+  // settle_link's last check: the owner, the link count and the target's length all match; only
+  // the target read through the descriptor tells the two links apart.  Any user (mtime only).
+  arena a;
+  make_symlink("target-A", a.src / "lnk");
+  const struct timespec ts[2] = {{0, UTIME_OMIT}, {200000000, 7}};
+  REQUIRE(::utimensat(AT_FDCWD, (a.src / "lnk").c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
+  const fs::path side = a.t / "side";
+  make_dir(side);
+  make_symlink("target-B", side / "other");  // this process's, one link, a target of the same length
+  const struct ::stat other = lstat_of(side / "other");
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_symlink = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    exchange(a.dst / name, side / "other");  // the link just made goes out, the other comes in
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::links::preserve);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, other.st_ino);
+  REQUIRE(st);
+  CHECK(S_ISLNK(st->st_mode));
+  CHECK(mtime_ns_of(*st) == mtime_ns_of(other));
+  CHECK(mtime_ns_of(*st) != mtime_ns_of(lstat_of(a.src / "lnk")));
+  CHECK(has_error(r, "lnk"));
+  CHECK(a.canary_changes() == "");
+}
+
 TEST_CASE("create-then-set: a link made as root gets its owner, group and mtime on the link itself") {
   if (!is_root()) {
     MESSAGE("skipped: needs root (chown of a link to another uid)");
