@@ -1,5 +1,8 @@
 // examples/cli/options.hpp - the treesync tool's command line: rsync spellings, parsed into a plain
 // struct, and the --help text.  Part of the treesync example CLI (examples/treesync.cpp).
+// Every option is one row: the library's switches (treesync::switch_table, treesync/policies.hpp)
+// and the tool's own (cli_options() below: spellings, how it takes a value, what it does given and
+// as --no-NAME); parse() reads the command line through them and knows no other name.
 #ifndef TREESYNC_CLI_OPTIONS_HPP
 #define TREESYNC_CLI_OPTIONS_HPP
 
@@ -16,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <sys/stat.h>
@@ -475,219 +479,314 @@ inline bool parse_seconds(const std::string& text, std::int64_t& ns) {
 
 }  // namespace detail
 
-/// Parses argv.  Short options combine (`-niv`, `-j4`); long options take `--opt=VALUE` or
-/// `--opt VALUE`; `--` ends the options.
-inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
-  parse_result r;
-  options& o = r.opt;
+/// What parse() holds while it reads the command line besides `options`: the choices rsync
+/// settles only once every option is read (the links mode, the comparison, -F's count, what is
+/// not supported), and the usage error that stops it.
+struct parse_state {
+  options& o;
+  const tool_info& tool;
+  parse_result& r;
   bool copy_links = false, copy_unsafe = false;
-  int links = -1;  // -l / --no-links, the last one wins (neither: skip, as --no-links)
-  int compare_given = 0;
+  int links = -1;         // -l / --no-links, the last one wins (neither: skip, as --no-links)
+  int compare_given = 0;  // 1: one of -c, --size-only, -u; 2: two different ones
   int rule_file_flags = 0;  // -F given so many times
   std::vector<std::string> unsupported;
 
-  const auto usage_error = [&](const std::string& what) {
+  parse_state(options& opt, const tool_info& t, parse_result& res) : o(opt), tool(t), r(res) {}
+
+  /// A usage error: parse() stops and the tool exits 1 with `what`.  Always false.
+  bool fail(const std::string& what) {
     r.exit_now = true;
     r.exit_code = 1;
     r.message = usage_message(tool, what);
-  };
-  const auto set_compare = [&](compare_mode m) {
-    if (compare_given != 0 && o.compare != m) compare_given = 2;
-    else compare_given = 1;
-    o.compare = m;
-  };
-
-  // A switch of the library's table (treesync/policies.hpp) spelled `name`: set (`on`, with its
-  // value for a value switch) or reset to its default.  1: done; 0: a usage error; -1: not one.
-  const auto table_switch = [&](const std::string& name, const std::string* value, bool on) -> int {
-#define TREESYNC_CLI_FLAG(member, tag, state, cli, help) \
-  if (detail::spelled(cli, name)) return o.lib.member = on, 1;
-    TREESYNC_FLAGS(TREESYNC_CLI_FLAG)
-#undef TREESYNC_CLI_FLAG
-#define TREESYNC_CLI_VALUE(member, type, def, tag, state, cli, help)                                           \
-  if (detail::spelled(cli, name)) {                                                                            \
-    if (!on) return o.lib.member = def, 1;                                                                     \
-    if (!detail::parse_switch_value(*value, o.lib.member))                                                     \
-      return usage_error("--" + name + ": not a " + detail::value_kind(o.lib.member) + ": " + display(*value)), 0; \
-    return 1;                                                                                                  \
+    return false;
   }
-    TREESYNC_VALUES(TREESYNC_CLI_VALUE)
-#undef TREESYNC_CLI_VALUE
-    return -1;
-  };
+  void set_compare(compare_mode m) {
+    compare_given = compare_given != 0 && o.compare != m ? 2 : 1;
+    o.compare = m;
+  }
+  void reset_compare(compare_mode m) {  // --no-checksum and the like: only the mode it names
+    if (o.compare != m) return;
+    o.compare = compare_mode::size_mtime;
+    compare_given = 0;
+  }
+};
 
-  // Applies the option `name` (a long name without dashes, or one short letter); `value` is set for
-  // options that take one.  Returns false after a usage error.
-  // --no-OPTION: turns OPTION off (the last of the two wins, as in rsync).
-  const auto negate = [&](const std::string& name) -> bool {
-    if (const int t = table_switch(name, nullptr, false); t >= 0) return t == 1;
-    if (name == "inplace") o.inplace = false;
-    else if (name == "itemize-changes" || name == "i") o.itemize = false;
-    else if (name == "verbose" || name == "v") o.verbose = false;
-    else if (name == "human-readable" || name == "h") o.human_readable = false;
-    else if (name == "quiet" || name == "q") o.quiet = false;
-    else if (name == "stats") o.stats = false;
-    else if (name == "progress") o.progress = o.progress_always = false;
-    else if (name == "json") o.json = false;
-    else if (name == "copy-links" || name == "L") copy_links = false;
-    else if (name == "copy-unsafe-links") copy_unsafe = false;
-    else if (name == "links" || name == "l") links = 0;
-    else if (name == "delete-excluded") {
-      if (o.deletion == deletion_mode::excluded) o.deletion = deletion_mode::extraneous;
-    } else if (name == "checksum" || name == "c" || name == "size-only" || name == "update" || name == "u") {
-      const compare_mode m = name == "checksum" || name == "c" ? compare_mode::checksum
-                             : name == "size-only"             ? compare_mode::size_only
-                                                               : compare_mode::newer;
-      if (o.compare == m) {
-        o.compare = compare_mode::size_mtime;
-        compare_given = 0;
-      }
-    } else if (name == "perms" || name == "p") o.perms = false;
-    else if (name == "existing" || name == "ignore-non-existing") o.existing = false;
-    else if (name == "ignore-existing") o.ignore_existing = false;
-    else if (name == "ignore-errors") o.ignore_errors = false;
-    else if (name == "insecure-links") o.insecure_links = false;
-    else if (name == "recursive" || name == "r" || name == "times" || name == "t")
-      return usage_error("--no-" + name + ": treesync always recurses and keeps times"), false;
-    else return usage_error("unknown option --no-" + display(name)), false;
-    return true;
-  };
+/// How an option takes its value: none, always (`--opt=V`, `--opt V`, `-jV`, `-j V`), or only
+/// when written `--opt=V` (--progress[=WHEN]).
+enum class takes { nothing, value, attached };
 
-  const auto apply = [&](const std::string& name, const std::string* value) -> bool {
-    unsigned long long n = 0;
-    for (const auto& u : tool.not_supported)
-      if (name == u)
-        return usage_error((name.size() == 1 ? "-" : "--") + name + ": not supported by " + tool.name +
-                           tool.not_supported_why),
-               false;
-    if (name.size() > 3 && name.compare(0, 3, "no-") == 0 && name != "no-delete" && name != "no-links")
-      return negate(name.substr(3));
-    if (const int t = table_switch(name, value, true); t >= 0) return t == 1;
-    if (name == "p" || name == "perms") o.perms = true;
-    else if (name == "existing" || name == "ignore-non-existing") o.existing = true;
-    else if (name == "ignore-existing") o.ignore_existing = true;
-    else if (name == "ignore-errors") o.ignore_errors = true;
-    else if (name == "insecure-links") o.insecure_links = true;
-    else if (name == "chmod") {
-      std::string why;
-      if (!o.chmod.parse(*value, &why)) return usage_error("--chmod=" + display(*value) + ": " + why), false;
-    } else if (name == "r" || name == "recursive" || name == "t" || name == "times") {
-      // always on
-    } else if (name == "delete" || name == "del" || name == "delete-before" || name == "delete-during" ||
-               name == "delete-after" || name == "delete-delay") {
+/// One row of the tool's own options (the library's switches are treesync::switch_table's rows):
+/// its spellings as the library table writes them ("c,checksum": letters and long names), how it
+/// takes a value, what it does when given (`on`, with the name as spelled and its value, or
+/// nullptr) and when given as --no-NAME (`off`; nullptr: no such option).  A handler returns false
+/// after state.fail().
+struct cli_option {
+  const char* cli;
+  takes arg;
+  bool (*on)(parse_state&, const std::string& name, const std::string* value);
+  bool (*off)(parse_state&, const std::string& name);
+};
+
+namespace detail {
+// a handler that sets a flag of parse_state or options: on() and off() from one pointer to member
+template <auto Member>
+bool set_on(parse_state& s, const std::string&, const std::string*) {
+  s.o.*Member = true;
+  return true;
+}
+template <auto Member>
+bool set_off(parse_state& s, const std::string&) {
+  s.o.*Member = false;
+  return true;
+}
+inline bool always_on(parse_state& s, const std::string& name) {
+  return s.fail("--no-" + name + ": treesync always recurses and keeps times");
+}
+}  // namespace detail
+
+/// The tool's options: every spelling parse() accepts besides the library's switch table, and
+/// what each does.  --no-NAME works for each spelling of a row with `off`.
+inline const std::vector<cli_option>& cli_options() {
+  using s_t = parse_state;
+  using v_t = const std::string*;
+  using n_t = const std::string&;
+  static const std::vector<cli_option> rows = {
+      {"a,archive", takes::nothing,
+       [](s_t& s, n_t, v_t) {  // rsync's -rlptgoD; -o only as root, as rsync does
+         s.links = 1;
+         s.o.perms = true;
+         s.o.lib.group = true;
+         s.o.lib.specials = true;
+         if (::geteuid() == 0) s.o.lib.owner = true;
+         return true;
+       },
+       nullptr},
+      {"r,recursive", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on},
+      {"t,times", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on},
+      {"p,perms", takes::nothing, detail::set_on<&options::perms>, detail::set_off<&options::perms>},
+      {"existing,ignore-non-existing", takes::nothing, detail::set_on<&options::existing>,
+       detail::set_off<&options::existing>},
+      {"ignore-existing", takes::nothing, detail::set_on<&options::ignore_existing>,
+       detail::set_off<&options::ignore_existing>},
+      {"ignore-errors", takes::nothing, detail::set_on<&options::ignore_errors>, detail::set_off<&options::ignore_errors>},
+      {"insecure-links", takes::nothing, detail::set_on<&options::insecure_links>,
+       detail::set_off<&options::insecure_links>},
+      {"chmod", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         std::string why;
+         return s.o.chmod.parse(*v, &why) || s.fail("--chmod=" + display(*v) + ": " + why);
+       },
+       nullptr},
       // rsync's spellings (they differ in when rsync deletes; treesync plans every deletion before
       // the first one); the last of --delete / --no-delete wins; --delete-excluded implies it
-      if (o.deletion == deletion_mode::keep) o.deletion = deletion_mode::extraneous;
-    } else if (name == "no-delete") {
-      o.deletion = deletion_mode::keep;
-    } else if (name == "delete-excluded") {
-      o.deletion = deletion_mode::excluded;
+      {"delete,del,delete-before,delete-during,delete-after,delete-delay", takes::nothing,
+       [](s_t& s, n_t, v_t) {
+         if (s.o.deletion == deletion_mode::keep) s.o.deletion = deletion_mode::extraneous;
+         return true;
+       },
+       nullptr},
+      {"no-delete", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.deletion = deletion_mode::keep, true; }, nullptr},
+      {"delete-excluded", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.deletion = deletion_mode::excluded, true; },
+       [](s_t& s, n_t) {
+         if (s.o.deletion == deletion_mode::excluded) s.o.deletion = deletion_mode::extraneous;
+         return true;
+       }},
+      {"max-delete", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         unsigned long long n = 0;
+         if (!detail::parse_count(*v, n)) return s.fail("--max-delete: not a count: " + display(*v));
+         s.o.max_delete = static_cast<std::size_t>(n);
+         return true;
+       },
+       nullptr},
+      {"exclude", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::exclude, *v}), true; },
+       nullptr},
+      {"include", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::include, *v}), true; },
+       nullptr},
+      {"f,filter", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::rule, *v}), true; },
+       nullptr},
+      // rsync: the first -F reads .rsync-filter files, the second also excludes them
+      {"F", takes::nothing,
+       [](s_t& s, n_t, v_t) {
+         s.o.filters.push_back(
+             {filter_arg::rule, ++s.rule_file_flags == 1 ? "dir-merge .rsync-filter" : "- .rsync-filter"});
+         return true;
+       },
+       nullptr},
+      {"exclude-from", takes::value,
+       [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::exclude_from, *v}), true; }, nullptr},
+      {"include-from", takes::value,
+       [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::include_from, *v}), true; }, nullptr},
+      {"L,copy-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.copy_links = true; },
+       [](s_t& s, n_t) { return s.copy_links = false, true; }},
+      {"l,links", takes::nothing, [](s_t& s, n_t, v_t) { return s.links = 1, true; },
+       [](s_t& s, n_t) { return s.links = 0, true; }},
+      {"copy-unsafe-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.copy_unsafe = true; },
+       [](s_t& s, n_t) { return s.copy_unsafe = false, true; }},
+      {"c,checksum", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::checksum), true; },
+       [](s_t& s, n_t) { return s.reset_compare(compare_mode::checksum), true; }},
+      {"size-only", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::size_only), true; },
+       [](s_t& s, n_t) { return s.reset_compare(compare_mode::size_only), true; }},
+      {"u,update", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::newer), true; },
+       [](s_t& s, n_t) { return s.reset_compare(compare_mode::newer), true; }},
+      {"modify-window", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         return detail::parse_seconds(*v, s.o.modify_window_ns) ||
+                s.fail("--modify-window: not a number of seconds: " + display(*v));
+       },
+       nullptr},
+      {"inplace", takes::nothing, detail::set_on<&options::inplace>, detail::set_off<&options::inplace>},
+      {"j,jobs", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         unsigned long long n = 0;
+         if (!detail::parse_count(*v, n) || n > 1024) return s.fail("--jobs: not a worker count (0-1024): " + display(*v));
+         s.o.jobs = static_cast<unsigned>(n);
+         return true;
+       },
+       nullptr},
+      {"i,itemize-changes", takes::nothing, detail::set_on<&options::itemize>, detail::set_off<&options::itemize>},
+      {"v,verbose", takes::nothing, detail::set_on<&options::verbose>, detail::set_off<&options::verbose>},
+      {"q,quiet", takes::nothing, detail::set_on<&options::quiet>, detail::set_off<&options::quiet>},
+      {"stats", takes::nothing, detail::set_on<&options::stats>, detail::set_off<&options::stats>},
+      {"progress", takes::attached,  // --progress=WHEN; a bare --progress is auto
+       [](s_t& s, n_t, v_t v) {
+         const std::string when = v ? *v : std::string("auto");
+         if (when != "auto" && when != "always" && when != "never")
+           return s.fail("--progress=" + display(when) + ": expected auto, always or never");
+         s.o.progress = when != "never";
+         s.o.progress_always = when == "always";
+         return true;
+       },
+       [](s_t& s, n_t) { return s.o.progress = s.o.progress_always = false, true; }},
+      {"info", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         if (*v != "progress2")
+           return s.fail("--info=" + display(*v) +
+                         ": not supported (treesync knows --info=progress2 only, the same as --progress)");
+         return s.o.progress = true;
+       },
+       nullptr},
+      {"json", takes::nothing, detail::set_on<&options::json>, detail::set_off<&options::json>},
+      {"h,human-readable", takes::nothing, detail::set_on<&options::human_readable>,
+       detail::set_off<&options::human_readable>},
+      {"help", takes::nothing,
+       [](s_t& s, n_t, v_t) {
+         s.r.exit_now = true;
+         s.r.message = s.tool.help();
+         return true;
+       },
+       nullptr},
+      {"version", takes::nothing,
+       [](s_t& s, n_t, v_t) {
+         s.r.exit_now = true;
+         s.r.message = std::string(s.tool.name) + ' ' + TREESYNC_VERSION_STRING + "\n";
+         return true;
+       },
+       nullptr},
+      {"backup-dir", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         if (v->empty()) return s.fail("--backup-dir: an empty directory name");
+         s.o.backup_dir = *v;
+         return true;
+       },
+       nullptr},
+      {"state", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         if (v->empty()) return s.fail("--state: an empty file name");
+         s.o.state = *v;
+         return true;
+       },
+       nullptr},
+      {"state-memory", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         return (detail::parse_switch_value(*v, s.o.state_memory) && s.o.state_memory != 0) ||
+                s.fail("--state-memory=" + display(*v) + ": expected a size above 0 (K, M, G: powers of 1024)");
+       },
+       nullptr},
+      {"verify", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         if (*v == "full") s.o.verify = treesync::verify_level::full;
+         else if (*v == "dirs") s.o.verify = treesync::verify_level::dirs;
+         else if (*v == "none") s.o.verify = treesync::verify_level::none;
+         else return s.fail("--verify=" + display(*v) + ": expected full, dirs or none");
+         return s.o.verify_given = true;
+       },
+       nullptr},
+      {"A,acls", takes::nothing,
+       [](s_t& s, n_t, v_t) { return s.unsupported.push_back("-A/--acls (the library has no ACL policy)"), true; },
+       nullptr},
+  };
+  return rows;
+}
+
+/// The row of cli_options() or of the library's switch table spelled `name` (without dashes), as
+/// given (`negated` false) or as --no-NAME (true: `name` has its "no-" prefix); nullptr for none.
+/// A library switch is returned as its switch_row, the tool's own option as its cli_option.
+struct found_option {
+  const cli_option* row = nullptr;
+  const treesync::switch_row* lib = nullptr;
+  bool negated = false;
+  std::string base;  // the spelling after "no-" when negated
+  explicit operator bool() const { return row != nullptr || lib != nullptr; }
+  bool takes_value() const { return !negated && ((row && row->arg == takes::value) || (lib && lib->value)); }
+};
+inline found_option find_option(const std::string& name) {
+  found_option f;
+  f.base = name;
+  for (const int pass : {0, 1}) {
+    if (pass == 1) {
+      if (name.size() <= 3 || name.compare(0, 3, "no-") != 0) break;
+      f.negated = true;
+      f.base = name.substr(3);
     }
-    else if (name == "max-delete") {
-      if (!detail::parse_count(*value, n)) return usage_error("--max-delete: not a count: " + display(*value)), false;
-      o.max_delete = static_cast<std::size_t>(n);
-    } else if (name == "exclude") o.filters.push_back({filter_arg::exclude, *value});
-    else if (name == "include") o.filters.push_back({filter_arg::include, *value});
-    else if (name == "filter" || name == "f") o.filters.push_back({filter_arg::rule, *value});
-    else if (name == "F")  // rsync: the first -F reads .rsync-filter files, the second also excludes them
-      o.filters.push_back({filter_arg::rule, ++rule_file_flags == 1 ? "dir-merge .rsync-filter" : "- .rsync-filter"});
-    else if (name == "exclude-from") o.filters.push_back({filter_arg::exclude_from, *value});
-    else if (name == "include-from") o.filters.push_back({filter_arg::include_from, *value});
-    else if (name == "copy-links" || name == "L") copy_links = true;
-    else if (name == "links" || name == "l") links = 1;
-    else if (name == "no-links") links = 0;
-    else if (name == "copy-unsafe-links") copy_unsafe = true;
-    else if (name == "checksum" || name == "c") set_compare(compare_mode::checksum);
-    else if (name == "size-only") set_compare(compare_mode::size_only);
-    else if (name == "update" || name == "u") set_compare(compare_mode::newer);
-    else if (name == "modify-window") {
-      if (!detail::parse_seconds(*value, o.modify_window_ns))
-        return usage_error("--modify-window: not a number of seconds: " + display(*value)), false;
-    } else if (name == "inplace") o.inplace = true;
-    else if (name == "jobs" || name == "j") {
-      if (!detail::parse_count(*value, n) || n > 1024)
-        return usage_error("--jobs: not a worker count (0-1024): " + display(*value)), false;
-      o.jobs = static_cast<unsigned>(n);
-    } else if (name == "itemize-changes" || name == "i") o.itemize = true;
-    else if (name == "verbose" || name == "v") o.verbose = true;
-    else if (name == "quiet" || name == "q") o.quiet = true;
-    else if (name == "stats") o.stats = true;
-    else if (name == "progress") {
-      const std::string when = value ? *value : std::string("auto");
-      if (when != "auto" && when != "always" && when != "never")
-        return usage_error("--progress=" + display(when) + ": expected auto, always or never"), false;
-      o.progress = when != "never";
-      o.progress_always = when == "always";
-    } else if (name == "info") {
-      if (*value != "progress2")
-        return usage_error("--info=" + display(*value) +
-                           ": not supported (treesync knows --info=progress2 only, the same as --progress)"),
-               false;
-      o.progress = true;
-    }
-    else if (name == "json") o.json = true;
-    else if (name == "human-readable" || name == "h") o.human_readable = true;
-    else if (name == "help") {
-      r.exit_now = true;
-      r.message = tool.help();
-    } else if (name == "version") {
-      r.exit_now = true;
-      r.message = std::string(tool.name) + ' ' + TREESYNC_VERSION_STRING + "\n";
-    } else if (name == "backup-dir") {
-      if (value->empty()) return usage_error("--backup-dir: an empty directory name"), false;
-      o.backup_dir = *value;
-    } else if (name == "state") {
-      if (value->empty()) return usage_error("--state: an empty file name"), false;
-      o.state = *value;
-    } else if (name == "state-memory") {
-      if (!detail::parse_switch_value(*value, o.state_memory) || o.state_memory == 0)
-        return usage_error("--state-memory=" + display(*value) + ": expected a size above 0 (K, M, G: powers of 1024)"), false;
-    } else if (name == "verify") {
-      if (*value == "full") o.verify = treesync::verify_level::full;
-      else if (*value == "dirs") o.verify = treesync::verify_level::dirs;
-      else if (*value == "none") o.verify = treesync::verify_level::none;
-      else return usage_error("--verify=" + display(*value) + ": expected full, dirs or none"), false;
-      o.verify_given = true;
-    } else if (name == "acls" || name == "A") unsupported.push_back("-A/--acls (the library has no ACL policy)");
-    else if (name == "a" || name == "archive") {  // rsync's -rlptgoD; -o only as root, as rsync does
-      links = 1;
-      o.perms = true;
-      o.lib.group = true;
-      o.lib.specials = true;
-      if (::geteuid() == 0) o.lib.owner = true;
-    } else {
+    for (const auto& row : treesync::switch_table)
+      if (detail::spelled(row.cli, f.base)) return f.lib = &row, f;
+    for (const auto& row : cli_options())
+      if (detail::spelled(row.cli, f.base) && (!f.negated || row.off)) return f.row = &row, f;
+  }
+  return found_option{};
+}
+
+/// Parses argv.  Short options combine (`-niv`, `-j4`); long options take `--opt=VALUE` or
+/// `--opt VALUE`; `--` ends the options.  What each option does is its row: cli_options() and
+/// the library's treesync::switch_table.
+inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
+  parse_result r;
+  options& o = r.opt;
+  parse_state st(o, tool, r);
+  const auto usage_error = [&](const std::string& what) { st.fail(what); };
+
+  // Applies the option `name` (a long name without dashes, or one short letter, or --no-NAME's
+  // "no-NAME"); `value` is set for options that take one.  Returns false after a usage error.
+  const auto apply = [&](const std::string& name, const std::string* value) -> bool {
+    for (const auto& u : tool.not_supported)
+      if (name == u)
+        return st.fail((name.size() == 1 ? "-" : "--") + name + ": not supported by " + tool.name +
+                       tool.not_supported_why);
+    const found_option f = find_option(name);
+    if (!f) {
       const std::string shown = name.size() == 1 ? "-" + name : "--" + name;
-      return usage_error("unknown option " + display(shown)), false;
+      return st.fail("unknown option " + display(shown));
     }
-    return true;
+    if (f.lib) {  // a switch of the library's table: set (with its value) or reset to its default
+#define TREESYNC_CLI_FLAG(m, tag, state, cli, help) \
+  if (std::string_view(f.lib->member) == #m) return o.lib.m = !f.negated, true;
+      TREESYNC_FLAGS(TREESYNC_CLI_FLAG)
+#undef TREESYNC_CLI_FLAG
+#define TREESYNC_CLI_VALUE(m, type, def, tag, state, cli, help)                                        \
+  if (std::string_view(f.lib->member) == #m) {                                                         \
+    if (f.negated) return o.lib.m = def, true;                                                         \
+    return detail::parse_switch_value(*value, o.lib.m) ||                                              \
+           st.fail("--" + name + ": not a " + detail::value_kind(o.lib.m) + ": " + display(*value));   \
+  }
+      TREESYNC_VALUES(TREESYNC_CLI_VALUE)
+#undef TREESYNC_CLI_VALUE
+      return st.fail("unknown option --" + display(name));
+    }
+    return f.negated ? f.row->off(st, f.base) : f.row->on(st, name, value);
   };
-
-  static const char* const long_with_value[] = {"max-delete", "exclude",  "exclude-from", "include", "include-from",
-                                                "filter",     "modify-window", "jobs",   "backup-dir", "info",
-                                                "state",      "verify",   "chmod",  "state-memory"};
-  const auto takes_value = [](std::string_view name) {
-    if (name == "j" || name == "f") return true;
-    for (const auto& row : treesync::switch_table)
-      if (row.value && detail::spelled(row.cli, name)) return true;
-    for (const char* n : long_with_value)
-      if (name == n) return true;
-    return false;
-  };
-
-  static const char* const long_flags[] = {
-      "delete", "del", "delete-before", "delete-during", "delete-after", "delete-delay", "no-delete",
-      "delete-excluded", "human-readable", "copy-links", "links", "no-links",
-      "copy-unsafe-links", "checksum", "size-only", "update", "inplace", "itemize-changes", "verbose", "quiet",
-      "stats", "progress", "json", "help", "version", "acls", "archive", "recursive", "times", "perms", "existing",
-      "ignore-non-existing", "ignore-existing", "ignore-errors", "insecure-links"};
-  const auto known_flag = [](const std::string& name) {
-    const std::string base = name.compare(0, 3, "no-") == 0 ? name.substr(3) : name;
-    for (const char* n : long_flags)
-      if (name == n || base == n) return true;
-    for (const auto& row : treesync::switch_table)
-      if (!row.value && (detail::spelled(row.cli, name) || detail::spelled(row.cli, base))) return true;
-    return false;
-  };
+  const auto takes_value = [](const std::string& name) { return find_option(name).takes_value(); };
 
   if (argc == 2 && std::string_view(argv[1]) == "-h") {  // rsync: -h alone prints the help
     r.exit_now = true;
@@ -716,10 +815,11 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
         }
         apply(name, &value);
       } else if (eq != std::string::npos) {
-        if (name == "progress") {  // --progress=WHEN; a bare --progress is auto
+        const found_option f = find_option(name);
+        if (f.row && !f.negated && f.row->arg == takes::attached) {  // --progress=WHEN
           const std::string value = arg.substr(eq + 1);
           apply(name, &value);
-        } else if (!known_flag(name)) usage_error("unknown option --" + display(name));
+        } else if (!f) usage_error("unknown option --" + display(name));
         else usage_error("option --" + display(name) + " takes no value");
       } else {
         apply(name, nullptr);
@@ -746,13 +846,13 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   }
   if (r.exit_now) return r;
 
-  if (!unsupported.empty()) {
+  if (!st.unsupported.empty()) {
     std::string list;
-    for (const auto& u : unsupported) list += (list.empty() ? "" : ", ") + u;
+    for (const auto& u : st.unsupported) list += (list.empty() ? "" : ", ") + u;
     usage_error(list + ": not supported yet");
     return r;
   }
-  if (compare_given == 2) {
+  if (st.compare_given == 2) {
     usage_error("-c/--checksum, --size-only and -u/--update exclude each other");
     return r;
   }
@@ -772,11 +872,11 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     return r;
   }
   if (o.json || o.quiet) o.progress = o.progress_always = false;  // JSON: stdout carries the object only; -q wins
-  if (copy_links)
+  if (st.copy_links)
     o.links = links_mode::dereference;
-  else if (copy_unsafe)
+  else if (st.copy_unsafe)
     o.links = links_mode::dereference_unsafe;
-  else if (links == 1)
+  else if (st.links == 1)
     o.links = links_mode::preserve;
   else  // neither -l, -a, -L nor --copy-unsafe-links: rsync skips symlinks, naming each
     o.links = links_mode::skip;

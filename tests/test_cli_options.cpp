@@ -1,0 +1,105 @@
+// tests/test_cli_options.cpp - issue 46: the CLI's options are one table (examples/cli/options.hpp,
+// cli_options(), beside the library's treesync::switch_table); parse() reads every spelling from it.
+#include <doctest/doctest.h>
+
+#include "../examples/cli/options.hpp"
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using treesync_cli::cli_options;
+using treesync_cli::takes;
+
+// each spelling of a row ("c,checksum", "max-size=SIZE"), without its "=VALUE"
+std::vector<std::string> spellings(std::string_view cli) {
+  std::vector<std::string> out;
+  while (!cli.empty()) {
+    const std::size_t comma = std::min(cli.find(','), cli.size());
+    const std::string_view one = cli.substr(0, comma);
+    out.emplace_back(one.substr(0, std::min(one.find('='), one.size())));
+    cli.remove_prefix(std::min(comma + 1, cli.size()));
+  }
+  return out;
+}
+
+std::string dashed(const std::string& name) { return (name.size() == 1 ? "-" : "--") + name; }
+
+treesync_cli::parse_result parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "treesync");
+  args.push_back("src/");
+  args.push_back("dst");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  return treesync_cli::parse(static_cast<int>(args.size()), argv.data());
+}
+
+bool unknown(const treesync_cli::parse_result& r) {
+  return r.exit_now && r.exit_code == 1 && r.message.find("unknown option") != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("cli options: no spelling names two options, the tool's rows and the library's switches together") {
+  std::set<std::string> seen;
+  for (const auto& row : treesync::switch_table)
+    for (const auto& s : spellings(row.cli)) CHECK_MESSAGE(seen.insert(s).second, s);
+  for (const auto& row : cli_options())
+    for (const auto& s : spellings(row.cli)) CHECK_MESSAGE(seen.insert(s).second, s);
+  CHECK(seen.size() > 60);
+}
+
+TEST_CASE("cli options: every spelling of every row is accepted, and parse() knows no other") {
+  for (const auto& row : cli_options())
+    for (const auto& s : spellings(row.cli)) {
+      if (s == "help" || s == "version" || s == "A" || s == "acls") continue;  // exit or refuse by design
+      std::vector<std::string> args{dashed(s)};
+      if (row.arg == takes::value) args.push_back(s == "verify" ? "full" : s == "info" ? "progress2" : "1");
+      if (s == "verify") args.insert(args.begin(), "--state=st");
+      const auto r = parse(args);
+      CHECK_MESSAGE(!r.exit_now, (s + ": " + r.message));
+    }
+  CHECK(unknown(parse({"--no-such-option"})));
+  CHECK(unknown(parse({"-Z"})));
+}
+
+TEST_CASE("cli options: --no-NAME turns off each spelling of a row that has an off, and is unknown for a row without") {
+  for (const auto& row : cli_options())
+    for (const auto& s : spellings(row.cli)) {
+      const auto r = parse({"--no-" + s});
+      if (treesync_cli::find_option("no-" + s).row && !treesync_cli::find_option("no-" + s).negated) continue;  // --no-delete: a row
+      if (!row.off) {
+        CHECK_MESSAGE(unknown(r), s);
+      } else if (s == "r" || s == "recursive" || s == "t" || s == "times") {
+        CHECK_MESSAGE(r.message.find("always recurses") != std::string::npos, s);
+      } else {
+        CHECK_MESSAGE(!r.exit_now, (s + ": " + r.message));
+      }
+    }
+  // the last of a switch and its --no- form wins
+  CHECK(parse({"-i", "--no-i"}).opt.itemize == false);
+  CHECK(parse({"--no-itemize-changes", "-i"}).opt.itemize == true);
+  CHECK(parse({"-c", "--no-checksum"}).opt.compare == treesync::compare::kind::size_mtime);
+  CHECK(parse({"-l", "--no-links"}).opt.links == treesync::links::kind::skip);
+  CHECK(parse({"--delete", "--no-delete"}).opt.deletion == treesync::deletion::kind::keep);
+}
+
+TEST_CASE("cli options: an option that takes no value refuses --NAME=VALUE, and one that takes a value needs it") {
+  for (const auto& row : cli_options())
+    for (const auto& s : spellings(row.cli)) {
+      if (s.size() == 1) continue;
+      if (row.arg == takes::nothing) {
+        const auto r = parse({"--" + s + "=x"});
+        CHECK_MESSAGE(r.message.find("takes no value") != std::string::npos, (s + ": " + r.message));
+      }
+    }
+  std::vector<std::string> argv_storage{"treesync", "src/", "dst", "--max-delete"};
+  std::vector<char*> argv;
+  for (auto& a : argv_storage) argv.push_back(a.data());
+  const auto r = treesync_cli::parse(static_cast<int>(argv.size()), argv.data());
+  CHECK(r.message.find("needs a value") != std::string::npos);
+  CHECK(parse({"--progress=always"}).opt.progress_always);
+}
