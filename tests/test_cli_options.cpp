@@ -13,16 +13,22 @@ namespace {
 using treesync_cli::cli_options;
 using treesync_cli::takes;
 
-// each spelling of a row ("c,checksum", "max-size=SIZE"), without its "=VALUE"
-std::vector<std::string> spellings(std::string_view cli) {
+// each spelling of a row ("c,checksum", "max-size=SIZE", "progress[=WHEN]", "delete;del"),
+// without its value's name; none for the library's place and for help-only rows
+std::vector<std::string> spellings(const char* text, bool listed_only = false) {
   std::vector<std::string> out;
+  std::string_view cli = text ? text : "";
+  if (listed_only) cli = cli.substr(0, std::min(cli.find(';'), cli.size()));
   while (!cli.empty()) {
-    const std::size_t comma = std::min(cli.find(','), cli.size());
+    const std::size_t comma = std::min(cli.find_first_of(",;"), cli.size());
     const std::string_view one = cli.substr(0, comma);
-    out.emplace_back(one.substr(0, std::min(one.find('='), one.size())));
+    out.emplace_back(one.substr(0, std::min(one.find_first_of("=["), one.size())));
     cli.remove_prefix(std::min(comma + 1, cli.size()));
   }
   return out;
+}
+std::vector<std::string> spellings(const treesync_cli::cli_option& row) {
+  return row.on ? spellings(row.cli) : std::vector<std::string>{};
 }
 
 std::string dashed(const std::string& name) { return (name.size() == 1 ? "-" : "--") + name; }
@@ -48,13 +54,13 @@ TEST_CASE("cli options: no spelling names two options, the tool's rows and the l
   for (const auto& row : treesync::switch_table)
     for (const auto& s : spellings(row.cli)) CHECK_MESSAGE(seen.insert(s).second, s);
   for (const auto& row : cli_options())
-    for (const auto& s : spellings(row.cli)) CHECK_MESSAGE(seen.insert(s).second, s);
+    for (const auto& s : spellings(row)) CHECK_MESSAGE(seen.insert(s).second, s);
   CHECK(seen.size() > 60);
 }
 
 TEST_CASE("cli options: every spelling of every row is accepted, and parse() knows no other") {
   for (const auto& row : cli_options())
-    for (const auto& s : spellings(row.cli)) {
+    for (const auto& s : spellings(row)) {
       if (s == "help" || s == "version" || s == "A" || s == "acls") continue;  // exit or refuse by design
       std::vector<std::string> args{dashed(s)};
       if (row.arg == takes::value) args.push_back(s == "verify" ? "full" : s == "info" ? "progress2" : "1");
@@ -68,7 +74,7 @@ TEST_CASE("cli options: every spelling of every row is accepted, and parse() kno
 
 TEST_CASE("cli options: --no-NAME turns off each spelling of a row that has an off, and is unknown for a row without") {
   for (const auto& row : cli_options())
-    for (const auto& s : spellings(row.cli)) {
+    for (const auto& s : spellings(row)) {
       const auto r = parse({"--no-" + s});
       if (treesync_cli::find_option("no-" + s).row && !treesync_cli::find_option("no-" + s).negated) continue;  // --no-delete: a row
       if (!row.off) {
@@ -89,7 +95,7 @@ TEST_CASE("cli options: --no-NAME turns off each spelling of a row that has an o
 
 TEST_CASE("cli options: an option that takes no value refuses --NAME=VALUE, and one that takes a value needs it") {
   for (const auto& row : cli_options())
-    for (const auto& s : spellings(row.cli)) {
+    for (const auto& s : spellings(row)) {
       if (s.size() == 1) continue;
       if (row.arg == takes::nothing) {
         const auto r = parse({"--" + s + "=x"});
@@ -102,4 +108,40 @@ TEST_CASE("cli options: an option that takes no value refuses --NAME=VALUE, and 
   const auto r = treesync_cli::parse(static_cast<int>(argv.size()), argv.data());
   CHECK(r.message.find("needs a value") != std::string::npos);
   CHECK(parse({"--progress=always"}).opt.progress_always);
+}
+
+TEST_CASE("cli options: --help lists every row where the table puts it, the library's switches in its place") {
+  const std::string help = treesync_cli::help_text();
+  std::size_t last = 0;
+  for (const auto& row : cli_options()) {
+    if (!row.cli) {  // the library's switches, each listed in its order
+      for (const auto& lib : treesync::switch_table) {
+        if (!*lib.cli) continue;
+        const std::size_t at = help.find(treesync_cli::option_help(lib.cli, lib.help));
+        REQUIRE_MESSAGE(at != std::string::npos, lib.cli);
+        CHECK_MESSAGE(at >= last, lib.cli);
+        last = at;
+      }
+      continue;
+    }
+    const std::string lines = treesync_cli::option_help(row.cli, row.help);
+    const std::size_t at = help.find(lines);
+    REQUIRE_MESSAGE(at != std::string::npos, row.cli);
+    CHECK_MESSAGE(at >= last, row.cli);
+    CHECK(help.compare(at - 1, 1, "\n") == 0);
+    last = at;
+    // its listed spellings head the entry; hidden ones (after ';') are not listed as heads
+    for (const auto& s : spellings(row.cli, true))
+      CHECK_MESSAGE(lines.substr(0, 28).find((s.size() == 1 ? "-" : "--") + s) != std::string::npos, s);
+  }
+  CHECK(help.find("\n      --del ") == std::string::npos);
+  CHECK(unknown(parse({"--no-OPTION"})));
+}
+
+TEST_CASE("cli options: a row's help keeps its own line breaks, and a help without one wraps at 108 columns") {
+  CHECK(treesync_cli::option_help("x,example=N", "one\ntwo") ==
+        "  -x, --example=N           one\n                            two\n");
+  const std::string words(30, 'w');
+  const std::string wrapped = treesync_cli::option_help("long-example", words + " " + words + " " + words);
+  CHECK(wrapped == "      --long-example        " + words + " " + words + "\n                            " + words + "\n");
 }

@@ -154,41 +154,90 @@ struct parse_result {
   std::string message;
 };
 
-/// The --help lines of the library's switch table (treesync/policies.hpp), in its order: the
-/// spellings in a 28-column field, the help wrapped at 108 columns.
-inline std::string switch_help() {
+struct parse_state;
+
+/// How an option takes its value: none, always (`--opt=V`, `--opt V`, `-jV`, `-j V`), or only
+/// when written `--opt=V` (--progress[=WHEN]).
+enum class takes { nothing, value, attached };
+
+/// Where --help lists an option.
+enum class section { synced, printed };
+
+/// One row of the tool's own options (the library's switches are treesync::switch_table's rows):
+/// `cli`, its spellings as the library table writes them ("c,checksum": letters and long names;
+/// "max-delete=N": the value's name for --help; after a ';', spellings accepted but not listed in
+/// --help's head, e.g. "delete;del"); how it takes a value; what it does when given (`on`, with
+/// the name as spelled and its value, or nullptr) and when given as --no-NAME (`off`; nullptr: no
+/// such option); where --help lists it and its help (wrapped where it holds '\n', else at 108
+/// columns).  A handler returns false after parse_state::fail().  A row without `on` is help
+/// only (--no-OPTION); the row without `cli` stands for the library's switches, listed there.
+struct cli_option {
+  const char* cli;
+  takes arg;
+  bool (*on)(parse_state&, const std::string& name, const std::string* value);
+  bool (*off)(parse_state&, const std::string& name);
+  section where;
+  const char* help;
+};
+
+/// The tool's options, in --help's order (below parse_state).
+inline const std::vector<cli_option>& cli_options();
+
+/// One option's --help lines: its spellings in a 28-column field (a letter as -x, first; a name
+/// as --name), then `help`, wrapped at its '\n's, or at 108 columns when it has none.
+inline std::string option_help(std::string_view cli, std::string_view help) {
+  cli = cli.substr(0, std::min(cli.find(';'), cli.size()));  // after ';': not listed
+  std::string head = "  ";
+  bool first = true;
+  while (!cli.empty()) {
+    const std::size_t comma = std::min(cli.find(','), cli.size());
+    const std::string_view one = cli.substr(0, comma);
+    const bool letter = one.size() == 1;
+    if (first && !letter) head += "    ";
+    if (!first) head += ", ";
+    head += (letter ? "-" : "--") + std::string(one);
+    first = false;
+    cli.remove_prefix(std::min(comma + 1, cli.size()));
+  }
   std::string out;
-  for (const auto& row : treesync::switch_table) {
-    std::string_view cli = row.cli;
-    if (cli.empty()) continue;
-    std::string head = "  ";
-    bool first = true;
-    while (!cli.empty()) {
-      const std::size_t comma = std::min(cli.find(','), cli.size());
-      const std::string_view one = cli.substr(0, comma);
-      const bool letter = one.size() == 1;
-      if (first && !letter) head += "    ";
-      if (!first) head += ", ";
-      head += (letter ? "-" : "--") + std::string(one);
-      first = false;
-      cli.remove_prefix(std::min(comma + 1, cli.size()));
+  std::string line = head;
+  line.resize(std::max<std::size_t>(line.size() + 2, 28), ' ');
+  if (help.find('\n') != std::string_view::npos) {  // broken where the row says
+    while (true) {
+      const std::size_t end = std::min(help.find('\n'), help.size());
+      out += line + std::string(help.substr(0, end)) + '\n';
+      if (end == help.size()) return out;
+      help.remove_prefix(end + 1);
+      line.assign(28, ' ');
     }
-    std::string line = head;
-    line.resize(std::max<std::size_t>(line.size() + 2, 28), ' ');
-    std::string_view words = row.help;
-    while (!words.empty()) {
-      const std::size_t space = std::min(words.find(' '), words.size());
-      const std::string_view word = words.substr(0, space);
-      if (line.size() > 28 && line.size() + 1 + word.size() > 108) {
-        out += line + '\n';
-        line.assign(28, ' ');
-      } else if (line.size() > 28) {
-        line += ' ';
-      }
-      line += word;
-      words.remove_prefix(std::min(space + 1, words.size()));
+  }
+  while (!help.empty()) {  // greedy, at 108 columns
+    const std::size_t space = std::min(help.find(' '), help.size());
+    const std::string_view word = help.substr(0, space);
+    if (line.size() > 28 && line.size() + 1 + word.size() > 108) {
+      out += line + '\n';
+      line.assign(28, ' ');
+    } else if (line.size() > 28) {
+      line += ' ';
     }
-    out += line + '\n';
+    line += word;
+    help.remove_prefix(std::min(space + 1, help.size()));
+  }
+  return out + line + '\n';
+}
+
+/// The --help lines of the options listed under `where`, in the table's order (the library's
+/// switches where the table has its row without spellings).
+inline std::string options_help(section where) {
+  std::string out;
+  for (const auto& row : cli_options()) {
+    if (row.where != where) continue;
+    if (row.cli) {
+      out += option_help(row.cli, row.help);
+      continue;
+    }
+    for (const auto& lib : treesync::switch_table)
+      if (*lib.cli) out += option_help(lib.cli, lib.help);
   }
   return out;
 }
@@ -202,91 +251,10 @@ inline const char* help_text() {
       "means the directory itself, copied into DST/NAME (DST is made when missing, not its parents).\n"
       "Nothing is deleted unless --delete is given: then DST (or DST/NAME) becomes a mirror of SRC.\n"
       "\n"
-      "What is synced:\n"
-      "  -a, --archive             rsync's -rlptgoD; here: -l (keep symlinks), -g (group), -D (specials and\n"
-      "                            devices), and -o (owner) when run as root (as rsync does); -r -t are always on,\n"
-      "                            -p unless --no-perms\n"
-      ) + switch_help() + std::string(
-      "      --delete              delete DST entries that SRC lacks (off by default, as in rsync); rsync's\n"
-      "                            --del, --delete-before, --delete-during, --delete-after, --delete-delay\n"
-      "                            are the same here (the deletions come last, at the end of the run)\n"
-      "      --no-delete           keep DST entries that SRC lacks (the default; the last of --delete /\n"
-      "                            --no-delete wins)\n"
-      "      --delete-excluded     also delete excluded entries from DST (implies --delete)\n"
-      "      --max-delete=N        delete nothing if the run would delete more than N: every other change\n"
-      "                            is made, then exit 25; with -n: list the first N deletions, exit 25 as rsync\n"
-      "      --exclude=PATTERN     exclude what matches PATTERN: neither copied nor deleted (see Filter rules)\n"
-      "      --include=PATTERN     include what matches PATTERN (a rule before it may still exclude it)\n"
-      "  -f, --filter=RULE         one rule: '+ PATTERN', '- PATTERN', 'dir-merge NAME' (': NAME'), '!' (clear)\n"
-      "  -F                        the same as --filter='dir-merge .rsync-filter'; twice (-FF): also\n"
-      "                            --filter='- .rsync-filter' (the rule files themselves are not copied)\n"
-      "      --exclude-from=FILE   exclude patterns from FILE, one per line; '+ ' / '- ' prefixes are honoured;\n"
-      "                            blank lines and lines starting with '#' or ';' are skipped; '-' is stdin\n"
-      "      --include-from=FILE   include patterns from FILE, read the same way\n"
-      "      --ignore-errors       delete even after an error reading SRC (by default, as in rsync, a source\n"
-      "                            error stops the deletions: IO error encountered -- skipping file deletion;\n"
-      "                            they wait for the end of the run, so an error anywhere stops every one)\n"
-      "  -L, --copy-links          copy what a symlink in SRC points to\n"
-      "  -l, --links               recreate symlinks as symlinks (-L wins over -l, as in rsync)\n"
-      "      --copy-unsafe-links   keep symlinks that stay inside SRC, copy what the others point to\n"
-      "      --no-links            skip symlinks, each named on stderr: skipping non-regular file \"NAME\" (the\n"
-      "                            default without -l, -L, -a or --copy-unsafe-links, as in rsync)\n"
-      "  -c, --checksum            a DST file is current when size and content match (reads both)\n"
-      "      --size-only           a DST file is current when its size matches\n"
-      "  -u, --update              leave DST files newer than SRC's alone (data, mode, owner, times);\n"
-      "                            otherwise compare size and time\n"
-      "      --modify-window=SECS  times within SECS seconds (fractions allowed) count as equal (FAT: 2)\n"
-      "      --inplace             write into existing DST files instead of a temporary renamed into place\n"
-      "  -j, --jobs=N              N parallel workers (default 4: see Jobs below; 1 serial; 0 one per CPU)\n"
-      "      --backup-dir=DIR      move replaced and deleted DST files into DIR (relative: to DST), same paths;\n"
-      "                            not with --inplace (a usage error naming both)\n"
-      "      --state=FILE          keep a state file: what the run left in DST, written at the end of a run that\n"
-      "                            was not stopped, removed before its first write (FILE outside DST is best;\n"
-      "                            inside DST it is never deleted or mirrored); --verify says how far it is trusted\n"
-      "      --verify=LEVEL        with --state: full (the default) reads all of DST, the state file is only\n"
-      "                            written; dirs stats each DST directory and takes the entries of one whose\n"
-      "                            stamps are unchanged from FILE: it misses a file edited in place or chmod'ed\n"
-      "                            in DST; none reads nothing of DST that FILE vouches for: it misses anything\n"
-      "                            done to DST since the last run with FILE (deleted, added, edited entries)\n"
-      "      --state-memory=SIZE   the most memory FILE's records may take (default 256M, about 1.3 million\n"
-      "                            entries; K, M, G: powers of 1024): a larger FILE is ignored (a notice)\n"
-      "      --insecure-links      follow any symlink in the paths named on the command line (rsync's opt-out):\n"
-      "                            by default (rsync 3.5's rule) a symlink at any component of DST (DST/NAME\n"
-      "                            too), --backup-dir, --state or an --exclude-from / --include-from file is\n"
-      "                            followed only when owned by root or by the user running treesync; one of\n"
-      "                            another user is refused before anything is written (exit 3 or 11, below)\n"
-      "  -A, --acls                not supported yet (a usage error, never silently ignored)\n"
-      "  -r, --recursive           always on (accepted for rsync habits)\n"
-      "  -t, --times               always on: modification times are kept (accepted for rsync habits)\n"
-      "  -p, --perms               permission bits are kept (on by default, unlike rsync; -a sets it too);\n"
-      "                            set-user-ID only with SRC's owner (-o, or run as that owner), set-group-ID\n"
-      "                            only with SRC's group (-g, or run as that owner, not root): see below\n"
-      "      --no-perms, --no-p    existing DST entries keep their permission bits (also when rewritten); new\n"
-      "                            ones get SRC's under the umask, without set-ID/sticky bits (as rsync)\n"
-      "      --chmod=CHMOD         change SRC's permission bits as the run sees them, as rsync: comma-separated\n"
-      "                            [ugoa][+-=][rwxXst] or [ugoa][+-=][ugo] items, octal modes, D (directories\n"
-      "                            only) or F (the others) in front; no class named: the umask's bits stay\n"
-      "      --existing            create nothing in DST, only update what exists (a new directory is not entered)\n"
-      "      --ignore-existing     change nothing that exists in DST, only create (directories are still entered)\n"
-      "      --no-OPTION           turn OPTION off (--no-l, --no-D, --no-inplace, ...): the last one given wins\n"
+      "What is synced:\n") + options_help(section::synced) + std::string(
       "\n"
       "What is printed (errors always go to stderr as `treesync: OPERATION PATH (SIDE FULL-PATH): reason`):\n"
-      "  -i, --itemize-changes     one line per change: rsync's 11-character code, then the path\n"
-      "  -v, --verbose             one line per action: create, update, meta, delete or skip, then the path\n"
-      "  -q, --quiet               no summary line, no --progress (what -i, -v, --stats, --json ask for is still\n"
-      "                            printed)\n"
-      "      --stats               counts, bytes copied, elapsed time and rate, instead of the summary line\n"
-      "      --progress[=WHEN]     one live line on a terminal (WHEN auto, the default): bytes done/total,\n"
-      "                            percentage, rate, ETA, to-chk=LEFT/ENTRIES, the latest entry; totals come\n"
-      "                            from a count of SRC run alongside, marked '+' (and no % or ETA) until it\n"
-      "                            ends.  WHEN always: also when stdout is not a terminal, a line a second;\n"
-      "                            never: off.  Never with -q or --json\n"
-      "      --info=progress2      the same as --progress (no other --info flag is supported)\n"
-      "      --json                the report as one JSON object on stdout, nothing else (actions too with -i/-v);\n"
-      "                            usage errors and refusals too (status \"usage\" / \"refused\", the path at fault)\n"
-      "  -h, --human-readable      the summary line's byte count in units (K, M, G: powers of 1024)\n"
-      "      --help                this help (so is -h given alone, as in rsync)\n"
-      "      --version             print the version\n"
+      ) + options_help(section::printed) + std::string(
       "\n"
 
       "Filter rules (rsync's): --exclude, --include, --filter, -F and the --*-from files add rules in the\n"
@@ -419,12 +387,13 @@ inline std::string usage_message(const tool_info& tool, const std::string& what)
 
 namespace detail {
 
-/// Whether `name` (without dashes) is one of a switch row's spellings ("n,dry-run", "max-size=SIZE").
+/// Whether `name` (without dashes) is one of a row's spellings ("n,dry-run", "max-size=SIZE",
+/// "progress[=WHEN]", "delete;del").
 inline bool spelled(std::string_view cli, std::string_view name) {
   while (!cli.empty()) {
-    const std::size_t comma = std::min(cli.find(','), cli.size());
+    const std::size_t comma = std::min(cli.find_first_of(",;"), cli.size());
     std::string_view one = cli.substr(0, comma);
-    one = one.substr(0, std::min(one.find('='), one.size()));
+    one = one.substr(0, std::min(one.find_first_of("=["), one.size()));
     if (!name.empty() && one == name) return true;
     cli.remove_prefix(std::min(comma + 1, cli.size()));
   }
@@ -512,22 +481,6 @@ struct parse_state {
   }
 };
 
-/// How an option takes its value: none, always (`--opt=V`, `--opt V`, `-jV`, `-j V`), or only
-/// when written `--opt=V` (--progress[=WHEN]).
-enum class takes { nothing, value, attached };
-
-/// One row of the tool's own options (the library's switches are treesync::switch_table's rows):
-/// its spellings as the library table writes them ("c,checksum": letters and long names), how it
-/// takes a value, what it does when given (`on`, with the name as spelled and its value, or
-/// nullptr) and when given as --no-NAME (`off`; nullptr: no such option).  A handler returns false
-/// after state.fail().
-struct cli_option {
-  const char* cli;
-  takes arg;
-  bool (*on)(parse_state&, const std::string& name, const std::string* value);
-  bool (*off)(parse_state&, const std::string& name);
-};
-
 namespace detail {
 // a handler that sets a flag of parse_state or options: on() and off() from one pointer to member
 template <auto Member>
@@ -545,8 +498,9 @@ inline bool always_on(parse_state& s, const std::string& name) {
 }
 }  // namespace detail
 
-/// The tool's options: every spelling parse() accepts besides the library's switch table, and
-/// what each does.  --no-NAME works for each spelling of a row with `off`.
+/// The tool's options, in --help's order: every spelling parse() accepts besides the library's
+/// switch table, what each does and its help.  --no-NAME works for each spelling of a row with
+/// `off`.  A new option is a row here (and its behaviour where the run reads `options`).
 inline const std::vector<cli_option>& cli_options() {
   using s_t = parse_state;
   using v_t = const std::string*;
@@ -561,51 +515,59 @@ inline const std::vector<cli_option>& cli_options() {
          if (::geteuid() == 0) s.o.lib.owner = true;
          return true;
        },
-       nullptr},
-      {"r,recursive", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on},
-      {"t,times", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on},
-      {"p,perms", takes::nothing, detail::set_on<&options::perms>, detail::set_off<&options::perms>},
-      {"existing,ignore-non-existing", takes::nothing, detail::set_on<&options::existing>,
-       detail::set_off<&options::existing>},
-      {"ignore-existing", takes::nothing, detail::set_on<&options::ignore_existing>,
-       detail::set_off<&options::ignore_existing>},
-      {"ignore-errors", takes::nothing, detail::set_on<&options::ignore_errors>, detail::set_off<&options::ignore_errors>},
-      {"insecure-links", takes::nothing, detail::set_on<&options::insecure_links>,
-       detail::set_off<&options::insecure_links>},
-      {"chmod", takes::value,
-       [](s_t& s, n_t, v_t v) {
-         std::string why;
-         return s.o.chmod.parse(*v, &why) || s.fail("--chmod=" + display(*v) + ": " + why);
-       },
-       nullptr},
+       nullptr,
+       section::synced,
+       "rsync's -rlptgoD; here: -l (keep symlinks), -g (group), -D (specials and\n"
+       "devices), and -o (owner) when run as root (as rsync does); -r -t are always on,\n"
+       "-p unless --no-perms"},
+      // the library's switches (treesync::switch_table), in its order
+      {nullptr, takes::nothing, nullptr, nullptr, section::synced, nullptr},
       // rsync's spellings (they differ in when rsync deletes; treesync plans every deletion before
       // the first one); the last of --delete / --no-delete wins; --delete-excluded implies it
-      {"delete,del,delete-before,delete-during,delete-after,delete-delay", takes::nothing,
+      {"delete;del,delete-before,delete-during,delete-after,delete-delay", takes::nothing,
        [](s_t& s, n_t, v_t) {
          if (s.o.deletion == deletion_mode::keep) s.o.deletion = deletion_mode::extraneous;
          return true;
        },
-       nullptr},
-      {"no-delete", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.deletion = deletion_mode::keep, true; }, nullptr},
+       nullptr,
+       section::synced,
+       "delete DST entries that SRC lacks (off by default, as in rsync); rsync's\n"
+       "--del, --delete-before, --delete-during, --delete-after, --delete-delay\n"
+       "are the same here (the deletions come last, at the end of the run)"},
+      {"no-delete", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.deletion = deletion_mode::keep, true; }, nullptr,
+       section::synced,
+       "keep DST entries that SRC lacks (the default; the last of --delete /\n"
+       "--no-delete wins)"},
       {"delete-excluded", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.deletion = deletion_mode::excluded, true; },
        [](s_t& s, n_t) {
          if (s.o.deletion == deletion_mode::excluded) s.o.deletion = deletion_mode::extraneous;
          return true;
-       }},
-      {"max-delete", takes::value,
+       },
+       section::synced,
+       "also delete excluded entries from DST (implies --delete)"},
+      {"max-delete=N", takes::value,
        [](s_t& s, n_t, v_t v) {
          unsigned long long n = 0;
          if (!detail::parse_count(*v, n)) return s.fail("--max-delete: not a count: " + display(*v));
          s.o.max_delete = static_cast<std::size_t>(n);
          return true;
        },
-       nullptr},
-      {"exclude", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::exclude, *v}), true; },
-       nullptr},
-      {"include", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::include, *v}), true; },
-       nullptr},
-      {"f,filter", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::rule, *v}), true; },
-       nullptr},
+       nullptr,
+       section::synced,
+       "delete nothing if the run would delete more than N: every other change\n"
+       "is made, then exit 25; with -n: list the first N deletions, exit 25 as rsync"},
+      {"exclude=PATTERN", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::exclude, *v}), true; },
+       nullptr,
+       section::synced,
+       "exclude what matches PATTERN: neither copied nor deleted (see Filter rules)"},
+      {"include=PATTERN", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::include, *v}), true; },
+       nullptr,
+       section::synced,
+       "include what matches PATTERN (a rule before it may still exclude it)"},
+      {"f,filter=RULE", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::rule, *v}), true; },
+       nullptr,
+       section::synced,
+       "one rule: '+ PATTERN', '- PATTERN', 'dir-merge NAME' (': NAME'), '!' (clear)"},
       // rsync: the first -F reads .rsync-filter files, the second also excludes them
       {"F", takes::nothing,
        [](s_t& s, n_t, v_t) {
@@ -613,43 +575,182 @@ inline const std::vector<cli_option>& cli_options() {
              {filter_arg::rule, ++s.rule_file_flags == 1 ? "dir-merge .rsync-filter" : "- .rsync-filter"});
          return true;
        },
-       nullptr},
-      {"exclude-from", takes::value,
-       [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::exclude_from, *v}), true; }, nullptr},
-      {"include-from", takes::value,
-       [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::include_from, *v}), true; }, nullptr},
+       nullptr,
+       section::synced,
+       "the same as --filter='dir-merge .rsync-filter'; twice (-FF): also\n"
+       "--filter='- .rsync-filter' (the rule files themselves are not copied)"},
+      {"exclude-from=FILE", takes::value,
+       [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::exclude_from, *v}), true; }, nullptr,
+       section::synced,
+       "exclude patterns from FILE, one per line; '+ ' / '- ' prefixes are honoured;\n"
+       "blank lines and lines starting with '#' or ';' are skipped; '-' is stdin"},
+      {"include-from=FILE", takes::value,
+       [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::include_from, *v}), true; }, nullptr,
+       section::synced,
+       "include patterns from FILE, read the same way"},
+      {"ignore-errors", takes::nothing, detail::set_on<&options::ignore_errors>, detail::set_off<&options::ignore_errors>,
+       section::synced,
+       "delete even after an error reading SRC (by default, as in rsync, a source\n"
+       "error stops the deletions: IO error encountered -- skipping file deletion;\n"
+       "they wait for the end of the run, so an error anywhere stops every one)"},
       {"L,copy-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.copy_links = true; },
-       [](s_t& s, n_t) { return s.copy_links = false, true; }},
+       [](s_t& s, n_t) { return s.copy_links = false, true; },
+       section::synced,
+       "copy what a symlink in SRC points to"},
       {"l,links", takes::nothing, [](s_t& s, n_t, v_t) { return s.links = 1, true; },
-       [](s_t& s, n_t) { return s.links = 0, true; }},
+       [](s_t& s, n_t) { return s.links = 0, true; },
+       section::synced,
+       "recreate symlinks as symlinks (-L wins over -l, as in rsync)"},
       {"copy-unsafe-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.copy_unsafe = true; },
-       [](s_t& s, n_t) { return s.copy_unsafe = false, true; }},
+       [](s_t& s, n_t) { return s.copy_unsafe = false, true; },
+       section::synced,
+       "keep symlinks that stay inside SRC, copy what the others point to"},
+      {"no-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.links = 0, true; }, nullptr,
+       section::synced,
+       "skip symlinks, each named on stderr: skipping non-regular file \"NAME\" (the\n"
+       "default without -l, -L, -a or --copy-unsafe-links, as in rsync)"},
       {"c,checksum", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::checksum), true; },
-       [](s_t& s, n_t) { return s.reset_compare(compare_mode::checksum), true; }},
+       [](s_t& s, n_t) { return s.reset_compare(compare_mode::checksum), true; },
+       section::synced,
+       "a DST file is current when size and content match (reads both)"},
       {"size-only", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::size_only), true; },
-       [](s_t& s, n_t) { return s.reset_compare(compare_mode::size_only), true; }},
+       [](s_t& s, n_t) { return s.reset_compare(compare_mode::size_only), true; },
+       section::synced,
+       "a DST file is current when its size matches"},
       {"u,update", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::newer), true; },
-       [](s_t& s, n_t) { return s.reset_compare(compare_mode::newer), true; }},
-      {"modify-window", takes::value,
+       [](s_t& s, n_t) { return s.reset_compare(compare_mode::newer), true; },
+       section::synced,
+       "leave DST files newer than SRC's alone (data, mode, owner, times);\n"
+       "otherwise compare size and time"},
+      {"modify-window=SECS", takes::value,
        [](s_t& s, n_t, v_t v) {
          return detail::parse_seconds(*v, s.o.modify_window_ns) ||
                 s.fail("--modify-window: not a number of seconds: " + display(*v));
        },
-       nullptr},
-      {"inplace", takes::nothing, detail::set_on<&options::inplace>, detail::set_off<&options::inplace>},
-      {"j,jobs", takes::value,
+       nullptr,
+       section::synced,
+       "times within SECS seconds (fractions allowed) count as equal (FAT: 2)"},
+      {"inplace", takes::nothing, detail::set_on<&options::inplace>, detail::set_off<&options::inplace>,
+       section::synced,
+       "write into existing DST files instead of a temporary renamed into place"},
+      {"j,jobs=N", takes::value,
        [](s_t& s, n_t, v_t v) {
          unsigned long long n = 0;
          if (!detail::parse_count(*v, n) || n > 1024) return s.fail("--jobs: not a worker count (0-1024): " + display(*v));
          s.o.jobs = static_cast<unsigned>(n);
          return true;
        },
-       nullptr},
-      {"i,itemize-changes", takes::nothing, detail::set_on<&options::itemize>, detail::set_off<&options::itemize>},
-      {"v,verbose", takes::nothing, detail::set_on<&options::verbose>, detail::set_off<&options::verbose>},
-      {"q,quiet", takes::nothing, detail::set_on<&options::quiet>, detail::set_off<&options::quiet>},
-      {"stats", takes::nothing, detail::set_on<&options::stats>, detail::set_off<&options::stats>},
-      {"progress", takes::attached,  // --progress=WHEN; a bare --progress is auto
+       nullptr,
+       section::synced,
+       "N parallel workers (default 4: see Jobs below; 1 serial; 0 one per CPU)"},
+      {"backup-dir=DIR", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         if (v->empty()) return s.fail("--backup-dir: an empty directory name");
+         s.o.backup_dir = *v;
+         return true;
+       },
+       nullptr,
+       section::synced,
+       "move replaced and deleted DST files into DIR (relative: to DST), same paths;\n"
+       "not with --inplace (a usage error naming both)"},
+      {"state=FILE", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         if (v->empty()) return s.fail("--state: an empty file name");
+         s.o.state = *v;
+         return true;
+       },
+       nullptr,
+       section::synced,
+       "keep a state file: what the run left in DST, written at the end of a run that\n"
+       "was not stopped, removed before its first write (FILE outside DST is best;\n"
+       "inside DST it is never deleted or mirrored); --verify says how far it is trusted"},
+      {"verify=LEVEL", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         if (*v == "full") s.o.verify = treesync::verify_level::full;
+         else if (*v == "dirs") s.o.verify = treesync::verify_level::dirs;
+         else if (*v == "none") s.o.verify = treesync::verify_level::none;
+         else return s.fail("--verify=" + display(*v) + ": expected full, dirs or none");
+         return s.o.verify_given = true;
+       },
+       nullptr,
+       section::synced,
+       "with --state: full (the default) reads all of DST, the state file is only\n"
+       "written; dirs stats each DST directory and takes the entries of one whose\n"
+       "stamps are unchanged from FILE: it misses a file edited in place or chmod'ed\n"
+       "in DST; none reads nothing of DST that FILE vouches for: it misses anything\n"
+       "done to DST since the last run with FILE (deleted, added, edited entries)"},
+      {"state-memory=SIZE", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         return (detail::parse_switch_value(*v, s.o.state_memory) && s.o.state_memory != 0) ||
+                s.fail("--state-memory=" + display(*v) + ": expected a size above 0 (K, M, G: powers of 1024)");
+       },
+       nullptr,
+       section::synced,
+       "the most memory FILE's records may take (default 256M, about 1.3 million\n"
+       "entries; K, M, G: powers of 1024): a larger FILE is ignored (a notice)"},
+      {"insecure-links", takes::nothing, detail::set_on<&options::insecure_links>,
+       detail::set_off<&options::insecure_links>,
+       section::synced,
+       "follow any symlink in the paths named on the command line (rsync's opt-out):\n"
+       "by default (rsync 3.5's rule) a symlink at any component of DST (DST/NAME\n"
+       "too), --backup-dir, --state or an --exclude-from / --include-from file is\n"
+       "followed only when owned by root or by the user running treesync; one of\n"
+       "another user is refused before anything is written (exit 3 or 11, below)"},
+      {"A,acls", takes::nothing,
+       [](s_t& s, n_t, v_t) { return s.unsupported.push_back("-A/--acls (the library has no ACL policy)"), true; },
+       nullptr,
+       section::synced,
+       "not supported yet (a usage error, never silently ignored)"},
+      {"r,recursive", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on,
+       section::synced,
+       "always on (accepted for rsync habits)"},
+      {"t,times", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on,
+       section::synced,
+       "always on: modification times are kept (accepted for rsync habits)"},
+      {"p,perms", takes::nothing, detail::set_on<&options::perms>, detail::set_off<&options::perms>,
+       section::synced,
+       "permission bits are kept (on by default, unlike rsync; -a sets it too);\n"
+       "set-user-ID only with SRC's owner (-o, or run as that owner), set-group-ID\n"
+       "only with SRC's group (-g, or run as that owner, not root): see below"},
+      {"no-perms,no-p", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.perms = false, true; }, nullptr,
+       section::synced,
+       "existing DST entries keep their permission bits (also when rewritten); new\n"
+       "ones get SRC's under the umask, without set-ID/sticky bits (as rsync)"},
+      {"chmod=CHMOD", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         std::string why;
+         return s.o.chmod.parse(*v, &why) || s.fail("--chmod=" + display(*v) + ": " + why);
+       },
+       nullptr,
+       section::synced,
+       "change SRC's permission bits as the run sees them, as rsync: comma-separated\n"
+       "[ugoa][+-=][rwxXst] or [ugoa][+-=][ugo] items, octal modes, D (directories\n"
+       "only) or F (the others) in front; no class named: the umask's bits stay"},
+      {"existing;ignore-non-existing", takes::nothing, detail::set_on<&options::existing>,
+       detail::set_off<&options::existing>,
+       section::synced,
+       "create nothing in DST, only update what exists (a new directory is not entered)"},
+      {"ignore-existing", takes::nothing, detail::set_on<&options::ignore_existing>,
+       detail::set_off<&options::ignore_existing>,
+       section::synced,
+       "change nothing that exists in DST, only create (directories are still entered)"},
+      {"no-OPTION", takes::nothing, nullptr, nullptr,
+       section::synced,
+       "turn OPTION off (--no-l, --no-D, --no-inplace, ...): the last one given wins"},
+      {"i,itemize-changes", takes::nothing, detail::set_on<&options::itemize>, detail::set_off<&options::itemize>,
+       section::printed,
+       "one line per change: rsync's 11-character code, then the path"},
+      {"v,verbose", takes::nothing, detail::set_on<&options::verbose>, detail::set_off<&options::verbose>,
+       section::printed,
+       "one line per action: create, update, meta, delete or skip, then the path"},
+      {"q,quiet", takes::nothing, detail::set_on<&options::quiet>, detail::set_off<&options::quiet>,
+       section::printed,
+       "no summary line, no --progress (what -i, -v, --stats, --json ask for is still\n"
+       "printed)"},
+      {"stats", takes::nothing, detail::set_on<&options::stats>, detail::set_off<&options::stats>,
+       section::printed,
+       "counts, bytes copied, elapsed time and rate, instead of the summary line"},
+      {"progress[=WHEN]", takes::attached,  // --progress=WHEN; a bare --progress is auto
        [](s_t& s, n_t, v_t v) {
          const std::string when = v ? *v : std::string("auto");
          if (when != "auto" && when != "always" && when != "never")
@@ -658,64 +759,49 @@ inline const std::vector<cli_option>& cli_options() {
          s.o.progress_always = when == "always";
          return true;
        },
-       [](s_t& s, n_t) { return s.o.progress = s.o.progress_always = false, true; }},
-      {"info", takes::value,
+       [](s_t& s, n_t) { return s.o.progress = s.o.progress_always = false, true; },
+       section::printed,
+       "one live line on a terminal (WHEN auto, the default): bytes done/total,\n"
+       "percentage, rate, ETA, to-chk=LEFT/ENTRIES, the latest entry; totals come\n"
+       "from a count of SRC run alongside, marked '+' (and no % or ETA) until it\n"
+       "ends.  WHEN always: also when stdout is not a terminal, a line a second;\n"
+       "never: off.  Never with -q or --json"},
+      {"info=progress2", takes::value,
        [](s_t& s, n_t, v_t v) {
          if (*v != "progress2")
            return s.fail("--info=" + display(*v) +
                          ": not supported (treesync knows --info=progress2 only, the same as --progress)");
          return s.o.progress = true;
        },
-       nullptr},
-      {"json", takes::nothing, detail::set_on<&options::json>, detail::set_off<&options::json>},
+       nullptr,
+       section::printed,
+       "the same as --progress (no other --info flag is supported)"},
+      {"json", takes::nothing, detail::set_on<&options::json>, detail::set_off<&options::json>,
+       section::printed,
+       "the report as one JSON object on stdout, nothing else (actions too with -i/-v);\n"
+       "usage errors and refusals too (status \"usage\" / \"refused\", the path at fault)"},
       {"h,human-readable", takes::nothing, detail::set_on<&options::human_readable>,
-       detail::set_off<&options::human_readable>},
+       detail::set_off<&options::human_readable>,
+       section::printed,
+       "the summary line's byte count in units (K, M, G: powers of 1024)"},
       {"help", takes::nothing,
        [](s_t& s, n_t, v_t) {
          s.r.exit_now = true;
          s.r.message = s.tool.help();
          return true;
        },
-       nullptr},
+       nullptr,
+       section::printed,
+       "this help (so is -h given alone, as in rsync)"},
       {"version", takes::nothing,
        [](s_t& s, n_t, v_t) {
          s.r.exit_now = true;
          s.r.message = std::string(s.tool.name) + ' ' + TREESYNC_VERSION_STRING + "\n";
          return true;
        },
-       nullptr},
-      {"backup-dir", takes::value,
-       [](s_t& s, n_t, v_t v) {
-         if (v->empty()) return s.fail("--backup-dir: an empty directory name");
-         s.o.backup_dir = *v;
-         return true;
-       },
-       nullptr},
-      {"state", takes::value,
-       [](s_t& s, n_t, v_t v) {
-         if (v->empty()) return s.fail("--state: an empty file name");
-         s.o.state = *v;
-         return true;
-       },
-       nullptr},
-      {"state-memory", takes::value,
-       [](s_t& s, n_t, v_t v) {
-         return (detail::parse_switch_value(*v, s.o.state_memory) && s.o.state_memory != 0) ||
-                s.fail("--state-memory=" + display(*v) + ": expected a size above 0 (K, M, G: powers of 1024)");
-       },
-       nullptr},
-      {"verify", takes::value,
-       [](s_t& s, n_t, v_t v) {
-         if (*v == "full") s.o.verify = treesync::verify_level::full;
-         else if (*v == "dirs") s.o.verify = treesync::verify_level::dirs;
-         else if (*v == "none") s.o.verify = treesync::verify_level::none;
-         else return s.fail("--verify=" + display(*v) + ": expected full, dirs or none");
-         return s.o.verify_given = true;
-       },
-       nullptr},
-      {"A,acls", takes::nothing,
-       [](s_t& s, n_t, v_t) { return s.unsupported.push_back("-A/--acls (the library has no ACL policy)"), true; },
-       nullptr},
+       nullptr,
+       section::printed,
+       "print the version"},
   };
   return rows;
 }
@@ -743,7 +829,7 @@ inline found_option find_option(const std::string& name) {
     for (const auto& row : treesync::switch_table)
       if (detail::spelled(row.cli, f.base)) return f.lib = &row, f;
     for (const auto& row : cli_options())
-      if (detail::spelled(row.cli, f.base) && (!f.negated || row.off)) return f.row = &row, f;
+      if (row.cli && row.on && detail::spelled(row.cli, f.base) && (!f.negated || row.off)) return f.row = &row, f;
   }
   return found_option{};
 }
