@@ -204,6 +204,30 @@ def test_help_version():
           "--help's usage errors (%s) are those refused, --no-p is accepted (%s)" % (sorted(called), sorted(accepted)))
     check(not re.search(r"-L, --copy-links.*default", out) and "the default without -l, -L, -a" in " ".join(out.split()),
           "--help: -L is not the default; skipping symlinks is")
+    # the README's option block (## The CLI) lists what --help lists (from the option table,
+    # examples/cli/options.hpp) and no option --help does not know (issue 46)
+    readme = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "README.md")).read()
+    cli = readme[readme.index("## The CLI"):]
+    block = cli[cli.index("```\ntreesync [OPTIONS] SRC DST\n"):]
+    block = block[4:block.index("\n```", 4)]
+    sections = out[out.index("What is synced:"):out.index("\nFilter rules")]
+    listed = set()
+    for line in sections.splitlines():
+        if line.startswith("  ") and not line.startswith("    " * 7) and line[:28].strip():
+            for one in line[:28].strip().split(", "):
+                listed.add(re.sub(r"[=\[].*", "", one))
+    listed.discard("--no-OPTION")
+    block_tokens = set(re.findall(r"(?<![\w/-])(--?[A-Za-z][\w-]*)", block))
+    shorts = {t[1] for t in block_tokens if not t.startswith("--") and len(t) == 2} | \
+             {c for t in re.findall(r"(?<![\w-])-([A-Za-z])(?=/)", block) for c in t}
+    missing = sorted(o for o in listed if (o[2:] if o.startswith("--") else o[1]) and
+                     not (o in block_tokens if o.startswith("--") else o[1] in shorts))
+    check(len(listed) > 60 and not missing, "the README's option block lists every option --help lists (%d; missing: %s)"
+          % (len(listed), missing))
+    known = set(re.findall(r"(?<![\w-])(--[A-Za-z][\w-]*)", out))
+    unknown = sorted(t for t in block_tokens if t.startswith("--") and t not in known and
+                     not (t.startswith("--no-") and "--" + t[5:] in known) and t != "--no-OPTION")
+    check(not unknown, "the README's option block names no option --help does not know (%s)" % unknown)
     rc, out, err = run("--version")
     header = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "include", "treesync",
                                "treesync.hpp")).read()
