@@ -22,6 +22,7 @@
 #include <string>
 
 #include <fcntl.h>
+#include <sys/inotify.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -400,6 +401,344 @@ TEST_CASE("create-then-set: an existing directory exchanged for the attacker's b
   CHECK(st->st_uid == nobody);
   CHECK(st->st_gid == nobody);
   CHECK(has_error(r, "sub"));
+  CHECK(a.canary_changes() == "");
+}
+
+// ---- issue 45: each check that guards an open or a change, pinned by the exchange it stops -------
+
+TEST_CASE("create-then-set: a destination file exchanged for a link before write::in_place opens it is never written through") {
+  // copy_file's O_NOFOLLOW on the destination: what the link names is a regular file with one
+  // link, so the checks after the open would pass it; only the open refuses it.  Any user.
+  arena a;
+  write_file(a.src / "f", "first\n", 0644, past_ns(3000));
+  REQUIRE(treesync::sync(a.src, a.dst).ok());
+  write_file(a.src / "f", "source data\n", 0644, past_ns(2000));
+  write_file(a.outside / "victim", "victim\n");
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.before_copy = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped || name != "f") return;
+    swapped = true;
+    REQUIRE(::unlink((a.dst / "f").c_str()) == 0);
+    make_symlink((a.outside / "victim").string(), a.dst / "f");
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::write::in_place);
+  REQUIRE(swapped);
+  CHECK(read_file(a.outside / "victim") == "victim\n");
+  CHECK(has_error(r, "f"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: a source file exchanged for a link before the copy opens it is never opened through the link") {
+  // copy_file's O_NOFOLLOW on the source: the checks after the copy would refuse the other inode,
+  // but only once it was read (its bytes in a temporary in DST).  inotify tells whether what the
+  // link names was opened at all.  Any user.
+  arena a;
+  write_file(a.src / "f", "source data\n", 0644, past_ns(2000));
+  write_file(a.outside / "secret", "secret\n", 0600);
+  a.seal();
+  const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  REQUIRE(in >= 0);
+  REQUIRE(::inotify_add_watch(in, (a.outside / "secret").c_str(), IN_OPEN | IN_ACCESS) >= 0);
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.before_copy = [&](hooked_fs::dir_handle&, const std::string&) {  // (the copy's name is a temporary)
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::unlink((a.src / "f").c_str()) == 0);
+    make_symlink((a.outside / "secret").string(), a.src / "f");
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst);
+  REQUIRE(swapped);
+  char events[4096];
+  const ::ssize_t n = ::read(in, events, sizeof events);
+  const int read_errno = errno;
+  ::close(in);
+  CHECK(n < 0);  // no event queued: the secret was never opened
+  CHECK(read_errno == EAGAIN);
+  CHECK(has_error(r, "f"));
+  CHECK_FALSE(exists_nofollow(a.dst / "f"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: a regular file of this user swapped in after mknod never gets the FIFO's mode or mtime") {
+  // settle_special's type check alone: the file is this process's, with one link.  Any user.
+  arena a;
+  make_fifo(a.src / "pipe", 0640);
+  set_mtime(a.src / "pipe", past_ns(5000));
+  const fs::path mine = a.t / "mine";
+  write_file(mine, "mine\n", 0600, past_ns(100));
+  const struct ::stat before = lstat_of(mine);
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_mknod = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::rename(mine.c_str(), (a.dst / name).c_str()) == 0);
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::specials);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, before.st_ino);
+  REQUIRE(st);
+  CHECK((st->st_mode & 07777) == 0600);
+  CHECK(mtime_ns_of(*st) == mtime_ns_of(before));
+  CHECK(has_error(r, "pipe"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: a FIFO of this user with a second link outside swapped in after mknod is never changed") {
+  // settle_special's link count alone: type and owner match what mknod made.  Any user.
+  arena a;
+  make_fifo(a.src / "pipe", 0640);
+  set_mtime(a.src / "pipe", past_ns(5000));
+  const fs::path theirs = a.t / "their-pipe";  // outside DST, with a second name planted in it
+  make_fifo(theirs, 0600);
+  const struct ::stat before = lstat_of(theirs);
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_mknod = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::unlink((a.dst / name).c_str()) == 0);
+    REQUIRE(::link(theirs.c_str(), (a.dst / name).c_str()) == 0);
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::specials);
+  REQUIRE(swapped);
+  const struct ::stat after = lstat_of(theirs);
+  CHECK((after.st_mode & 07777) == 0600);
+  CHECK(mtime_ns_of(after) == mtime_ns_of(before));
+  CHECK(has_error(r, "pipe"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: another user's FIFO swapped in after mknod never gets the source's owner or set-ID bits") {
+  // settle_special's owner check alone: a FIFO with one link, as mknod made.
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (a FIFO of another uid)");
+    return;
+  }
+  arena a;
+  make_fifo(a.src / "pipe", 0600);
+  REQUIRE(::chmod((a.src / "pipe").c_str(), 06755) == 0);
+  const fs::path theirs = a.t / "their-pipe";
+  make_fifo(theirs, 0600);
+  REQUIRE(::chown(theirs.c_str(), attacker_uid, attacker_uid) == 0);
+  const ino_t their_ino = lstat_of(theirs).st_ino;
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_mknod = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::rename(theirs.c_str(), (a.dst / name).c_str()) == 0);
+  };
+  const treesync::report r =
+      treesync::sync(hfs, a.src, a.dst, treesync::specials, treesync::preserve_owner, treesync::preserve_group);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, their_ino);
+  REQUIRE(st);
+  CHECK(st->st_uid == attacker_uid);
+  CHECK((st->st_mode & 07777) == 0600);
+  CHECK(has_error(r, "pipe"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: an existing file exchanged for another of the same type before its mode is set keeps its mode") {
+  // touch_seen's inode check alone: a regular file of this process's, with one link, as the walk
+  // saw at the name.  Any user.
+  arena a;
+  write_file(a.src / "f", "same\n", 0640, past_ns(3000));
+  write_file(a.dst / "f", "same\n", 0600, past_ns(3000));  // current but for its mode
+  const fs::path other = a.t / "other";
+  write_file(other, "other\n", 0600, past_ns(100));
+  const struct ::stat before = lstat_of(other);
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.before_touch = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped || name != "f") return;
+    swapped = true;
+    exchange(a.dst / name, other);
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, before.st_ino);
+  REQUIRE(st);
+  CHECK((st->st_mode & 07777) == 0600);
+  CHECK(mtime_ns_of(*st) == mtime_ns_of(before));
+  CHECK(has_error(r, "f"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: a directory of this user open to others swapped in between mkdir and open is never filled or chmodded") {
+  // check_made_dir's mode check alone (the run makes its directories 0700): the owner and the
+  // type match.  Any user.
+  arena a;
+  make_dir(a.src / "sub", 0755);
+  write_file(a.src / "sub" / "f", "data\n", 0644);
+  const fs::path mine = a.t / "mine";
+  make_dir(mine, 0755);
+  REQUIRE(::chmod(mine.c_str(), 0755) == 0);
+  const ino_t mine_ino = lstat_of(mine).st_ino;
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_mkdir = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::rename(mine.c_str(), (a.dst / name).c_str()) == 0);  // over the empty directory just made
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, mine_ino);
+  REQUIRE(st);
+  CHECK((st->st_mode & 07777) == 0755);
+  for (const auto& e : fs::directory_iterator(a.dst))
+    if (lstat_of(e.path()).st_ino == mine_ino) CHECK(fs::is_empty(e.path()));  // nothing made inside it
+  CHECK(!r.ok());
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: another user's private directory swapped in between mkdir and open is never filled or chowned") {
+  // check_made_dir's owner check alone: a directory of mode 0700, as mkdir made.
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (a directory of another uid)");
+    return;
+  }
+  arena a;
+  make_dir(a.src / "sub", 0700);
+  write_file(a.src / "sub" / "f", "data\n", 0644);
+  const fs::path theirs = a.t / "theirs";
+  make_dir(theirs, 0700);
+  REQUIRE(::chmod(theirs.c_str(), 0700) == 0);
+  REQUIRE(::chown(theirs.c_str(), attacker_uid, attacker_uid) == 0);
+  const ino_t their_ino = lstat_of(theirs).st_ino;
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_mkdir = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::rename(theirs.c_str(), (a.dst / name).c_str()) == 0);
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::preserve_owner, treesync::preserve_group);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, their_ino);
+  REQUIRE(st);
+  CHECK(st->st_uid == attacker_uid);
+  CHECK(st->st_nlink == 2);  // nothing made inside it
+  CHECK(!r.ok());
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: a private file exchanged in the source for the one stat'ed, same size and mtime, is never copied with the other's mode") {
+  // copy_file's inode check after the copy alone: size and mtime are what the walk saw, so only
+  // the inode tells that the bytes read are another file's (here a 0600 one, copied as 0644
+  // without it).  The run copies what is at the name now, with its own mode.  Any user.
+  arena a;
+  write_file(a.src / "f", "source data\n", 0644, past_ns(2000));
+  const fs::path secret = a.t / "secret";
+  write_file(secret, "SECRET data\n", 0600, past_ns(2000));  // same size, same mtime
+  REQUIRE(lstat_of(secret).st_size == lstat_of(a.src / "f").st_size);
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.before_copy = [&](hooked_fs::dir_handle&, const std::string&) {  // (the copy's name is a temporary)
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::rename(secret.c_str(), (a.src / "f").c_str()) == 0);
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst);
+  REQUIRE(swapped);
+  CHECK(r.errors.size() <= 1);
+  if (exists_nofollow(a.dst / "f") && read_file(a.dst / "f") == "SECRET data\n")
+    CHECK((lstat_of(a.dst / "f").st_mode & 07777) == 0600);
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: a link of this user with the same target and a second name outside, exchanged for the one made, is never restamped") {
+  // settle_link's link count alone: owner and target match the link made.  Any user (mtime only).
+  arena a;
+  make_symlink("target-A", a.src / "lnk");
+  const struct timespec ts[2] = {{0, UTIME_OMIT}, {200000000, 7}};
+  REQUIRE(::utimensat(AT_FDCWD, (a.src / "lnk").c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
+  const fs::path side = a.t / "side";
+  make_dir(side);
+  make_symlink("target-A", side / "other");
+  REQUIRE(::linkat(AT_FDCWD, (side / "other").c_str(), AT_FDCWD, (side / "second").c_str(), 0) == 0);
+  const struct ::stat other = lstat_of(side / "other");
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_symlink = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    exchange(a.dst / name, side / "other");
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::links::preserve);
+  REQUIRE(swapped);
+  CHECK(mtime_ns_of(lstat_of(side / "second")) == mtime_ns_of(other));
+  CHECK(has_error(r, "lnk"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: another user's link with the same target, exchanged for the one made, is never chowned or restamped") {
+  // settle_link's owner check alone: one link, the target the run wrote.
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (a link of another uid)");
+    return;
+  }
+  arena a;
+  make_symlink("target-A", a.src / "lnk");
+  REQUIRE(::lchown((a.src / "lnk").c_str(), attacker_uid, attacker_uid) == 0);
+  const struct timespec ts[2] = {{0, UTIME_OMIT}, {200000000, 7}};
+  REQUIRE(::utimensat(AT_FDCWD, (a.src / "lnk").c_str(), ts, AT_SYMLINK_NOFOLLOW) == 0);
+  const fs::path side = a.t / "side";
+  make_dir(side);
+  make_symlink("target-A", side / "other");
+  REQUIRE(::lchown((side / "other").c_str(), nobody, nobody) == 0);
+  const struct ::stat other = lstat_of(side / "other");
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_symlink = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    exchange(a.dst / name, side / "other");
+  };
+  const treesync::report r =
+      treesync::sync(hfs, a.src, a.dst, treesync::links::preserve, treesync::preserve_owner, treesync::preserve_group);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, other.st_ino);
+  REQUIRE(st);
+  CHECK(st->st_uid == nobody);
+  CHECK(mtime_ns_of(*st) == mtime_ns_of(other));
+  CHECK(has_error(r, "lnk"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: an existing file given a second link outside DST before its mode is set keeps its mode") {
+  // set_mode's link count (EMLINK) alone: the entry is the very inode the walk saw, of its type;
+  // only the name planted outside DST since tells.  Any user.
+  arena a;
+  write_file(a.src / "f", "same\n", 0640, past_ns(3000));
+  write_file(a.dst / "f", "same\n", 0600, past_ns(3000));  // current but for its mode
+  const fs::path planted = a.t / "planted";
+  a.seal();
+  hooked_fs hfs;
+  bool linked = false;
+  hfs.before_touch = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (linked || name != "f") return;
+    linked = true;
+    REQUIRE(::link((a.dst / name).c_str(), planted.c_str()) == 0);
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst);
+  REQUIRE(linked);
+  CHECK((lstat_of(planted).st_mode & 07777) == 0600);
+  CHECK(has_error(r, "f"));
   CHECK(a.canary_changes() == "");
 }
 

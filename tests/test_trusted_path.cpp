@@ -10,6 +10,7 @@
 #include "support/temp_dir.hpp"
 
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include <fcntl.h>
@@ -208,6 +209,38 @@ TEST_CASE("pin_missing_root: a link put at DST's name after the walk is refused,
   std::error_code ec;
   const treesync::report rep = treesync::sync(fs, t / "src", dst, treesync::deletion::extraneous, ec);
   CHECK(ec == std::errc::too_many_symbolic_link_levels);
+  CHECK_FALSE(std::filesystem::exists(t / "victim" / "a"));
+  CHECK(std::filesystem::exists(t / "victim" / "canary"));
+}
+
+TEST_CASE("pin_missing_root: a link put at DST's name right after the run made DST is never opened, nothing written through it") {
+  // open_root's O_NOFOLLOW on the pinned name: the exchange comes after make_root, past the stat
+  // that refuses a link found at the name before.  Any user.
+  struct made_then_exchanged : treesync::posix_fs {
+    std::function<void()> after_make_root;
+    void make_root(const std::filesystem::path& p, std::uint32_t mode, std::error_code& ec) const {
+      posix_fs::make_root(p, mode, ec);
+      if (!ec && after_make_root) after_make_root();
+    }
+  };
+  treesync_test::temp_dir t;
+  pin_tree(t);
+  const std::filesystem::path dst = t / "p" / "dst";
+  const treesync::trusted_open_result r = treesync::open_trusted_dir(dst.string());
+  REQUIRE(r.missing_leaf());
+  made_then_exchanged fs;
+  fs.pin_missing_root(dst, r.parent);
+  ::close(r.parent);
+  bool swapped = false;
+  fs.after_make_root = [&] {
+    swapped = true;
+    std::filesystem::rename(dst, t / "made");
+    link_owned(t / "victim", dst, ::geteuid());  // DST's name now a link to the victim
+  };
+  std::error_code ec;
+  const treesync::report rep = treesync::sync(fs, t / "src", dst, treesync::deletion::extraneous, ec);
+  REQUIRE(swapped);
+  CHECK((ec || !rep.errors.empty()));
   CHECK_FALSE(std::filesystem::exists(t / "victim" / "a"));
   CHECK(std::filesystem::exists(t / "victim" / "canary"));
 }
