@@ -68,20 +68,30 @@ namespace {
 
 using namespace treesync_cli;
 
+// The options treesync_mpi refuses (one spelling each: every spelling of the option is refused):
+// they span the whole tree or need one process.
+const std::vector<std::string>& mpi_not_supported() {
+  static const std::vector<std::string> names = {"hard-links", "one-file-system", "backup-dir", "progress",
+                                                 "info",       "state",           "verify"};
+  return names;
+}
+
 const char* mpi_help_text() {
-  return "usage: mpirun -np N treesync_mpi [OPTIONS] SRC DST\n"
-         "Mirror SRC into DST like `treesync SRC DST`, the subtrees shared out over the MPI ranks.\n"
-         "\n"
-         "The options, the output and the exit status are those of the treesync CLI (`treesync --help`),\n"
-         "with these differences:\n"
-         "  -j, --jobs=N              N worker threads in each rank (default 4; 0 = one per hardware thread)\n"
-         "      --max-delete=N        holds for the whole run, summed over the ranks\n"
-         "      --exclude-from=FILE   and --include-from: '-' is the stdin of rank 0\n"
-         "  -H, -x, --backup-dir, --progress, --info, --state, --verify: usage errors (they span the whole tree\n"
-         "                            or need one process)\n"
-         "      --insecure-links      as the CLI's: DST and the --*-from files follow only root's or the\n"
-         "                            caller's symlinks without it (exit 3 / 11, rank 0 decides)\n"
-         "  --stats adds a Ranks line; --json adds \"ranks\", \"frontier_depth\" and \"per_rank\".\n";
+  static const std::string text =
+      "usage: mpirun -np N treesync_mpi [OPTIONS] SRC DST\n"
+      "Mirror SRC into DST like `treesync SRC DST`, the subtrees shared out over the MPI ranks.\n"
+      "\n"
+      "The options, the output and the exit status are those of the treesync CLI (`treesync --help`),\n"
+      "with these differences:\n"
+      "  -j, --jobs=N              N worker threads in each rank (default 4; 0 = one per hardware thread)\n"
+      "      --max-delete=N        holds for the whole run, summed over the ranks\n"
+      "      --exclude-from=FILE   and --include-from: '-' is the stdin of rank 0\n"
+      "  " + options_list(mpi_not_supported()) + ": usage errors (they span the whole tree\n"
+      "                            or need one process)\n"
+      "      --insecure-links      as the CLI's: DST and the --*-from files follow only root's or the\n"
+      "                            caller's symlinks without it (exit 3 / 11, rank 0 decides)\n"
+      "  --stats adds a Ranks line; --json adds \"ranks\", \"frontier_depth\" and \"per_rank\".\n";
+  return text.c_str();
 }
 
 // ---- error codes across ranks ----------------------------------------------------------------------
@@ -430,7 +440,7 @@ int main(int argc, char** argv) {
   tool_info tool;
   tool.name = "treesync_mpi";
   tool.help = mpi_help_text;
-  tool.not_supported = {"hard-links", "H", "one-file-system", "x", "backup-dir", "progress", "info", "state", "verify"};
+  tool.not_supported = mpi_not_supported();
   tool.not_supported_why = " (use the treesync CLI)";
   const parse_result parsed = parse(argc, argv, tool);
   if (parsed.exit_now) return finish(rank == 0 ? parse_exit(tool, parsed, argc, argv) : parsed.exit_code);

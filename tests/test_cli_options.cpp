@@ -33,14 +33,14 @@ std::vector<std::string> spellings(const treesync_cli::cli_option& row) {
 
 std::string dashed(const std::string& name) { return (name.size() == 1 ? "-" : "--") + name; }
 
-treesync_cli::parse_result parse(std::vector<std::string> args) {
+treesync_cli::parse_result parse(std::vector<std::string> args, const treesync_cli::tool_info& tool = {}) {
   args.insert(args.begin(), "treesync");
   args.push_back("src/");
   args.push_back("dst");
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  return treesync_cli::parse(static_cast<int>(args.size()), argv.data());
+  return treesync_cli::parse(static_cast<int>(args.size()), argv.data(), tool);
 }
 
 bool unknown(const treesync_cli::parse_result& r) {
@@ -144,4 +144,18 @@ TEST_CASE("cli options: a row's help keeps its own line breaks, and a help witho
   const std::string words(30, 'w');
   const std::string wrapped = treesync_cli::option_help("long-example", words + " " + words + " " + words);
   CHECK(wrapped == "      --long-example        " + words + " " + words + "\n                            " + words + "\n");
+}
+
+TEST_CASE("cli options: a tool refuses every spelling of an option it does not support, named as given") {
+  treesync_cli::tool_info tool;
+  tool.name = "tool";
+  tool.not_supported = {"hard-links", "backup-dir", "progress"};
+  tool.not_supported_why = " (why)";
+  CHECK(parse({"-H"}, tool).message.rfind("tool: -H: not supported by tool (why)\n", 0) == 0);
+  CHECK(parse({"--hard-links"}, tool).message.rfind("tool: --hard-links: not supported by tool (why)\n", 0) == 0);
+  CHECK(parse({"-nH"}, tool).message.rfind("tool: -H: not supported", 0) == 0);
+  CHECK(parse({"--backup-dir=b"}, tool).exit_code == 1);
+  CHECK(parse({"--progress=always"}, tool).exit_code == 1);
+  CHECK(!parse({"--no-hard-links", "--no-progress", "-n"}, tool).exit_now);  // turning one off is no use of it
+  CHECK(treesync_cli::options_list(tool.not_supported) == "-H, --backup-dir, --progress");
 }

@@ -376,7 +376,7 @@ inline const char* help_text() {
 struct tool_info {
   const char* name = "treesync";
   const char* (*help)() = help_text;
-  std::vector<std::string> not_supported;  // long names and letters, without dashes
+  std::vector<std::string> not_supported;  // options it refuses, one spelling each (every spelling of its row is refused)
   const char* not_supported_why = "";      // appended to "-H: not supported by NAME"
 };
 
@@ -834,6 +834,19 @@ inline found_option find_option(const std::string& name) {
   return found_option{};
 }
 
+/// The options `names` (one spelling each) as a list for a help text: each by its letter where it
+/// has one ("-H"), else its first long name ("--backup-dir"), joined by ", ".
+inline std::string options_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    const found_option f = find_option(n);
+    std::string_view cli = f.row ? f.row->cli : f.lib ? f.lib->cli : n.c_str();
+    cli = cli.substr(0, std::min(cli.find_first_of(",;=["), cli.size()));  // the first spelling
+    out += std::string(out.empty() ? "" : ", ") + (cli.size() == 1 ? "-" : "--") + std::string(cli);
+  }
+  return out;
+}
+
 /// Parses argv.  Short options combine (`-niv`, `-j4`); long options take `--opt=VALUE` or
 /// `--opt VALUE`; `--` ends the options.  What each option does is its row: cli_options() and
 /// the library's treesync::switch_table.
@@ -846,11 +859,11 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
   // Applies the option `name` (a long name without dashes, or one short letter, or --no-NAME's
   // "no-NAME"); `value` is set for options that take one.  Returns false after a usage error.
   const auto apply = [&](const std::string& name, const std::string* value) -> bool {
+    const found_option f = find_option(name);
     for (const auto& u : tool.not_supported)
-      if (name == u)
+      if (const found_option no = find_option(u); f && !f.negated && f.row == no.row && f.lib == no.lib)
         return st.fail((name.size() == 1 ? "-" : "--") + name + ": not supported by " + tool.name +
                        tool.not_supported_why);
-    const found_option f = find_option(name);
     if (!f) {
       const std::string shown = name.size() == 1 ? "-" + name : "--" + name;
       return st.fail("unknown option " + display(shown));
