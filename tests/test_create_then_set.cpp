@@ -26,6 +26,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 namespace {
@@ -41,7 +42,12 @@ bool is_root() { return ::geteuid() == 0; }
 // posix_fs with the attacker's move right after a make_special / make_dir / at a copy's start.
 struct hooked_fs : treesync::posix_fs {
   std::function<void(dir_handle&, const std::string&)> after_mknod, after_mkdir, before_copy, after_symlink, before_touch,
-      before_open_dir;
+      before_open_dir, before_compare;
+  bool same_content(dir_handle& a, const std::string& an, bool follow, dir_handle& b, const std::string& bn,
+                    std::error_code& ec) const {
+    if (before_compare) before_compare(b, bn);
+    return posix_fs::same_content(a, an, follow, b, bn, ec);
+  }
   dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
     if (before_open_dir) before_open_dir(d, name);
     return posix_fs::open_dir(d, name, follow, ec);
@@ -739,6 +745,72 @@ TEST_CASE("create-then-set: an existing file given a second link outside DST bef
   REQUIRE(linked);
   CHECK((lstat_of(planted).st_mode & 07777) == 0600);
   CHECK(has_error(r, "f"));
+  CHECK(a.canary_changes() == "");
+}
+
+TEST_CASE("create-then-set: a destination file exchanged for a link before a checksum compare is never opened through the link") {
+  // same_content's O_NOFOLLOW on the destination: what the link names would be read and compared
+  // (one bit of it told by the run's outcome).  inotify tells whether it was opened.  Any user.
+  arena a;
+  write_file(a.src / "f", "source data\n", 0644, past_ns(2000));
+  write_file(a.dst / "f", "source DATA\n", 0644, past_ns(2000));  // same size and mtime: compared
+  write_file(a.outside / "secret", "secret\n", 0600);
+  a.seal();
+  const int in = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  REQUIRE(in >= 0);
+  REQUIRE(::inotify_add_watch(in, (a.outside / "secret").c_str(), IN_OPEN | IN_ACCESS) >= 0);
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.before_compare = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped || name != "f") return;
+    swapped = true;
+    REQUIRE(::unlink((a.dst / "f").c_str()) == 0);
+    make_symlink((a.outside / "secret").string(), a.dst / "f");
+  };
+  const treesync::report r = treesync::sync(hfs, a.src, a.dst, treesync::compare::checksum);
+  REQUIRE(swapped);
+  char events[4096];
+  const ::ssize_t n = ::read(in, events, sizeof events);
+  const int read_errno = errno;
+  ::close(in);
+  CHECK(n < 0);  // no event queued: the secret was never opened
+  CHECK(read_errno == EAGAIN);
+  CHECK(a.canary_changes() == "");
+  (void)r;
+}
+
+TEST_CASE("create-then-set: a device of this user with another device number swapped in after mknod is never changed") {
+  // settle_special's device-number check alone: type, owner and link count match what mknod made.
+  if (!is_root()) {
+    MESSAGE("skipped: needs root (mknod of a character device)");
+    return;
+  }
+  arena a;
+  if (::mknod((a.src / "dev").c_str(), S_IFCHR | 0600, ::makedev(1, 3)) != 0) {
+    MESSAGE("skipped: mknod of a character device is not allowed here");
+    return;
+  }
+  REQUIRE(::chmod((a.src / "dev").c_str(), 0666) == 0);
+  REQUIRE(::chown((a.src / "dev").c_str(), attacker_uid, attacker_uid) == 0);
+  const fs::path other = a.t / "other-dev";
+  REQUIRE(::mknod(other.c_str(), S_IFCHR | 0600, ::makedev(1, 5)) == 0);
+  const struct ::stat before = lstat_of(other);
+  a.seal();
+  hooked_fs hfs;
+  bool swapped = false;
+  hfs.after_mknod = [&](hooked_fs::dir_handle&, const std::string& name) {
+    if (swapped) return;
+    swapped = true;
+    REQUIRE(::rename(other.c_str(), (a.dst / name).c_str()) == 0);
+  };
+  const treesync::report r =
+      treesync::sync(hfs, a.src, a.dst, treesync::specials, treesync::preserve_owner, treesync::preserve_group);
+  REQUIRE(swapped);
+  const auto st = find_inode(a.dst, before.st_ino);
+  REQUIRE(st);
+  CHECK(st->st_uid == 0);
+  CHECK((st->st_mode & 07777) == 0600);
+  CHECK(has_error(r, "dev"));
   CHECK(a.canary_changes() == "");
 }
 
