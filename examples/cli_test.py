@@ -3093,18 +3093,65 @@ def test_links_and_rule_files():
         rgot = contents(os.path.join(w, "r"))
         check("d/y" in rgot and set(rgot) <= set(got), "-F --delete: rsync keeps d/y too, nothing treesync deletes (%r)" % sorted(rgot))
 
-    # ... and what they hold in memory is bounded (64 MiB): past it nothing more is read, a notice
+    # ... and what they hold in memory is bounded (16 MiB): past it nothing more is read, a notice
     # says so, and a directory whose rule files were not recorded keeps everything in it
     w = fresh("rule-files-dst-budget")
     write(os.path.join(w, "s", "f"), "f\n")
-    for i in range(17):
+    for i in range(5):
         write(os.path.join(w, "t", "a%02d" % i, ".rsync-filter"), ("#" * 99 + "\n") * 40000)
     write(os.path.join(w, "t", "zz", "junk"), "extraneous\n")
     write(os.path.join(w, "t", "top"), "extraneous\n")
     rc, out, err = run_as_given("-a", "-F", "--delete", "-q", "s/", "t", cwd=w, timeout=120)
-    check(rc == 0 and "hold more than 64 MiB" in err and os.path.exists(os.path.join(w, "t", "zz", "junk"))
+    check(rc == 0 and "hold more than 16 MiB" in err and os.path.exists(os.path.join(w, "t", "zz", "junk"))
           and os.path.exists(os.path.join(w, "t", "f")),
-          "-F --delete: DST's rule files past 64 MiB: a notice, and zz/junk (rule files not recorded) kept (exit %d, %r)" % (rc, err))
+          "-F --delete: DST's rule files past 16 MiB: a notice, and zz/junk (rule files not recorded) kept (exit %d, %r)" % (rc, err))
+
+    # ... and the files they merge, 2 MiB (issue 45 item 4: a chain of rule files each merging a
+    # large file held them all): past it, the directory whose merged file was not kept keeps all
+    w = fresh("rule-files-dst-merge-budget")
+    write(os.path.join(w, "s", "f"), "f\n")
+    for d in ("a", "b"):
+        write(os.path.join(w, "t", d, ".rsync-filter"), "merge big\n")
+        write(os.path.join(w, "t", d, "big"), ("#" * 99 + "\n") * 12000 + "- big\n")
+        write(os.path.join(w, "t", d, "junk"), "extraneous\n")
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-q", "s/", "t", cwd=w, timeout=120)
+    got = contents(os.path.join(w, "t"))
+    check(rc == 0 and "the files they merge more than 2 MiB" in err and "a/big" in got and "a/junk" not in got
+          and "b/junk" in got,
+          "-F --delete: DST's merged files past 2 MiB: a notice, a/junk deleted, b/junk kept (exit %d, %r, %r)"
+          % (rc, err, sorted(got)))
+
+    # ... and the rules they hold have a budget of their own, 4,000 (SRC's is 1,000,000; issue 45
+    # items 4, 5): a rule file past it is not parsed further, its directory keeps everything, and a
+    # notice says so; what DST's other directories exclude still counts
+    w = fresh("rule-files-dst-rule-cap")
+    write(os.path.join(w, "s", "f"), "f\n")
+    write(os.path.join(w, "t", "d", ".rsync-filter"), "".join("- k%d\n" % i for i in range(4001)))
+    write(os.path.join(w, "t", "d", "junk"), "extraneous\n")
+    write(os.path.join(w, "t", "e", ".rsync-filter"), "- k1\n")
+    write(os.path.join(w, "t", "e", "k1"), "protected\n")
+    write(os.path.join(w, "t", "e", "junk"), "extraneous\n")
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-q", "s/", "t", cwd=w, timeout=120)
+    got = contents(os.path.join(w, "t"))
+    check(rc == 0 and "hold more than 4000 rules" in err and "d/junk" in got and "e/k1" in got
+          and "e/junk" not in got and "f" in got,
+          "-F --delete: a DST rule file of 4,001 rules: a notice, d/junk kept, e's rules applied (exit %d, %r, %r)"
+          % (rc, err, sorted(got)))
+
+    # ... which caps the rules in force in a directory: in a chain of 100 rules a level, the 41st
+    # level (4,100 rules) keeps everything, the 40th (4,000) deletes what its rules do not exclude
+    w = fresh("rule-files-dst-rule-cap-chain")
+    write(os.path.join(w, "s", "f"), "f\n")
+    level = os.path.join(w, "t")
+    for i in range(1, 42):
+        level = os.path.join(level, "d")
+        write(os.path.join(level, ".rsync-filter"), "".join("- k%d.%d\n" % (i, j) for j in range(100)))
+        write(os.path.join(level, "junk%d" % i), "extraneous\n")
+    rc, out, err = run_as_given("-a", "-F", "--delete", "-q", "s/", "t", cwd=w, timeout=120)
+    l40 = os.path.join(w, "t", *(["d"] * 40))
+    check(rc == 0 and "hold more than 4000 rules" in err and not os.path.exists(os.path.join(l40, "junk40"))
+          and os.path.exists(os.path.join(l40, "d", "junk41")),
+          "-F --delete: 41 levels of 100 DST rules: level 40's junk deleted, level 41's kept (exit %d, %r)" % (rc, err))
 
     # ... and a DST hundreds of levels deep is read to the bottom with a few descriptors (issue 33
     # item 3: the read held one per level, so under a limit of 128 it stopped some 120 levels down

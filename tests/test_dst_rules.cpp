@@ -97,6 +97,34 @@ TEST_CASE("dst_rule_texts: a rule file is found by its directory's path, at any 
   CHECK(t.size() == 3);
 }
 
+TEST_CASE("dst_rule_texts: a lookup resumed where the last one ended finds what one from the root does") {
+  // issue 45 item 5: the loader looked each level of a deep DST up from the root (a 20,000-level
+  // chain: 2 x 10^8 hash lookups); a place kept per thread resumes below the last directory
+  dst_rule_texts t(1 << 20);
+  REQUIRE(t.keep("", rf, "- 0"));
+  REQUIRE(t.keep("a", rf, "- 1"));
+  REQUIRE(t.keep("a/b/c", rf, "- 3"));
+  REQUIRE(t.keep("a/b/c/d", ".other", "- 4"));
+  REQUIRE(t.keep_unread("a/x"));
+  REQUIRE(t.keep("a/bc", rf, "- bc"));
+  dst_rule_texts::place p;
+  for (const char* dir : {"", "a", "a/b", "a/b/c", "a/b/c/d", "a/b/c/d/e", "a/b/c", "a/x/y", "a/x/y/z", "a/bc",
+                          "a/b/c/d", "a/b//c", "b", "a"}) {
+    for (const std::string& name : {rf, std::string(".other")}) {
+      CAPTURE(dir);
+      CAPTURE(name);
+      const auto fresh = t.lookup(dir, name);
+      const auto resumed = t.lookup(dir, name, &p);
+      CHECK(fresh.text == resumed.text);
+      CHECK(fresh.below_unread == resumed.below_unread);
+    }
+  }
+  t.lookup("a/b/c/d", rf, &p);
+  CHECK(p.dir == "a/b/c/d");  // where the next lookup below it starts
+  t.lookup("a/b/c/d/e/f", rf, &p);
+  CHECK(p.dir == "a/b/c/d");  // no node below d: the place stays
+}
+
 TEST_CASE("dst_rule_texts: a directory not read keeps its whole subtree, and only it") {
   dst_rule_texts t(1 << 20);
   CHECK_FALSE(t.below_unread(""));

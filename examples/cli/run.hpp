@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -74,6 +75,7 @@ struct dst_directories {
   std::mutex mu;
   std::map<std::pair<std::string, std::string>, std::string> texts;  // merged files, read once, before any write
   std::size_t bytes = 0;
+  bool texts_full = false;  // a merged file past dst_merge_budget was not kept ("- *" there)
   dst_directories() = default;
   dst_directories(const dst_directories&) = delete;
   dst_directories& operator=(const dst_directories&) = delete;
@@ -445,8 +447,22 @@ using treesync::detail::dst_rule_texts;
 using treesync::detail::read_dst_rule_file;
 using treesync::detail::read_dst_rule_tree;
 
-/// The most DST's rule files may hold in memory (texts and their directories' names).
-inline constexpr std::size_t dst_rule_budget = std::size_t{64} << 20;
+/// The most DST's rule files may hold in memory (texts and their directories' names).  Past it, a
+/// directory whose rule files were not read keeps everything.
+inline constexpr std::size_t dst_rule_budget = std::size_t{16} << 20;
+
+/// The most the files DST's rule files merge may hold in memory (their texts and names, read
+/// once and kept for the run): a file merged past it is "- *" (all kept in its directory).  Small,
+/// so that a chain of rule files each merging a large one stays within twice what the run uses
+/// without them (issue 45 item 4: 32 x "merge m" a level, m 356 KB, 64 levels held 23 MB).
+inline constexpr std::size_t dst_merge_budget = std::size_t{2} << 20;
+
+/// The most rules DST's rule files may hold at once (filter::max_rules, DST's own budget, not
+/// shared with SRC's): a thread holds the rule files from DST's root down to its directory, so this
+/// is the cap on DST's rules in force in a directory, and what an entry's match can cost (issue 45
+/// item 5).  Past it, the directory whose rule file crossed it (and each one below it that adds a
+/// rule) keeps everything in it, with a notice; a file is parsed only up to it.
+inline constexpr std::size_t dst_max_rules = 4000;
 
 /// -F / dir-merge with --delete: the per-directory rule files of DST as they are before the run
 /// (rsync reads them where it deletes, before it writes there; the run may copy SRC's over them).
@@ -456,8 +472,8 @@ inline constexpr std::size_t dst_rule_budget = std::size_t{64} << 20;
 /// any other) is read when first asked (keep_dst_rule_files asks for all before any write), below
 /// the DST descriptor the tree was read from (detail::read_dst_merge_file: no symlink followed,
 /// regular files only, and only one that whoever could write the rule file may read: otherwise,
-/// or missing, a filter_error that refuses the run), and kept for the run, within `budget` bytes
-/// ("- *" past it).  `dirs`: those
+/// or missing, a filter_error that refuses the run), and kept for the run, within dst_merge_budget
+/// bytes ("- *" past it).  `dirs`: those
 /// descriptors, for the run to work in the same DST (pin_dst).  The loader's directories are
 /// relative to DST (make_filter).  A directory whose rule files were not read (unreadable, or past
 /// `budget`: `texts.full`) is given "- *": what is in it is kept.
@@ -494,8 +510,14 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
   if (merged->top >= 0) read_dst_rule_tree(merged->top, o.name, names, *texts);
   // else: DST does not exist yet (or is not a directory): it holds no rule files
   std::shared_ptr<const dst_rule_texts> held = texts;
-  return [held, names, merged, budget](std::string_view dir, std::string_view name) -> std::string {
-    const auto kept = held->lookup(dir, name);
+  static std::atomic<std::uint64_t> loaders{0};
+  const std::uint64_t loader_id = ++loaders;
+  return [held, names, merged, loader_id](std::string_view dir, std::string_view name) -> std::string {
+    // each thread resumes from the directory it looked up last (this loader's): a walk down a deep
+    // DST resolves each level once, not its whole path again per level (issue 45 item 5)
+    thread_local std::pair<std::uint64_t, dst_rule_texts::place> last;
+    if (last.first != loader_id) last = {loader_id, dst_rule_texts::place()};
+    const auto kept = held->lookup(dir, name, &last.second);
     if (kept.text) return *kept.text;
     if (std::find(names.begin(), names.end(), name) != names.end())
       return held->full || kept.below_unread ? "- *" : std::string();  // none before the run
@@ -521,7 +543,11 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
     } else if (merged->top >= 0 && dir.compare(0, n.size(), n) == 0 && (dir.size() == n.size() || dir[n.size()] == '/')) {
       text = below(merged->top, dir.substr(std::min(dir.size(), n.size() + 1)));
     }
-    if (merged->bytes + text.size() + key.first.size() + key.second.size() > budget) text = "- *";  // keep all there
+    if (merged->bytes + text.size() + key.first.size() + key.second.size() > dst_merge_budget) {
+      std::string keep_all("- *");  // keep all there; the text's memory given back (an assignment keeps it)
+      text.swap(keep_all);
+      merged->texts_full = true;
+    }
     merged->bytes += text.size() + key.first.size() + key.second.size();
     return merged->texts.emplace(key, std::move(text)).first->second;
   };
@@ -533,10 +559,10 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
 /// here: false, with `message` set ("treesync: ...\n"), when one has a line that is not a rule, and
 /// the run is refused before any write (rsync stops, exit 1, where it meets it, having deleted
 /// what came before).  `notice`: a line for stderr when DST's rule files were past
-/// dst_rule_budget.  Nothing changes without --delete or without a dir-merge rule.
+/// dst_rule_budget or dst_max_rules.  Nothing changes without --delete or without a dir-merge rule.
 template <class Read>
 bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion, std::string& message,
-                         std::string& notice, const treesync::filter* src_rules = nullptr,
+                         std::string& notice, const treesync::filter* /*src_rules: unused, DST's budget is its own*/ = nullptr,
                          std::optional<treesync::merge_depth_error>* depth_error = nullptr,
                          std::shared_ptr<dst_directories> walked = nullptr) {
   if (opt.deletion != deletion_mode::extraneous ||
@@ -550,9 +576,8 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
   filter_error bad;
   if (!make_filter(opt, read, *rules, bad, dst_rule_files(opt, texts, dst_rule_budget, &dirs, std::move(walked))))
     return true;  // the source's filter failed first
-  // one budget of parsed rules for SRC's and DST's rule files; past it, DST's keep everything
-  if (src_rules) rules->share_rule_budget(*src_rules);
-  rules->keep_all_past_budget(true);
+  // DST's own budget of parsed rules (SRC's rules do not use it up); past it, DST's keep everything
+  rules->max_rules(dst_max_rules).keep_all_past_budget(true);
   try {
     texts->for_each_file([&](const std::string& dir, const std::string&, const std::string&) {
       (void)rules->excluded(dir.empty() ? "-" : dir + "/-", treesync::file_type::regular);
@@ -565,8 +590,9 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
   if (rules->budget_overflows() > 0)
     notice = "treesync: DST's rule files hold more than " + std::to_string(rules->max_rules()) +
              " rules: in a directory whose rule files were not parsed, nothing is deleted\n";
-  if (texts->full)
+  if (texts->full || (dirs && dirs->texts_full))
     notice = "treesync: DST's rule files hold more than " + std::to_string(dst_rule_budget >> 20) +
+             " MiB, or the files they merge more than " + std::to_string(dst_merge_budget >> 20) +
              " MiB: in a directory whose rule files were not read, nothing is deleted\n";
   else if (texts->out_of_descriptors)
     notice = "treesync: DST's rule files were not all read (no file descriptors left): below a directory"

@@ -140,11 +140,25 @@ class dst_rule_texts {
     std::uint64_t dev = 0;
     std::uint64_t ino = 0;
   };
-  found lookup(std::string_view dir, std::string_view name) const {
+  /// Where a lookup ended (lookup's `from`): the next lookup of a directory at or below it starts
+  /// there, so a walk down a chain of N directories resolves each component once, not O(N^2).
+  /// One per thread (and per dst_rule_texts); a default one starts at the root.
+  struct place {
+    std::string dir;  // every component resolved, to `node`
+    node_id node = root_node;
+    bool below_unread = false;
+  };
+  found lookup(std::string_view dir, std::string_view name, place* from = nullptr) const {
     found out;
     node_id n = root_node;
     out.below_unread = nodes_[n].unread;
     std::size_t pos = 0;
+    if (from && !from->dir.empty() && from->node < nodes_.size() && dir.size() >= from->dir.size() &&
+        dir.compare(0, from->dir.size(), from->dir) == 0 && (dir.size() == from->dir.size() || dir[from->dir.size()] == '/')) {
+      n = from->node;
+      out.below_unread = from->below_unread;
+      pos = from->dir.size() + 1;
+    }
     while (pos < dir.size()) {
       std::size_t end = dir.find('/', pos);
       if (end == std::string_view::npos) end = dir.size();
@@ -154,6 +168,11 @@ class dst_rule_texts {
         out.below_unread = out.below_unread || nodes_[n].unread;
       }
       pos = end + 1;
+    }
+    if (from) {
+      from->dir.assign(dir.data(), dir.size());
+      from->node = n;
+      from->below_unread = out.below_unread;
     }
     for (const auto& f : nodes_[n].files)
       if (f.first == name) out.text = &f.second;
