@@ -512,6 +512,24 @@ TEST_CASE("the same directory as source and destination is refused") {
   CHECK(fs.tree("/") == before);
 }
 
+TEST_CASE("in-place writes with a backup directory are refused before anything is touched, by tag or option") {
+  mock_fs fs;
+  fs.write("/src/a", "new");
+  fs.write("/dst/a", "old");
+  const auto expected = treesync::make_error_code(treesync::errc::inplace_with_backup);
+  check_refused(fs, expected, treesync::write::in_place, treesync::backup_dir{"/backup"});
+  treesync::options o;
+  o.write = treesync::write_mode::in_place;
+  o.backup_dir = "/backup";
+  check_refused(fs, expected, o);
+  CHECK(expected.message().find("a backup needs the old file kept whole") != std::string::npos);
+  o.backup_dir.clear();  // either one alone runs
+  std::error_code ec;
+  (void)treesync::sync(fs, "/src", "/dst", o, ec);
+  CHECK(!ec);
+  CHECK(fs.read("/dst/a") == "new");
+}
+
 TEST_CASE("a destination reached through a symlink to the source is refused") {
   mock_fs fs;
   fs.write("/src/a", "a");

@@ -152,6 +152,9 @@ enum class errc {
   /// a destination directory is not the one a deletion policy read before the run (exchanged
   /// meanwhile: dir_identity): nothing was deleted in it (reported by a tool, e.g. the CLI)
   directory_changed,
+  /// write_mode::in_place with a backup directory: a backup needs the old file kept whole (the
+  /// CLI's --inplace with --backup-dir, Python's inplace with backup_dir): refused
+  inplace_with_backup,
 };
 
 namespace detail {
@@ -189,6 +192,8 @@ class error_category_impl final : public std::error_category {
         return "state file: its directory does not exist (inside the destination: or is a symbolic link)";
       case errc::directory_changed:
         return "not the directory whose rule files were read before the run (changed during the run): nothing deleted in it";
+      case errc::inplace_with_backup:
+        return "in-place writes and a backup directory exclude each other (a backup needs the old file kept whole)";
       case errc::state_entries_gone:
         return "recorded entries gone (not counted as deleted; entry_error::detail says how many)";
     }

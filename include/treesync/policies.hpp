@@ -528,7 +528,8 @@ struct subtree {
 /// Move every destination file the run replaces or deletes into `path` (relative paths are taken
 /// from the destination root) at its relative path, instead of losing it (rsync --backup-dir).
 /// The backup directory must be on the destination's filesystem; inside the destination, it is
-/// never deleted as extraneous.
+/// never deleted as extraneous.  Not with write::in_place (a backup needs the old file kept whole):
+/// the run is refused before anything is touched (errc::inplace_with_backup).
 struct backup_dir {
   std::filesystem::path path;
 };

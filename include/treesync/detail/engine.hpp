@@ -949,14 +949,16 @@ class engine {
     if (inside && written && !ec) s_.fs.set_mtime(s_.state.dir(), ".", before.mtime_ns, ec);
   }
 
-  // What refuses the run before anything is touched: a source that is not a directory, a
-  // destination of another type, the same or nested directories, an unsafe backup directory.
+  // What refuses the run before anything is touched: options that exclude each other, a source
+  // that is not a directory, a destination of another type, the same or nested directories, an
+  // unsafe backup directory.
   std::error_code preflight(const std::filesystem::path& src, const std::filesystem::path& dst, stat_info& ss,
                             stat_info& ds, bool& dst_exists) {
     // What the filesystem declares it cannot do is refused before anything is read or written,
     // never half done entry by entry (nor, for durable and xattrs, silently skipped).
     constexpr filesystem_capabilities can = filesystem_capabilities_v<FS>;
     const options& o = s_.opt;
+    if (o.write == write_mode::in_place && !o.backup_dir.empty()) return errc::inplace_with_backup;
     if (((o.owner || o.group) && !can.owners) || (o.specials && !can.specials) ||
         (o.hard_links && !can.hard_links) || (o.xattrs && !can.xattrs) || (o.durable && !can.durable))
       return errc::unsupported;
