@@ -276,8 +276,11 @@ py::tuple walk(const std::string& path, int mode) {
         r.error = errno;
         struct stat st;
         const bool exists = ::fstatat(r.parent, r.leaf.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
-        final_link = exists && S_ISLNK(st.st_mode);
-        if (exists) {  // a link (refused by the caller) or not a directory (the run says so, by path)
+        // ELOOP: a link at the open, whatever the fstatat found there since (an exchange between
+        // the two): refused as a link, never left to a run by path that would follow it
+        final_link = r.error == ELOOP || (exists && S_ISLNK(st.st_mode));
+        if (exists || final_link) {  // a link (refused by the caller) or not a directory (the caller
+                                     // refuses the run with this errno: pin_unreachable)
           ::close(r.parent);
           r.parent = -1;
         }

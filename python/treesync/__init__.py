@@ -240,7 +240,9 @@ def _walk_dst(bdst, mode, what="destination"):
         d = _os.fsdecode(bdst)
         raise _error(Refused, None, "Cannot call rmtree on a symbolic link: %s (sync_tree refuses it as "
                      "shutil.rmtree does; follow_dst_symlink=True mirrors into its target)" % d, d)
-    return fd, parent, 0
+    # neither reached (not a directory, ...): the run is refused with the walk's errno, never run
+    # by a path that may lead through a link put there since
+    return fd, parent, (err if fd < 0 and parent < 0 else 0)
 
 
 def _close(*fds):
@@ -484,8 +486,8 @@ def sync_tree(src, dst, exclude=(), *, delete_excluded=True, follow_dst_symlink=
                "check_signals": _threading.current_thread() is _threading.main_thread()}
     # rmtree's refusal of a link at dst, made on the descriptor the run then uses (a link put there
     # after the check is not followed either: the run's open refuses it)
-    dst_fd, dst_parent, _ = (-1, -1, 0) if follow_dst_symlink else _walk_dst(bdst, 2)
-    options["dst_fd"], options["dst_parent_fd"] = dst_fd, dst_parent
+    dst_fd, dst_parent, dst_error = (-1, -1, 0) if follow_dst_symlink else _walk_dst(bdst, 2)
+    options["dst_fd"], options["dst_parent_fd"], options["dst_error"] = dst_fd, dst_parent, dst_error
     try:
         raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
     except _treesync.FilterError as e:  # pragma: no cover - no rule files here
