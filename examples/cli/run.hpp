@@ -72,6 +72,7 @@ struct dst_directories {
   std::string operand;  // SRC without a slash: DST itself (the DST operand), also unreachable then
   int state_dir = -1;          // --state=FILE's directory as walked, outside DST's root
   std::string state_dir_path;  // that directory as the library names it (FILE's parent, or ".")
+  int state_dir_unreachable = 0;  // its walk reached no directory (an errno value): the run fails so
   std::mutex mu;
   std::map<std::pair<std::string, std::string>, std::string> texts;  // merged files, read once, before any write
   std::size_t bytes = 0;
@@ -224,6 +225,7 @@ inline void pin_dst(treesync::posix_fs& fs, const cli_deletion& deletion) {
   else if (d->parent >= 0)
     fs.pin_missing_root(d->path, d->parent);
   if (d->state_dir >= 0) fs.pin_root(d->state_dir_path, d->state_dir);  // --state's directory, as walked
+  else if (d->state_dir_unreachable) fs.pin_unreachable(d->state_dir_path, d->state_dir_unreachable);
 }
 
 /// sync() of `src` into `dst` with the comparison `compare`, the policies of the command line `o`

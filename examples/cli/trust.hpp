@@ -181,13 +181,19 @@ inline std::optional<trust_refusal> untrusted_operator_path(const options& o,
       if (d.parent >= 0) ::close(d.parent);
       if (d.refused())
         return trust_refusal{11, "--state=" + display(*o.state) + ": " + untrusted_link_reason(d), *o.state};
-      if (d.fd >= 0 && dirs) {
+      if (dirs) {
         if (!*dirs) {
           *dirs = std::make_shared<dst_directories>();
           (*dirs)->path = o.dst_root;
           (*dirs)->name = o.name;
         }
+        // not reached (missing, not a directory, changed during the walk): the run fails on it
+        // with the walk's errno, never opening by a path that may lead through a link put there since
         (*dirs)->state_dir = d.fd;
+        // (below DST's root the run reaches it from DST's pin, never following a link)
+        const std::string root = strip_separators(o.dst_root);
+        const bool below_dst = dir.compare(0, root.size() + 1, root + "/") == 0;
+        (*dirs)->state_dir_unreachable = d.fd >= 0 || below_dst ? 0 : (d.error ? d.error : ENOENT);
         (*dirs)->state_dir_path = dir;
       } else if (d.fd >= 0) {
         ::close(d.fd);
