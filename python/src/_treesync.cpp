@@ -311,6 +311,8 @@ py::tuple run(const py::dict& o) {
   lib.ignore_existing = get<bool>(o, "ignore_existing", false);
   lib.backup_dir = bytes_arg(o, "backup_dir");
   lib.state = bytes_arg(o, "state");
+  if (o.contains("state_memory") && !o["state_memory"].is_none())
+    lib.state_memory = o["state_memory"].cast<std::uint64_t>();
   lib.verify = static_cast<treesync::verify_level>(get<int>(o, "verify", 0));
 
   const py_compare compare{static_cast<compare_mode>(get<int>(o, "compare", 0)),
@@ -486,7 +488,7 @@ PYBIND11_MODULE(_treesync, m) {
         return name_pattern{decode(pattern)}.matches(decode(name));
       },
       py::arg("name"), py::arg("pattern"), "sync_tree's name matching (bytes, bytes): fnmatch.fnmatchcase's rules.");
-  // treesync::errc values, by name, for the Python layer's messages
+  // treesync::errc values, by name (every code), for the Python layer's messages and its callers
   py::dict errc;
   errc["same_directory"] = static_cast<int>(treesync::errc::same_directory);
   errc["nested_directory"] = static_cast<int>(treesync::errc::nested_directory);
@@ -504,6 +506,15 @@ PYBIND11_MODULE(_treesync, m) {
   errc["skipped_symlink"] = static_cast<int>(treesync::errc::skipped_symlink);
   errc["deletions_skipped"] = static_cast<int>(treesync::errc::deletions_skipped);
   errc["unsupported"] = static_cast<int>(treesync::errc::unsupported);
+  errc["special_file"] = static_cast<int>(treesync::errc::special_file);
+  errc["changed_during_copy"] = static_cast<int>(treesync::errc::changed_during_copy);
+  errc["other_filesystem"] = static_cast<int>(treesync::errc::other_filesystem);
+  errc["case_collision"] = static_cast<int>(treesync::errc::case_collision);
+  errc["unsafe_backup_dir"] = static_cast<int>(treesync::errc::unsafe_backup_dir);
+  errc["state_ignored"] = static_cast<int>(treesync::errc::state_ignored);
+  errc["state_entries_gone"] = static_cast<int>(treesync::errc::state_entries_gone);
+  errc["directory_changed"] = static_cast<int>(treesync::errc::directory_changed);
+  errc["inplace_with_backup"] = static_cast<int>(treesync::errc::inplace_with_backup);
   m.attr("errc") = errc;
   m.attr("category") = treesync::error_category().name();
   // a rule file that cannot be read or parsed (dir-merge): the Python layer makes it a treesync.Error

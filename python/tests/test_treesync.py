@@ -305,6 +305,27 @@ def test_state_verify(src, tmp_path, verify):
         treesync.sync(src, dst, verify="dirs")
 
 
+def test_state_memory_ignores_a_larger_state_file_with_a_notice(src, tmp_path):
+    dst, state = tmp_path / "dst", tmp_path / "state"
+    treesync.sync(src, dst, state=state)
+    assert state.stat().st_size > 64
+    r = treesync.sync(src, dst, state=state, verify="none", state_memory=64)
+    assert r.unchanged
+    ignored = [n for n in r.notices if n.code == treesync._treesync.errc["state_ignored"]]
+    assert ignored and "too large" in ignored[0].detail
+    assert not [n for n in treesync.sync(src, dst, state=state, verify="none").notices
+                if n.code == treesync._treesync.errc["state_ignored"]]
+    for bad in (0, -1, 1.5, True, "1M"):
+        with pytest.raises(ValueError, match="state_memory"):
+            treesync.sync(src, dst, state=state, state_memory=bad)
+
+
+def test_errc_names_every_code():
+    codes = sorted(treesync._treesync.errc.values())
+    assert codes == list(range(1, len(codes) + 1)) and len(codes) >= 25
+    assert treesync._treesync.errc["inplace_with_backup"] == codes[-1]  # the last code: none left out after it
+
+
 def test_paths_str_bytes_pathlike(src, tmp_path):
     for i, (s, d) in enumerate([(str(src), str(tmp_path / "d0")), (os.fsencode(str(src)), os.fsencode(str(tmp_path / "d1"))),
                                 (src, tmp_path / "d2")]):

@@ -319,7 +319,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
          links="follow", inplace=False, jobs=0, hard_links=False, owner=False, group=False, one_file_system=False,
          specials=False, xattrs=False, backup_dir=None, state=None, verify="full", durable=False, dry_run=False,
          stop_on_error=False, on_action=None, progress=None, progress_interval=0.1, cancel=None, max_size=None,
-         existing=False, ignore_existing=False, insecure_links=False):
+         existing=False, ignore_existing=False, insecure_links=False, state_memory=None):
     """Mirrors the contents of ``src`` into ``dst`` and returns a Report.
 
     Keywords (the CLI's option in brackets): delete [--delete / --no-delete], delete_excluded
@@ -330,7 +330,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     ("follow" [-L, the default], "preserve" [-l], "copy_unsafe_links", "skip" [--no-links]),
     inplace, jobs [-j: 0 one worker per CPU], hard_links [-H], owner [-o], group [-g],
     one_file_system [-x], specials [-D], xattrs [-X], backup_dir, state [--state=FILE], verify
-    ("full", "dirs", "none"), durable [--fsync], dry_run [-n], max_size [--max-size: a larger
+    ("full", "dirs", "none"), state_memory [--state-memory: the most bytes the state file's records
+    may take, default 256 MiB; a larger file is ignored with a notice], durable [--fsync], dry_run [-n], max_size [--max-size: a larger
     file is neither copied nor updated; bytes], existing [--existing: nothing is created, what
     exists is updated], ignore_existing [--ignore-existing: what exists is left alone, only the
     missing is created].  Rules apply in the order filter,
@@ -370,6 +371,9 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
         raise ValueError("max_delete=%r: expected a count (an int >= 0) or None" % (max_delete,))
     if max_size is not None and (not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0):
         raise ValueError("max_size=%r: expected a size in bytes (an int >= 0) or None" % (max_size,))
+    if state_memory is not None and (not isinstance(state_memory, int) or isinstance(state_memory, bool)
+                                     or not 0 < state_memory < 2 ** 64):
+        raise ValueError("state_memory=%r: expected a size in bytes above 0 (an int) or None" % (state_memory,))
     if not isinstance(jobs, int) or not 0 <= jobs <= 1024:
         raise ValueError("jobs=%r: expected a worker count (0-1024)" % (jobs,))
     if inplace and backup_dir is not None:
@@ -400,6 +404,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
         "group": bool(group), "one_file_system": bool(one_file_system), "specials": bool(specials),
         "xattrs": bool(xattrs), "backup_dir": _fspath_bytes(backup_dir, "backup_dir"),
         "state": _fspath_bytes(state, "state"), "durable": bool(durable), "dry_run": bool(dry_run),
+        "state_memory": state_memory,
         "allow_empty_source": bool(allow_empty_source), "stop_on_error": bool(stop_on_error),
         "max_size": max_size, "existing": bool(existing), "ignore_existing": bool(ignore_existing),
         "on_action": action if on_action is not None else None,
