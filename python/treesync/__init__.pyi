@@ -166,6 +166,7 @@ def sync(
     existing: bool = False,
     ignore_existing: bool = False,
     insecure_links: bool = False,
+    state_memory: Optional[int] = None,
 ) -> Report: ...
 
 # dst becomes src minus the excluded names (excluded leftovers in dst deleted; delete_excluded=False keeps them)
