@@ -112,6 +112,7 @@ struct cli_deletion {
   std::string prefix;                                 // SRC without a slash: "NAME/" (named_filter)
   std::shared_ptr<const dst_directories> dst_dirs;  // where dst_rules were read (pin_dst)
   std::shared_ptr<const treesync::detail::dst_rule_texts> dst_read;  // what was read, with identities
+  std::uint64_t dst_read_id = 0;  // one per dst_read given (a thread's lookup place is this one's)
   std::shared_ptr<dst_swaps> swaps;  // the directories kept for not being the ones read
 
   cli_deletion(treesync::deletion::kind mode, std::size_t cap) : k(mode), max(cap) {}
@@ -136,7 +137,11 @@ struct cli_deletion {
     const std::string_view dir = slash == std::string_view::npos ? std::string_view() : rel.substr(0, slash);
     std::string path = prefix.empty() ? std::string(dir) : prefix.substr(0, prefix.size() - 1);
     if (!prefix.empty() && !dir.empty()) path.append("/").append(dir.data(), dir.size());
-    const auto read = dst_read->lookup(path, std::string_view());
+    // each thread resumes from the directory it looked up last (in this dst_read): a walk down a
+    // deep DST resolves each level once, not its whole path again per entry
+    thread_local std::pair<std::uint64_t, treesync::detail::dst_rule_texts::place> last;
+    if (last.first != dst_read_id) last = {dst_read_id, treesync::detail::dst_rule_texts::place()};
+    const auto read = dst_read->lookup(path, std::string_view(), &last.second);
     if (in.known && read.seen && read.dev == in.dev && read.ino == in.ino) return true;
     if (swaps) {
       std::lock_guard<std::mutex> lock(swaps->mu);
@@ -601,6 +606,8 @@ bool keep_dst_rule_files(const options& opt, Read&& read, cli_deletion& deletion
              " not read, nothing is deleted\n";
   deletion = deletion.with_dst_rules(std::move(rules), opt.name);
   deletion.dst_dirs = std::move(dirs);  // the run works in the DST whose rule files were read
+  static std::atomic<std::uint64_t> reads{0};
+  deletion.dst_read_id = ++reads;
   deletion.dst_read = std::move(texts);  // and in each directory of it read (cli_deletion::removes)
   deletion.swaps = std::make_shared<dst_swaps>();
   return true;
