@@ -28,6 +28,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -141,6 +142,11 @@ inline void make_fifo(const fs::path& p, mode_t mode = 0644) {
   if (::mkfifo(p.c_str(), mode) != 0) throw_errno("mkfifo", p);
   set_mode(p, mode);
 }
+
+// A character device with the null device's numbers at `p`, for a test that needs a device node:
+// never /dev/null itself, which a broken check would replace or remove for every process on the
+// machine.  Root only (mknod of a device needs CAP_MKNOD): false where it cannot be made.
+inline bool make_null_device(const fs::path& p) { return ::mknod(p.c_str(), S_IFCHR | 0666, makedev(1, 3)) == 0; }
 
 /// lstat(2) of `p`; throws when it does not exist.
 inline struct ::stat lstat_of(const fs::path& p) {
