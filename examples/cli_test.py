@@ -210,7 +210,14 @@ def test_help_version():
     cli = readme[readme.index("## The CLI"):]
     block = cli[cli.index("```\ntreesync [OPTIONS] SRC DST\n"):]
     block = block[4:block.index("\n```", 4)]
-    sections = out[out.index("What is synced:"):out.index("\nFilter rules")]
+    sections = out[out.index("What is synced:"):out.index("\nOptions refused together")]
+    # the library's refusals (treesync::option_rules), as --help words them, are the README's too
+    refusals = out[out.index("\nOptions refused together"):out.index("\nFilter rules")].splitlines()[2:]
+    refusals = [line.strip() for line in refusals if line.strip()]
+    readme_lines = set(line.strip() for line in cli.splitlines())
+    check(len(refusals) >= 4 and all(line in readme_lines for line in refusals),
+          "the README lists the options refused together as --help does (%s)" %
+          [line for line in refusals if line not in readme_lines])
     listed = set()
     for line in sections.splitlines():
         if line.startswith("  ") and not line.startswith("    " * 7) and line[:28].strip():
@@ -252,7 +259,9 @@ def test_usage_errors():
         (["--modify-window=abc", src, dst], "--modify-window"),
         (["--stats=yes", src, dst], "takes no value"),
         (["-c", "--size-only", src, dst], "exclude each other"),
-        (["--inplace", "--backup-dir=b", src, dst], "--inplace and --backup-dir exclude each other"),
+        (["--inplace", "--backup-dir=b", src, dst], "--inplace and --backup-dir exclude each other (a backup"),
+        (["--state=st", "-H", src, dst], "--state and -H exclude each other (hard links"),
+        (["--state=st", "--backup-dir=b", src, dst], "--state and --backup-dir exclude each other (backups"),
         (["--include-dirs=x", src, dst], "unknown option --include-dirs"),
         (["--exclude-from=" + os.path.join(w, "missing"), src, dst], "No such file"),
     ]
@@ -2236,7 +2245,8 @@ def test_state():
     os.unlink(os.path.join(src, ".treesync.state"))
 
     rc, out, err = run("--verify=none", src, dst)
-    check(rc == 1 and "--verify=none needs --state=FILE" in err, "--verify=none without --state is a usage error (%r)" % err)
+    check(rc == 1 and "--verify needs --state (dirs and none trust the state file)" in err,
+          "--verify=none without --state is a usage error (%r)" % err)
     rc, out, err = run("--state=" + state, "--verify=some", src, dst)
     check(rc == 1 and "expected full, dirs or none" in err, "an unknown level is a usage error (%r)" % err)
     rc, out, err = run("--help")

@@ -159,3 +159,39 @@ TEST_CASE("cli options: a tool refuses every spelling of an option it does not s
   CHECK(!parse({"--no-hard-links", "--no-progress", "-n"}, tool).exit_now);  // turning one off is no use of it
   CHECK(treesync_cli::options_list(tool.not_supported) == "-H, --backup-dir, --progress");
 }
+
+TEST_CASE("cli options: each of the library's option_rules is a usage error in its words, with the command line's spellings") {
+  // the command line that sets an option_rules key away from its default
+  const auto args_for = [](std::string_view key) -> std::vector<std::string> {
+    if (key == "inplace") return {"--inplace"};
+    if (key == "backup_dir") return {"--backup-dir=b"};
+    if (key == "state") return {"--state=st"};
+    if (key == "hard_links") return {"-H"};
+    if (key == "verify") return {"--verify=none"};
+    return {};
+  };
+  for (const auto& rule : treesync::option_rules) {
+    CAPTURE(rule.first);
+    CAPTURE(rule.second);
+    std::vector<std::string> both = args_for(rule.first), second = args_for(rule.second);
+    REQUIRE_FALSE(both.empty());
+    REQUIRE_FALSE(second.empty());
+    if (!rule.needs) both.insert(both.end(), second.begin(), second.end());
+    const auto r = parse(both);
+    CHECK(r.exit_now);
+    CHECK(r.exit_code == 1);
+    const std::string text = treesync_cli::rule_text(rule);
+    CHECK(r.message == "treesync: " + text + "\nTry 'treesync --help' for more information.\n");
+    CHECK(text.find(rule.why) != std::string::npos);
+    for (const char* key : {rule.first, rule.second}) {  // each option named as --help names it
+      std::string name = key;
+      for (char& c : name) c = c == '_' ? '-' : c;
+      CHECK(treesync_cli::find_option(name));
+    }
+    CHECK(std::string(treesync_cli::help_text()).find("  " + text + "\n") != std::string::npos);
+    // the first alone (with the second, for a needs row) is no usage error
+    std::vector<std::string> alone = args_for(rule.first);
+    if (rule.needs) alone.insert(alone.end(), second.begin(), second.end());
+    CHECK_FALSE(parse(alone).exit_now);
+  }
+}

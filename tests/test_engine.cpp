@@ -522,12 +522,58 @@ TEST_CASE("in-place writes with a backup directory are refused before anything i
   o.write = treesync::write_mode::in_place;
   o.backup_dir = "/backup";
   check_refused(fs, expected, o);
-  CHECK(expected.message().find("a backup needs the old file kept whole") != std::string::npos);
+  CHECK(expected.message() == "inplace and backup_dir exclude each other (a backup needs the old file kept whole)");
   o.backup_dir.clear();  // either one alone runs
   std::error_code ec;
   (void)treesync::sync(fs, "/src", "/dst", o, ec);
   CHECK(!ec);
   CHECK(fs.read("/dst/a") == "new");
+}
+
+namespace {
+// Sets the option `key` of an option_rules row away from its default (the test's own mapping,
+// checked against the library's option_set()).
+void set_option(treesync::options& o, std::string_view key) {
+  if (key == "inplace") o.write = treesync::write_mode::in_place;
+  else if (key == "backup_dir") o.backup_dir = "/backup";
+  else if (key == "state") o.state = "/state.file";
+  else if (key == "hard_links") o.hard_links = true;
+  else if (key == "verify") o.verify = treesync::verify_level::dirs;
+  REQUIRE_MESSAGE(treesync::option_set(o, key).value_or(false), "the test cannot set option " << key);
+}
+}  // namespace
+
+TEST_CASE("option_rules: every row names two options the library knows, and the defaults break none") {
+  const treesync::options defaults;
+  CHECK(std::size(treesync::option_rules) >= 4);
+  for (const auto& rule : treesync::option_rules) {
+    CHECK_MESSAGE(treesync::option_set(defaults, rule.first).has_value(), rule.first);
+    CHECK_MESSAGE(treesync::option_set(defaults, rule.second).has_value(), rule.second);
+  }
+  CHECK(treesync::refused_combination(defaults) == nullptr);
+  CHECK_FALSE(treesync::option_set(defaults, "no_such_option").has_value());
+}
+
+TEST_CASE("option_rules: sync refuses each row's combination with the row's code and words, touching nothing") {
+  for (const auto& rule : treesync::option_rules) {
+    CAPTURE(rule.first);
+    CAPTURE(rule.second);
+    mock_fs fs;
+    fs.write("/src/a", "new");
+    fs.write("/dst/a", "old");
+    treesync::options o;
+    set_option(o, rule.first);
+    if (!rule.needs) set_option(o, rule.second);
+    CHECK(treesync::refused_combination(o) == &rule);
+    const std::error_code expected = treesync::make_error_code(rule.code);
+    check_refused(fs, expected, o);
+    CHECK(expected.message() == treesync::option_rule_text(rule, [](const char* key) { return key; }));
+    // the first option alone (with the second, for a needs row) runs
+    treesync::options alone;
+    set_option(alone, rule.first);
+    if (rule.needs) set_option(alone, rule.second);
+    CHECK(treesync::refused_combination(alone) == nullptr);
+  }
 }
 
 TEST_CASE("a destination reached through a symlink to the source is refused") {

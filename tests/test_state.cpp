@@ -335,14 +335,15 @@ TEST_CASE("state_file: inside the destination it is neither deleted nor mirrored
   CHECK(fs.ops().writes() == 0);
 }
 
-TEST_CASE("state_file: with hard_links no state file is kept, and a notice says so") {
+TEST_CASE("state_file: with hard_links the run is refused before the state file or anything else is touched") {
   mock_fs fs;
   small_tree(fs);
-  const auto r = treesync::sync(fs, "/src", "/dst", with_state(verify_level::none), treesync::hard_links);
-  CHECK(r.ok());
-  REQUIRE(r.notices.size() == 1);
-  CHECK(r.notices[0].code == treesync::errc::state_not_kept);
-  CHECK_FALSE(fs.exists("/state/mirror.state"));
+  REQUIRE(treesync::sync(fs, "/src", "/dst", with_state(verify_level::none)).ok());
+  const auto before = fs.tree("/");
+  std::error_code ec;
+  (void)treesync::sync(fs, "/src", "/dst", with_state(verify_level::full), treesync::hard_links, ec);
+  CHECK(ec == treesync::errc::state_with_hard_links);
+  CHECK(fs.tree("/") == before);
 }
 
 TEST_CASE("state_file: a policy without state_key() runs, but no state file is read or kept, and one left is removed") {

@@ -68,7 +68,6 @@ struct options {
   bool insecure_links = false;  // --insecure-links: follow any symlink in DST, --*-from, --state, --backup-dir
   std::uint64_t state_memory = treesync::default_state_memory;  // --state-memory=SIZE
   treesync::verify_level verify = treesync::verify_level::full;
-  bool verify_given = false;
   // what is printed
   bool itemize = false;
   bool verbose = false;
@@ -242,6 +241,9 @@ inline std::string options_help(section where) {
   return out;
 }
 
+/// The lines of --help listing the library's option_rules (defined below find_option()).
+inline std::string rules_help();
+
 inline const char* help_text() {
   static const std::string text = std::string(
       "usage: treesync [OPTIONS] SRC DST\n"
@@ -255,6 +257,9 @@ inline const char* help_text() {
       "\n"
       "What is printed (errors always go to stderr as `treesync: OPERATION PATH (SIDE FULL-PATH): reason`):\n"
       ) + options_help(section::printed) + std::string(
+      "\n"
+      "Options refused together (a usage error, exit 1, nothing touched; the library's own refusals):\n"
+      ) + rules_help() + std::string(
       "\n"
 
       "Filter rules (rsync's): --exclude, --include, --filter, -F and the --*-from files add rules in the\n"
@@ -288,8 +293,8 @@ inline const char* help_text() {
       "Jobs: 4 workers overlap the round trips of a network filesystem and help on local disks too;\n"
       "the tool does not guess the filesystem (statfs types are not conclusive).\n"
       "\n"
-      "Exit status: 0 done; 1 usage error (also --state=FILE in a missing directory, or with -H or\n"
-      "--backup-dir, which keep no state: refused before anything is written); 2 refused, nothing touched\n"
+      "Exit status: 0 done; 1 usage error (also --state=FILE in a missing directory, and the options\n"
+      "refused together above: refused before anything is written); 2 refused, nothing touched\n"
       "(same or nested directories, empty source, DST not a directory); 3 DST reached through another\n"
       "user's symlink (see --insecure-links; rsync's status); 11 the same for --backup-dir, --state=FILE or\n"
       "an --exclude-from / --include-from file (rsync's \"failed to open exclude file\"), and for rule files\n"
@@ -671,7 +676,7 @@ inline const std::vector<cli_option>& cli_options() {
          else if (*v == "dirs") s.o.verify = treesync::verify_level::dirs;
          else if (*v == "none") s.o.verify = treesync::verify_level::none;
          else return s.fail("--verify=" + display(*v) + ": expected full, dirs or none");
-         return s.o.verify_given = true;
+         return true;
        },
        nullptr,
        section::synced,
@@ -848,6 +853,46 @@ inline std::string options_list(const std::vector<std::string>& names) {
   return out;
 }
 
+/// A row of the library's option_rules in its words, each option spelled as the command line
+/// spells it (a letter where it has one: "-H", else its long name: "--backup-dir").
+inline std::string rule_text(const treesync::option_rule& rule) {
+  return treesync::option_rule_text(rule, [](const char* key) {
+    std::string name = key;
+    for (char& c : name) c = c == '_' ? '-' : c;
+    return options_list({name});
+  });
+}
+
+inline std::string rules_help() {
+  std::string out;
+  for (const auto& rule : treesync::option_rules) out += "  " + rule_text(rule) + '\n';
+  return out;
+}
+
+/// The library's run-time options for the command line `o` (parse() checks them against the library's
+/// option_rules; run.hpp runs with them).
+inline treesync::options library_options(const options& o, unsigned jobs, const std::atomic<bool>* cancel,
+                                         const std::string& backup_dir) {
+  treesync::options t = o.lib;  // the switch table's switches, as parsed
+  // the empty-source guard protects DST from deletions: without them an empty SRC copies nothing
+  // and deletes nothing, as in rsync
+  t.allow_empty_source = o.lib.allow_empty_source || o.deletion == deletion_mode::keep;
+  t.write = o.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
+  t.jobs = jobs;
+  t.cancel = cancel;
+  t.backup_dir = backup_dir;
+  if (o.state) t.state = *o.state;
+  t.state_memory = o.state_memory;
+  t.verify = o.verify;
+  t.perms = o.perms;
+  t.chmod = o.chmod;
+  t.existing = o.existing;
+  t.ignore_existing = o.ignore_existing;
+  t.keep_on_source_error = !o.ignore_errors;  // rsync: an I/O error stops the deletions
+  t.umask = o.umask;
+  return t;
+}
+
 /// Parses argv.  Short options combine (`-niv`, `-j4`); long options take `--opt=VALUE` or
 /// `--opt VALUE`; `--` ends the options.  What each option does is its row: cli_options() and
 /// the library's treesync::switch_table.
@@ -956,19 +1001,9 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     usage_error("-c/--checksum, --size-only and -u/--update exclude each other");
     return r;
   }
-  if (o.verify_given && o.verify != treesync::verify_level::full && !o.state) {
-    usage_error("--verify=" + std::string(o.verify == treesync::verify_level::dirs ? "dirs" : "none") +
-                " needs --state=FILE (the state file is what it trusts)");
-    return r;
-  }
-  if (o.state && (o.lib.hard_links || o.backup_dir)) {
-    usage_error(std::string("--state and ") + (o.lib.hard_links ? "-H/--hard-links" : "--backup-dir") +
-                " exclude each other (a run with " + (o.lib.hard_links ? "-H" : "--backup-dir") +
-                " changes entries outside the walk's view and keeps no state file: drop one)");
-    return r;
-  }
-  if (o.inplace && o.backup_dir) {
-    usage_error("--inplace and --backup-dir exclude each other (a backup needs the old file kept whole: drop one)");
+  // the library's refusals (treesync::option_rules), in its words with the command line's spellings
+  if (const treesync::option_rule* rule = treesync::refused_combination(library_options(o, 1, nullptr, o.backup_dir.value_or("")))) {
+    usage_error(rule_text(*rule));
     return r;
   }
   if (o.json || o.quiet) o.progress = o.progress_always = false;  // JSON: stdout carries the object only; -q wins

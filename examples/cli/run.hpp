@@ -182,29 +182,6 @@ struct run_context {
   std::string backup_dir;  // empty: no backups
 };
 
-/// The library's run-time options for the command line `o`.
-inline treesync::options library_options(const options& o, unsigned jobs, const std::atomic<bool>* cancel,
-                                         const std::string& backup_dir) {
-  treesync::options t = o.lib;  // the switch table's switches, as parsed
-  // the empty-source guard protects DST from deletions: without them an empty SRC copies nothing
-  // and deletes nothing, as in rsync
-  t.allow_empty_source = o.lib.allow_empty_source || o.deletion == deletion_mode::keep;
-  t.write = o.inplace ? treesync::write_mode::in_place : treesync::write_mode::atomic;
-  t.jobs = jobs;
-  t.cancel = cancel;
-  t.backup_dir = backup_dir;
-  if (o.state) t.state = *o.state;
-  t.state_memory = o.state_memory;
-  t.verify = o.verify;
-  t.perms = o.perms;
-  t.chmod = o.chmod;
-  t.existing = o.existing;
-  t.ignore_existing = o.ignore_existing;
-  t.keep_on_source_error = !o.ignore_errors;  // rsync: an I/O error stops the deletions
-  t.umask = o.umask;
-  return t;
-}
-
 inline treesync::options library_options(const run_context& c) {
   return library_options(c.opt, c.jobs, c.cancel, c.backup_dir);
 }

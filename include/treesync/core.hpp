@@ -152,10 +152,47 @@ enum class errc {
   /// a destination directory is not the one a deletion policy read before the run (exchanged
   /// meanwhile: dir_identity): nothing was deleted in it (reported by a tool, e.g. the CLI)
   directory_changed,
-  /// write_mode::in_place with a backup directory: a backup needs the old file kept whole (the
-  /// CLI's --inplace with --backup-dir, Python's inplace with backup_dir): refused
-  inplace_with_backup,
+  // Options that exclude each other, or one without the option it needs: refused before anything
+  // is touched, each code one row of option_rules (below), whose words are its message.
+  inplace_with_backup,    ///< write_mode::in_place with a backup directory
+  state_with_hard_links,  ///< a state file with hard_links
+  state_with_backup_dir,  ///< a state file with a backup directory
+  verify_without_state,   ///< verify other than full without a state file
 };
+
+// [treesync.refusals] ---------------------------------------------------------------------------
+//
+// Options that exclude each other, or one that needs another: one row each.  sync() refuses a run
+// that breaks a row with the row's code before anything is touched (refused_combination(),
+// policies.hpp); the CLI, the MPI tool and the Python package refuse the same combinations from
+// this table, in its words, each naming the options its own way (the CLI's --backup-dir, Python's
+// backup_dir).  An option's key is its member of treesync::options, also Python's keyword
+// ("inplace" stands for write == write_mode::in_place); a key is "set" when it differs from its
+// default.  Adding a refusal is one row here and its code above.
+
+/// One refusal: `first` and `second` both set (or, when `needs`, `first` set without `second`).
+struct option_rule {
+  errc code;
+  const char* first;
+  const char* second;
+  bool needs;       ///< true: `first` needs `second`; false: the two exclude each other
+  const char* why;  ///< the reason, in words that hold for every front end
+};
+
+inline constexpr option_rule option_rules[] = {
+    {errc::inplace_with_backup, "inplace", "backup_dir", false, "a backup needs the old file kept whole"},
+    {errc::state_with_hard_links, "state", "hard_links", false, "hard links change entries a state file cannot vouch for"},
+    {errc::state_with_backup_dir, "state", "backup_dir", false, "backups change entries a state file cannot vouch for"},
+    {errc::verify_without_state, "verify", "state", true, "dirs and none trust the state file"},
+};
+
+/// A row's words, "FIRST and SECOND exclude each other (WHY)" or "FIRST needs SECOND (WHY)", with
+/// `name(key)` naming each option as the caller spells it.
+template <class Name>
+std::string option_rule_text(const option_rule& r, Name&& name) {
+  return std::string(name(r.first)) + (r.needs ? " needs " : " and ") + std::string(name(r.second)) +
+         (r.needs ? " (" : " exclude each other (") + r.why + ")";
+}
 
 namespace detail {
 class error_category_impl final : public std::error_category {
@@ -193,7 +230,12 @@ class error_category_impl final : public std::error_category {
       case errc::directory_changed:
         return "not the directory whose rule files were read before the run (changed during the run): nothing deleted in it";
       case errc::inplace_with_backup:
-        return "in-place writes and a backup directory exclude each other (a backup needs the old file kept whole)";
+      case errc::state_with_hard_links:
+      case errc::state_with_backup_dir:
+      case errc::verify_without_state:
+        for (const option_rule& r : option_rules)
+          if (r.code == static_cast<errc>(c)) return option_rule_text(r, [](const char* key) { return key; });
+        break;
       case errc::state_entries_gone:
         return "recorded entries gone (not counted as deleted; entry_error::detail says how many)";
     }

@@ -747,6 +747,30 @@ struct options {
   bool keep_on_source_error = false;
 };
 
+/// Whether `o` sets the option `key` of an option_rules row (a switch of the table above by its
+/// member's name, or one of the other keys the rows use) away from its default; nullopt for a key
+/// it does not know (a test walks the rows with it).
+inline std::optional<bool> option_set(const options& o, std::string_view key) {
+#define TREESYNC_FLAG_SET(member, tag, state, cli, help) \
+  if (key == #member) return o.member;
+  TREESYNC_FLAGS(TREESYNC_FLAG_SET)
+#undef TREESYNC_FLAG_SET
+  if (key == "inplace") return o.write == write_mode::in_place;
+  if (key == "backup_dir") return !o.backup_dir.empty();
+  if (key == "state") return !o.state.empty();
+  if (key == "verify") return o.verify != verify_level::full;
+  return std::nullopt;
+}
+
+/// The first row of option_rules that `o` breaks (sync() refuses the run with its code), or null.
+inline const option_rule* refused_combination(const options& o) {
+  for (const option_rule& r : option_rules) {
+    const bool first = option_set(o, r.first).value_or(false), second = option_set(o, r.second).value_or(false);
+    if (first && (r.needs ? !second : second)) return &r;
+  }
+  return nullptr;
+}
+
 }  // namespace v0
 }  // namespace treesync
 

@@ -294,8 +294,8 @@ py::tuple walk(const std::string& path, int mode) {
 
 /// The whole run: returns (report tuple, ec value, ec category, ec message, planned deletions or None).
 /// "dst_fd" / "dst_parent_fd": the destination as walk() reached it (pinned: the run works there).
-py::tuple run(const py::dict& o) {
-  const std::string src = bytes_arg(o, "src"), dst = bytes_arg(o, "dst");
+/// The library's options for the keywords `o` (sync()'s, as __init__.py passes them).
+treesync::options library_options(const py::dict& o) {
   treesync::options lib;
   // the library's switch table: each switch is the keyword of its member's name
 #define TREESYNC_PY_FLAG(member, tag, state, cli, help) lib.member = get<bool>(o, #member, false);
@@ -314,7 +314,20 @@ py::tuple run(const py::dict& o) {
   if (o.contains("state_memory") && !o["state_memory"].is_none())
     lib.state_memory = o["state_memory"].cast<std::uint64_t>();
   lib.verify = static_cast<treesync::verify_level>(get<int>(o, "verify", 0));
+  return lib;
+}
 
+/// The words of the library's refusal (treesync::option_rules) that the keywords `o` break, each
+/// option named by its keyword; None when they break none.
+py::object refused(const py::dict& o) {
+  const treesync::option_rule* rule = treesync::refused_combination(library_options(o));
+  if (!rule) return py::none();
+  return py::str(treesync::option_rule_text(*rule, [](const char* key) { return key; }));
+}
+
+py::tuple run(const py::dict& o) {
+  const std::string src = bytes_arg(o, "src"), dst = bytes_arg(o, "dst");
+  treesync::options lib = library_options(o);
   const py_compare compare{static_cast<compare_mode>(get<int>(o, "compare", 0)),
                            std::chrono::nanoseconds(get<std::int64_t>(o, "modify_window_ns", 0))};
   const std::int64_t max_delete = get<std::int64_t>(o, "max_delete", -1);
@@ -480,6 +493,8 @@ PYBIND11_MODULE(_treesync, m) {
   m.attr("version") = TREESYNC_VERSION_STRING;
   m.def("run", &run, py::arg("options"),
         "Runs one sync from the option dict built by treesync.sync() (the GIL is released while it runs).");
+  m.def("refused", &refused, py::arg("options"),
+        "The words of the library's refusal the option dict breaks (treesync::option_rules), or None.");
   m.def("walk", &walk, py::arg("path"), py::arg("mode"),
         "Walks an operator-named path under the untrusted-symlink rule and keeps what it reached open.");
   m.def(
@@ -515,6 +530,14 @@ PYBIND11_MODULE(_treesync, m) {
   errc["state_entries_gone"] = static_cast<int>(treesync::errc::state_entries_gone);
   errc["directory_changed"] = static_cast<int>(treesync::errc::directory_changed);
   errc["inplace_with_backup"] = static_cast<int>(treesync::errc::inplace_with_backup);
+  errc["state_with_hard_links"] = static_cast<int>(treesync::errc::state_with_hard_links);
+  errc["state_with_backup_dir"] = static_cast<int>(treesync::errc::state_with_backup_dir);
+  errc["verify_without_state"] = static_cast<int>(treesync::errc::verify_without_state);
+  // the options refused together: (code, first keyword, second keyword, needs, why)
+  py::list rules;
+  for (const auto& r : treesync::option_rules)
+    rules.append(py::make_tuple(static_cast<int>(r.code), r.first, r.second, r.needs, r.why));
+  m.attr("option_rules") = rules;
   m.attr("errc") = errc;
   m.attr("category") = treesync::error_category().name();
   // a rule file that cannot be read or parsed (dir-merge): the Python layer makes it a treesync.Error

@@ -323,7 +323,29 @@ def test_state_memory_ignores_a_larger_state_file_with_a_notice(src, tmp_path):
 def test_errc_names_every_code():
     codes = sorted(treesync._treesync.errc.values())
     assert codes == list(range(1, len(codes) + 1)) and len(codes) >= 25
-    assert treesync._treesync.errc["inplace_with_backup"] == codes[-1]  # the last code: none left out after it
+    assert treesync._treesync.errc["verify_without_state"] == codes[-1]  # the last code: none left out after it
+
+
+def test_option_rules_each_refused_in_the_librarys_words_before_anything_is_touched(src, tmp_path):
+    rules = treesync._treesync.option_rules
+    assert len(rules) >= 4
+    codes = set(treesync._treesync.errc.values())
+    for i, (code, first, second, needs, why) in enumerate(rules):
+        # the keywords that set each option the library's option_rules name
+        sets = {"inplace": {"inplace": True}, "backup_dir": {"backup_dir": tmp_path / ("bak%d" % i)},
+                "state": {"state": tmp_path / ("state%d" % i)}, "hard_links": {"hard_links": True},
+                "verify": {"verify": "dirs"}}
+        assert code in codes and first in sets and second in sets, (first, second)
+        dst = tmp_path / ("dst%d" % i)
+        kw = dict(sets[first], **({} if needs else sets[second]))
+        words = ("%s needs %s (%s)" if needs else "%s and %s exclude each other (%s)") % (first, second, why)
+        with pytest.raises(ValueError) as e:
+            treesync.sync(src, dst, **kw)
+        assert str(e.value) == words
+        assert not os.path.exists(str(dst)) and not os.path.exists(str(tmp_path / ("state%d" % i))), words
+        alone = dict(sets[first], **(sets[second] if needs else {}))
+        treesync.sync(src, dst, **alone)  # the first alone (with the second, for needs) runs
+        assert os.path.isdir(str(dst))
 
 
 def test_paths_str_bytes_pathlike(src, tmp_path):

@@ -376,10 +376,6 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
         raise ValueError("state_memory=%r: expected a size in bytes above 0 (an int) or None" % (state_memory,))
     if not isinstance(jobs, int) or not 0 <= jobs <= 1024:
         raise ValueError("jobs=%r: expected a worker count (0-1024)" % (jobs,))
-    if inplace and backup_dir is not None:
-        raise ValueError("inplace and backup_dir exclude each other (a backup needs the old file kept whole)")
-    if verify != "full" and state is None:
-        raise ValueError("verify=%r needs state=FILE (the state file is what it trusts)" % (verify,))
     for name, cb in (("on_action", on_action), ("progress", progress)):
         if cb is not None and not callable(cb):
             raise TypeError("%s: expected a callable or None" % name)
@@ -412,6 +408,9 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
         "progress_interval": float(progress_interval), "cancel": cancel,
         "check_signals": _threading.current_thread() is _threading.main_thread(),
     }
+    refused = _treesync.refused(options)  # the library's option_rules, in its words
+    if refused is not None:
+        raise ValueError(refused)
     dst_fd = dst_parent = -1
     if not insecure_links:
         for what, path in (("state", options["state"]), ("backup_dir", options["backup_dir"])):

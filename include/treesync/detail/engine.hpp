@@ -922,10 +922,6 @@ class engine {
     }
     if (s_.root) s_.root->rec = s_.state.root();
     if (e) first.record().state_notice(s_.opt.state.string(), e, why);
-    if (s_.opt.hard_links || !s_.opt.backup_dir.empty()) {  // they change entries outside the walk's view
-      s_.state.disable();
-      first.record().state_notice(s_.opt.state.string(), errc::state_not_kept, "hard links and backups change entries it would record");
-    }
     s_.recording = !s_.opt.dry_run && s_.state.keeps();
   }
 
@@ -958,7 +954,7 @@ class engine {
     // never half done entry by entry (nor, for durable and xattrs, silently skipped).
     constexpr filesystem_capabilities can = filesystem_capabilities_v<FS>;
     const options& o = s_.opt;
-    if (o.write == write_mode::in_place && !o.backup_dir.empty()) return errc::inplace_with_backup;
+    if (const option_rule* r = refused_combination(o)) return r->code;
     if (((o.owner || o.group) && !can.owners) || (o.specials && !can.specials) ||
         (o.hard_links && !can.hard_links) || (o.xattrs && !can.xattrs) || (o.durable && !can.durable))
       return errc::unsupported;
