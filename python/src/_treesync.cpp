@@ -533,6 +533,11 @@ PYBIND11_MODULE(_treesync, m) {
   errc["state_with_hard_links"] = static_cast<int>(treesync::errc::state_with_hard_links);
   errc["state_with_backup_dir"] = static_cast<int>(treesync::errc::state_with_backup_dir);
   errc["verify_without_state"] = static_cast<int>(treesync::errc::verify_without_state);
+  // the library's switch table (treesync::switch_table): (keyword, CLI spellings, help, takes a value);
+  // each is a keyword of sync() (python/treesync/__init__.py reads them from here)
+  py::list switches;
+  for (const auto& row : treesync::switch_table) switches.append(py::make_tuple(row.member, row.cli, row.help, row.value));
+  m.attr("switches") = switches;
   // the options refused together: (code, first keyword, second keyword, needs, why)
   py::list rules;
   for (const auto& r : treesync::option_rules)

@@ -103,6 +103,42 @@ def test_version_and_stubs():
             "(src, dst, exclude=(), *, delete_excluded=True, follow_dst_symlink=False)")
 
 
+def test_every_switch_of_the_library_table_is_a_keyword_documented_and_stubbed():
+    params = inspect.signature(treesync.sync).parameters
+    doc = " ".join(treesync.sync.__doc__.split())
+    stub = open(os.path.join(os.path.dirname(treesync.__file__), "__init__.pyi")).read()
+    switches = treesync._treesync.switches
+    assert len(switches) >= 11
+    for member, cli, help_text, value in switches:
+        assert member in params and params[member].kind is params[member].KEYWORD_ONLY, member
+        assert params[member].default is (None if value else False), member
+        assert member in doc and ("    %s: " % member) in stub, member
+        assert member in treesync._KEYWORDS, member
+
+
+def test_case_collisions_reports_names_that_differ_only_in_case(tmp_path):
+    s = tmp_path / "s"
+    write(str(s / "Readme"), b"a")
+    write(str(s / "README"), b"b")
+    r = treesync.sync(s, tmp_path / "d", case_collisions=True)
+    assert [n for n in r.notices + r.errors if n.code == treesync._treesync.errc["case_collision"]]
+    r = treesync.sync(s, tmp_path / "d2")
+    assert not [n for n in r.notices + r.errors if n.code == treesync._treesync.errc["case_collision"]]
+
+
+def test_keywords_are_checked_before_anything_is_read(src, tmp_path):
+    for kw, match in [({"max_delete": -1}, "max_delete=-1: expected a count"),
+                      ({"max_size": True}, "max_size=True: expected a size in bytes"),
+                      ({"jobs": 2000}, "jobs=2000: expected a worker count"),
+                      ({"dry_run": True, "state_memory": 0}, "state_memory=0: expected a size in bytes above 0"),
+                      ({"compare": "sometimes"}, "compare='sometimes': expected one of")]:
+        with pytest.raises(ValueError, match=re.escape(match)):
+            treesync.sync(src, tmp_path / "never", **kw)
+    assert not os.path.exists(str(tmp_path / "never"))
+    with pytest.raises(TypeError, match="on_action: expected a callable"):
+        treesync.sync(src, tmp_path / "never", on_action=1)
+
+
 # ---- sync(): the keywords ------------------------------------------------------------------------
 
 def test_cold_then_warm_report(src, tmp_path):

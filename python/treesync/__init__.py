@@ -314,12 +314,99 @@ def _refusal(ec, ec_category, ec_message, ec_errno, planned, src, dst, max_delet
     return _error(Refused, ec_errno, message, path, count=count, code=ec, category=ec_category)
 
 
+def _flag(value, name):
+    return bool(value)
+
+
+def _size(what, low=0):
+    """A count or size keyword: an int from `low` up (below 2**64), or None."""
+    def check(value, name):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or
+                                  not low <= value < 2 ** 64):
+            raise ValueError("%s=%r: expected %s or None" % (name, value, what))
+        return value
+    return check
+
+
+def _jobs(value, name):
+    if not isinstance(value, int) or not 0 <= value <= 1024:
+        raise ValueError("jobs=%r: expected a worker count (0-1024)" % (value,))
+    return value
+
+
+def _path(value, name):
+    return _fspath_bytes(value, name)
+
+
+def _choices(table):
+    return lambda value, name: _choice(table, value, name)
+
+
+def _callback(value, name):
+    if value is not None and not callable(value):
+        raise TypeError("%s: expected a callable or None" % name)
+    return value
+
+
+# sync()'s keywords that pass to the run as they are, checked and converted: keyword -> check(value,
+# keyword).  The library's switches (treesync::switch_table, _treesync.switches) are added below:
+# each is a keyword named as its member, a flag or (max_size) a size.  The others (delete,
+# delete_excluded, max_delete, the rules, modify_window, the callbacks, insecure_links) are read
+# by _options().
+_KEYWORDS = {
+    "src": _path, "dst": _path, "compare": _choices(_COMPARE), "links": _choices(_LINKS),
+    "verify": _choices(_VERIFY), "inplace": _flag, "jobs": _jobs, "backup_dir": _path, "state": _path,
+    "state_memory": _size("a size in bytes above 0 (an int)", 1), "stop_on_error": _flag,
+    "existing": _flag, "ignore_existing": _flag, "progress_interval": lambda v, n: float(v), "cancel": lambda v, n: v,
+}
+for _member, _cli, _help, _value in _treesync.switches:
+    _KEYWORDS[_member] = _size("a size in bytes (an int >= 0)") if _value else _flag
+
+
+def _options(kw):
+    """The run's option dict for sync()'s keywords `kw`: every keyword checked (ValueError, TypeError)."""
+    options = {name: check(kw[name], name) for name, check in _KEYWORDS.items()}
+    if kw["max_delete"] is not None:
+        _size("a count (an int >= 0)")(kw["max_delete"], "max_delete")
+    options["max_delete"] = -1 if kw["max_delete"] is None else kw["max_delete"]
+    options["deletion"] = 0 if kw["delete_excluded"] is False and kw["delete"] else (2 if kw["delete_excluded"] else 1)
+    options["modify_window_ns"] = int(round(float(kw["modify_window"]) * 1e9))
+    options["rules"] = _rules(kw)
+    options["check_signals"] = _threading.current_thread() is _threading.main_thread()
+    on_action, progress = _callback(kw["on_action"], "on_action"), _callback(kw["progress"], "progress")
+    decode = _decoder(kw["src"])
+    options["on_action"] = None if on_action is None else (
+        lambda t: on_action(Action(t[0], t[1], decode(t[2]), t[3], t[4], t[5], t[6], t[7], t[8], t[9])))
+    options["progress"] = None if progress is None else (lambda t: progress(Progress(*t)))
+    return options
+
+
+def _rules(kw):
+    """The filter rules in the order that decides: filter, include, include_from, exclude, exclude_from,
+    as (kind, text): 0 exclude, 1 include, 2 rule, 3 exclude-from text, 4 include-from text."""
+    rules = [(2, r) for r in _patterns(kw["filter"], "filter")]
+    rules += [(1, p) for p in _patterns(kw["include"], "include")]
+    rules += _rule_file(kw, "include_from", 4)
+    rules += [(0, p) for p in _patterns(kw["exclude"], "exclude")]
+    return rules + _rule_file(kw, "exclude_from", 3)
+
+
+def _rule_file(kw, name, kind):
+    path = kw[name]
+    if path is None:
+        return []
+    if kw["insecure_links"]:
+        with open(path, "rb") as f:
+            return [(kind, f.read())]
+    return [(kind, _read_trusted(path, name))]
+
+
 def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclude=(), include=(), filter=(),
          exclude_from=None, include_from=None, allow_empty_source=False, compare="size_mtime", modify_window=0,
          links="follow", inplace=False, jobs=0, hard_links=False, owner=False, group=False, one_file_system=False,
          specials=False, xattrs=False, backup_dir=None, state=None, verify="full", durable=False, dry_run=False,
          stop_on_error=False, on_action=None, progress=None, progress_interval=0.1, cancel=None, max_size=None,
-         existing=False, ignore_existing=False, insecure_links=False, state_memory=None):
+         existing=False, ignore_existing=False, insecure_links=False, state_memory=None, case_collisions=False):
     """Mirrors the contents of ``src`` into ``dst`` and returns a Report.
 
     Keywords (the CLI's option in brackets): delete [--delete / --no-delete], delete_excluded
@@ -334,7 +421,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     may take, default 256 MiB; a larger file is ignored with a notice], durable [--fsync], dry_run [-n], max_size [--max-size: a larger
     file is neither copied nor updated; bytes], existing [--existing: nothing is created, what
     exists is updated], ignore_existing [--ignore-existing: what exists is left alone, only the
-    missing is created].  Rules apply in the order filter,
+    missing is created], case_collisions [report SRC names of a directory that differ only in case:
+    notices].  Rules apply in the order filter,
     include, include_from, exclude, exclude_from: the first that matches an entry decides.
 
     The paths you name are walked as the CLI walks them (rsync 3.5's rule): a symbolic link at any
@@ -350,88 +438,35 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     ``cancel``: an object with is_set() (threading.Event) that stops the run when set (the report
     says cancelled=True).  Refusals raise Refused, other run-level failures Error.
     """
+    kw = dict(locals())  # the keywords, as given: _KEYWORDS and the library's switches check each one
     decode = _decoder(src)
-    bsrc, bdst = _fspath_bytes(src, "src"), _fspath_bytes(dst, "dst")
-    rules = [(2, r) for r in _patterns(filter, "filter")]
-    rules += [(1, p) for p in _patterns(include, "include")]
-    if include_from is not None:
-        if insecure_links:
-            with open(include_from, "rb") as f:
-                rules.append((4, f.read()))
-        else:
-            rules.append((4, _read_trusted(include_from, "include_from")))
-    rules += [(0, p) for p in _patterns(exclude, "exclude")]
-    if exclude_from is not None:
-        if insecure_links:
-            with open(exclude_from, "rb") as f:
-                rules.append((3, f.read()))
-        else:
-            rules.append((3, _read_trusted(exclude_from, "exclude_from")))
-    if max_delete is not None and (not isinstance(max_delete, int) or max_delete < 0):
-        raise ValueError("max_delete=%r: expected a count (an int >= 0) or None" % (max_delete,))
-    if max_size is not None and (not isinstance(max_size, int) or isinstance(max_size, bool) or max_size < 0):
-        raise ValueError("max_size=%r: expected a size in bytes (an int >= 0) or None" % (max_size,))
-    if state_memory is not None and (not isinstance(state_memory, int) or isinstance(state_memory, bool)
-                                     or not 0 < state_memory < 2 ** 64):
-        raise ValueError("state_memory=%r: expected a size in bytes above 0 (an int) or None" % (state_memory,))
-    if not isinstance(jobs, int) or not 0 <= jobs <= 1024:
-        raise ValueError("jobs=%r: expected a worker count (0-1024)" % (jobs,))
-    for name, cb in (("on_action", on_action), ("progress", progress)):
-        if cb is not None and not callable(cb):
-            raise TypeError("%s: expected a callable or None" % name)
-    user_action = on_action
-
-    def action(t):
-        user_action(Action(t[0], t[1], decode(t[2]), t[3], t[4], t[5], t[6], t[7], t[8], t[9]))
-
-    user_progress = progress
-
-    def progress_cb(t):
-        user_progress(Progress(*t))
-
-    options = {
-        "src": bsrc, "dst": bdst,
-        "deletion": 0 if delete_excluded is False and delete else (2 if delete_excluded else 1),
-        "max_delete": -1 if max_delete is None else max_delete,
-        "rules": rules, "compare": _choice(_COMPARE, compare, "compare"),
-        "modify_window_ns": int(round(float(modify_window) * 1e9)),
-        "links": _choice(_LINKS, links, "links"), "verify": _choice(_VERIFY, verify, "verify"),
-        "inplace": bool(inplace), "jobs": jobs, "hard_links": bool(hard_links), "owner": bool(owner),
-        "group": bool(group), "one_file_system": bool(one_file_system), "specials": bool(specials),
-        "xattrs": bool(xattrs), "backup_dir": _fspath_bytes(backup_dir, "backup_dir"),
-        "state": _fspath_bytes(state, "state"), "durable": bool(durable), "dry_run": bool(dry_run),
-        "state_memory": state_memory,
-        "allow_empty_source": bool(allow_empty_source), "stop_on_error": bool(stop_on_error),
-        "max_size": max_size, "existing": bool(existing), "ignore_existing": bool(ignore_existing),
-        "on_action": action if on_action is not None else None,
-        "progress": progress_cb if progress is not None else None,
-        "progress_interval": float(progress_interval), "cancel": cancel,
-        "check_signals": _threading.current_thread() is _threading.main_thread(),
-    }
+    options = _options(kw)
     refused = _treesync.refused(options)  # the library's option_rules, in its words
     if refused is not None:
         raise ValueError(refused)
     dst_fd = dst_parent = -1
     if not insecure_links:
-        for what, path in (("state", options["state"]), ("backup_dir", options["backup_dir"])):
+        for what in ("state", "backup_dir"):
+            path = options[what]
             if path:
-                bpath = path if path.startswith(b"/") or what == "state" else _os.path.join(bdst, path)
+                bpath = path if path.startswith(b"/") or what == "state" else _os.path.join(options["dst"], path)
                 _fd, _parent, _leaf, link, owner, _err, _final = _treesync.walk(bpath, 3)
                 if link is not None:
                     raise _untrusted("%s %s" % (what, _os.fsdecode(path)), link, owner)
-        dst_fd, dst_parent, options["dst_error"] = _walk_dst(bdst, 1)
+        dst_fd, dst_parent, options["dst_error"] = _walk_dst(options["dst"], 1)
     options["dst_fd"], options["dst_parent_fd"] = dst_fd, dst_parent
     try:
         raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
     except _treesync.FilterError as e:
-        raise Error(_errno.EINVAL, str(e), _os.fsdecode(bsrc)) from None
+        raise Error(_errno.EINVAL, str(e), _os.fsdecode(options["src"])) from None
     finally:
         _close(dst_fd, dst_parent)
     report = Report(raw, decode, dry_run=bool(dry_run))
     if ec and report.cancelled and ec_errno == _errno.ECANCELED:
         return report  # cancel=Event: the partial report, cancelled=True
     if ec and not (stop_on_error and report.errors):
-        err = _refusal(ec, ec_category, ec_message, ec_errno, planned, bsrc, bdst, max_delete, report)
+        err = _refusal(ec, ec_category, ec_message, ec_errno, planned, options["src"], options["dst"], max_delete,
+                       report)
         err.report = report
         raise err
     return report

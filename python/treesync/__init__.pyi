@@ -167,6 +167,7 @@ def sync(
     ignore_existing: bool = False,
     insecure_links: bool = False,
     state_memory: Optional[int] = None,
+    case_collisions: bool = False,
 ) -> Report: ...
 
 # dst becomes src minus the excluded names (excluded leftovers in dst deleted; delete_excluded=False keeps them)
