@@ -429,6 +429,324 @@ int finish(int code) {
 
 }  // namespace
 
+namespace {
+
+/// One rank's share of the run: the steps main() takes in order, and what they hand on.  Rank 0
+/// decides (the filter texts, the frontier depth, the refusals) and broadcasts; every rank syncs
+/// the subtrees it is handed; rank 0 gathers and prints the report.
+struct mpi_run {
+  int rank = 0, ranks = 1;
+  const tool_info& tool;
+  const options& opt;
+  treesync::filter patterns;
+  std::vector<std::string> texts;  // the --*-from files' texts, read by rank 0, the same on every rank
+  std::shared_ptr<dst_directories> dst_dirs;
+  cli_deletion deletion{opt.deletion, treesync::unlimited};  // --max-delete: decided for the whole run
+  collector actions;
+  treesync::options library = library_options(opt, opt.jobs, &cancel_flag, std::string());
+  std::int64_t refusal[2] = {0, 0};  // value, category id
+  std::uint64_t depth = 1;
+  std::vector<std::string> planned;   // the frontier of the chosen depth (dry run)
+  std::size_t shallow_deletions = 0;  // what the shallow levels delete
+  std::size_t would_delete = 0;       // what the whole run would delete (counted for --max-delete)
+  treesync::report mine;
+  std::mutex mine_mu;
+  std::atomic<std::uint64_t> subtrees_done{0};
+  std::error_code shallow_refusal;
+
+  mpi_run(int r, int n, const tool_info& t, const options& o) : rank(r), ranks(n), tool(t), opt(o) {
+    actions.on = opt.itemize || opt.verbose;
+  }
+
+  // Every sync of the run: the options' policies plus `extra...` (observer, frontier, subtree);
+  // dry run and allow_empty_source vary per call.
+  template <class... Extra>
+  treesync::report run(const std::filesystem::path& s, const std::filesystem::path& d, bool dry, bool allow_empty,
+                       std::error_code& ec, Extra&&... extra) {
+    treesync::options o = library;
+    o.dry_run = dry;
+    o.allow_empty_source = allow_empty;
+    return sync_with(opt, deletion, patterns, s, d, o, ec, std::forward<Extra>(extra)...);
+  }
+
+  /// A reader of rule files that replays the texts rank 0 read, in order.
+  auto replay() {
+    return [this, next = std::size_t{0}](const std::string&, std::string& text, std::error_code&) mutable {
+      text = texts[next++];
+      return true;
+    };
+  }
+
+  /// The filter rules: rank 0 reads the --*-from files (stdin reaches rank 0 only) and broadcasts
+  /// their texts, which the other ranks read the same rules from.  rsync 3.5's rule (cli/trust.hpp):
+  /// no other user's symlink followed in those files (exit 11) or in DST (exit 3); every rank
+  /// walks DST and works in what its walk reached (pin_dst); rank 0's walk decides.  Returns the
+  /// exit status of a refused run.
+  std::optional<int> read_filters() {
+    filter_error bad;
+    int filter_ok = 1;
+    const rule_file_reader read_rules{&opt};
+    std::optional<trust_refusal> untrusted;
+    const std::optional<trust_refusal> dst_untrusted = untrusted_operator_path(opt, &dst_dirs);
+    if (rank == 0) {
+      const auto read_and_keep = [this, &read_rules](const std::string& name, std::string& text, std::error_code& ec) {
+        if (!read_rules(name, text, ec)) return false;
+        texts.push_back(text);
+        return true;
+      };
+      filter_ok = make_filter(opt, read_and_keep, patterns, bad) ? 1 : 0;
+      untrusted = *read_rules.refused;
+      if (filter_ok && !untrusted) untrusted = dst_untrusted;
+    }
+    int untrusted_exit = untrusted ? untrusted->exit_code : 0;
+    MPI_Bcast(&untrusted_exit, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (untrusted_exit != 0) return rank == 0 ? print_untrusted_refusal(opt, *untrusted) : untrusted_exit;
+    MPI_Bcast(&filter_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!filter_ok) {
+      const std::string message = bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n";
+      return rank == 0 ? usage_exit(tool, opt.json, message) : 1;
+    }
+    std::uint64_t text_count = texts.size();
+    MPI_Bcast(&text_count, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+    texts.resize(static_cast<std::size_t>(text_count));
+    for (auto& t : texts) t = bcast_string(t, 0);
+    if (rank != 0) make_filter(opt, replay(), patterns, bad);
+    deletion.dst_dirs = dst_dirs;
+    return std::nullopt;
+  }
+
+  /// With -F / dir-merge and --delete, what DST's rule files exclude is kept too: every rank reads
+  /// them now, and the collective holds every rank until all have (none writes before), and
+  /// refuses the run on every rank when one met a bad line.  Returns the exit status of a refusal.
+  std::optional<int> keep_dst_rules() {
+    std::string message, notice;
+    int dst_rules_ok = keep_dst_rule_files(opt, replay(), deletion, message, notice, &patterns, nullptr, dst_dirs) ? 1 : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &dst_rules_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!dst_rules_ok) {
+      if (message.empty()) message = "treesync: DST's rule files changed while the ranks read them (nothing was written)\n";
+      return rank == 0 ? usage_exit(tool, opt.json, message) : 1;
+    }
+    if (rank == 0) std::fputs(notice.c_str(), stderr);
+    return std::nullopt;
+  }
+
+  void refuse(const std::error_code& ec) {
+    refusal[0] = ec.value();
+    refusal[1] = category_id(ec);
+  }
+
+  /// 1. The guards and the frontier depth, decided by rank 0: the shallowest depth with at least
+  /// four subtrees a rank (at most 6 levels; deeper only while it splits further).
+  void choose_depth() {
+    if (rank == 0) {
+      const std::size_t target = 4 * static_cast<std::size_t>(ranks);
+      std::size_t previous = 0;
+      for (std::size_t d = 1; d <= 6; ++d) {
+        std::vector<std::string> found;
+        std::mutex mu;
+        treesync::frontier f{d, [&](std::string_view rel) {
+                               std::lock_guard<std::mutex> lock(mu);
+                               found.emplace_back(rel);
+                             }};
+        std::error_code ec;
+        const treesync::report r = run(opt.src_root, opt.dst_root, true, opt.lib.allow_empty_source, ec,
+                                       treesync::no_observer_t{}, f);
+        if (ec) {
+          refuse(ec);
+          break;
+        }
+        if (d > 1 && found.size() <= previous) break;  // no deeper split: keep the previous depth
+        depth = d;
+        planned = std::move(found);
+        shallow_deletions = r.deleted;
+        previous = planned.size();
+        if (previous >= target) break;
+      }
+      std::sort(planned.begin(), planned.end());
+    }
+    MPI_Bcast(refusal, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
+    MPI_Bcast(&depth, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
+  }
+
+  /// --max-delete over the whole run: every rank dry-runs the subtrees it is handed; the sum decides.
+  void check_max_delete() {
+    if (refusal[0] != 0 || !opt.max_delete) return;
+    std::atomic<std::uint64_t> counted{0};
+    work_queue plan_q;
+    if (rank == 0) {
+      for (auto& rel : planned) plan_q.push(rel);
+      plan_q.close();
+    }
+    distribute(rank, ranks, &plan_q, [&](const std::string& rel) {
+      struct stat st;
+      const std::string d = opt.dst_root + "/" + rel;
+      if (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;  // nothing to delete below
+      std::error_code ec;
+      const treesync::report r = run(opt.src_root + "/" + rel, d, true, true, ec, treesync::no_observer_t{},
+                                     treesync::subtree{rel});
+      counted += r.deleted;
+    });
+    std::uint64_t local = counted.load(), total = 0;
+    MPI_Reduce(&local, &total, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+    would_delete = shallow_deletions + static_cast<std::size_t>(total);
+    if (rank == 0 && would_delete > *opt.max_delete) refuse(treesync::errc::max_delete_exceeded);
+    MPI_Bcast(refusal, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  }
+
+  /// 2-3. The shallow pass on rank 0 (a thread that hands out the frontier's subtrees as it meets
+  /// them), the subtrees on every rank.
+  void sync_all() {
+    if (refusal[0] != 0) return;
+    work_queue q;
+    std::thread shallow;
+    if (rank == 0) {
+      shallow = std::thread([&] {
+        // the observer is called before on_subtree, under the same mutex: `fresh` is up to date
+        std::mutex fresh_mu;
+        std::vector<std::string> fresh;
+        const shallow_observer obs{&actions, static_cast<std::size_t>(depth), &fresh_mu, &fresh};
+        treesync::frontier f{static_cast<std::size_t>(depth), [&](std::string_view rel) {
+                               std::lock_guard<std::mutex> lock(fresh_mu);
+                               const bool is_fresh = std::find(fresh.rbegin(), fresh.rend(), rel) != fresh.rend();
+                               q.push((is_fresh ? "F" : "-") + std::string(rel));
+                             }};
+        std::error_code ec;
+        treesync::report r = run(opt.src_root, opt.dst_root, opt.lib.dry_run, opt.lib.allow_empty_source, ec, obs, f);
+        if (ec && ec != std::errc::operation_canceled) shallow_refusal = ec;
+        {
+          std::lock_guard<std::mutex> lock(mine_mu);
+          add(mine, std::move(r));
+        }
+        q.close();
+      });
+    }
+    distribute(rank, ranks, &q, [&](const std::string& item) { sync_subtree(item[0] == 'F', item.substr(1)); });
+    if (shallow.joinable()) shallow.join();
+  }
+
+  /// One subtree of the frontier (`fresh`: the shallow pass created its root).
+  void sync_subtree(bool fresh, const std::string& rel) {
+    const std::filesystem::path s = std::filesystem::path(opt.src_root) / rel, d = std::filesystem::path(opt.dst_root) / rel;
+    std::error_code ec;
+    treesync::report r;
+    std::size_t dropped_meta = 0, dropped_create = 0;
+    const subtree_observer obs{&actions, &rel, fresh, &dropped_meta, &dropped_create};
+    struct stat st;
+    if (opt.lib.dry_run && (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
+      // a dry run did not create DST/rel: plan it against an empty directory (the shallow pass
+      // reported DST/rel as created, so the subtree's root is `fresh`)
+      r = run(s, empty_dir(), true, true, ec, obs, treesync::subtree{rel});
+    } else {
+      r = run(s, d, opt.lib.dry_run, true, ec, obs, treesync::subtree{rel});
+    }
+    r.meta_updated -= std::min(r.meta_updated, dropped_meta);
+    r.created -= std::min(r.created, dropped_create);
+    ++subtrees_done;
+    if ((ec == treesync::errc::source_missing || ec == std::errc::no_such_file_or_directory) &&
+        ::lstat(s.c_str(), &st) != 0)  // gone since the shallow pass saw it
+      r.vanished.push_back({rel, treesync::operation::list, std::make_error_code(std::errc::no_such_file_or_directory),
+                            treesync::side::source});
+    else if (ec && ec != std::errc::operation_canceled)  // a subtree's run refused: the source's fault only when missing
+      r.errors.push_back({rel, treesync::operation::sync, ec,
+                          ec == treesync::errc::source_missing ? treesync::side::source : treesync::side::destination});
+    std::lock_guard<std::mutex> lock(mine_mu);
+    add(mine, std::move(r));
+  }
+
+  /// 5. Every rank's report, serialized, to rank 0 (`sizes` and `offsets` of each in the result).
+  std::string gather(std::vector<int>& sizes, std::vector<int>& offsets) {
+    const std::string buf = serialize(mine, actions.actions, subtrees_done.load());
+    int size = static_cast<int>(buf.size());
+    sizes.assign(static_cast<std::size_t>(ranks), 0);
+    offsets.assign(static_cast<std::size_t>(ranks), 0);
+    MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+    std::string all;
+    if (rank == 0) {
+      std::size_t total = 0;
+      for (int k = 0; k < ranks; ++k) {
+        offsets[static_cast<std::size_t>(k)] = static_cast<int>(total);
+        total += static_cast<std::size_t>(sizes[static_cast<std::size_t>(k)]);
+      }
+      all.resize(total);
+    }
+    MPI_Gatherv(buf.data(), size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
+    return all;
+  }
+
+  /// Rank 0: the ranks' reports merged into `merged` (and their actions into `acts`); returns
+  /// --json's "per_rank" (rank 0's counts include the shallow pass).
+  std::string merge(const std::string& all, const std::vector<int>& sizes, const std::vector<int>& offsets,
+                    treesync::report& merged, std::vector<recorded_action>& acts) {
+    std::string per_rank = "[";
+    for (int k = 0; k < ranks; ++k) {
+      const auto off = static_cast<std::size_t>(offsets[static_cast<std::size_t>(k)]);
+      treesync::report r;
+      const std::uint64_t n =
+          deserialize(all.substr(off, static_cast<std::size_t>(sizes[static_cast<std::size_t>(k)])), r, acts);
+      per_rank += (k ? ",{\"rank\":" : "{\"rank\":") + std::to_string(k) + ",\"subtrees\":" + std::to_string(n) +
+                  ",\"scanned\":" + std::to_string(r.scanned) + ",\"written\":" +
+                  std::to_string(r.created + r.updated + r.meta_updated + r.deleted + r.cleaned) +
+                  ",\"errors\":" + std::to_string(r.errors.size()) + '}';
+      add(merged, std::move(r));
+    }
+    return per_rank + ']';
+  }
+
+  /// 4. Rank 0: the shallow directories' mtimes, once every subtree is in; then the failures in
+  /// the CLI's order, each once (the second shallow pass meets the shallow levels' again).
+  void finish_shallow(treesync::report& merged, int any_signal) {
+    if (refusal[0] == 0 && !shallow_refusal && !opt.lib.dry_run && any_signal == 0) {
+      std::error_code ec;
+      treesync::report fix = run(opt.src_root, opt.dst_root, false, true, ec, treesync::no_observer_t{},
+                                 treesync::frontier{static_cast<std::size_t>(depth), {}});
+      for (auto& e : fix.errors) merged.errors.push_back(std::move(e));
+      if (ec && ec != std::errc::operation_canceled)
+        merged.errors.push_back({"", treesync::operation::utime, ec, treesync::side::destination});
+    }
+    sort_entries(merged);  // in the order of the actions, as the CLI's
+    const auto same = [](const treesync::entry_error& a, const treesync::entry_error& b) {
+      return a.path == b.path && a.operation == b.operation && a.side == b.side && a.code == b.code;
+    };
+    for (auto* v : {&merged.errors, &merged.vanished, &merged.skipped_entries, &merged.notices})
+      v->erase(std::unique(v->begin(), v->end(), same), v->end());
+  }
+
+  /// Gathers every rank's report; rank 0 prints it with the CLI's printer.  Returns the exit status
+  /// (every rank's).
+  int report(std::chrono::steady_clock::time_point t0) {
+    report_dst_swaps(deletion, mine);  // DST directories exchanged since their rule files were read
+    std::vector<int> sizes, offsets;
+    const std::string all = gather(sizes, offsets);
+    int signalled = first_signal.load(), any_signal = 0;
+    MPI_Allreduce(&signalled, &any_signal, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    int exit_code = 0;
+    if (rank == 0) {
+      treesync::report merged;
+      std::vector<recorded_action> acts;
+      const std::string per_rank = merge(all, sizes, offsets, merged, acts);
+      finish_shallow(merged, any_signal);
+      merged.elapsed = std::chrono::steady_clock::now() - t0;
+      printer shown(opt);  // the actions of every rank, printed (-i, -v) or kept (--json), in the CLI's order
+      for (const auto& ra : acts) shown(ra.view());
+      shown.finish();
+      const std::error_code refused = refusal[0] != 0
+                                          ? make_code(static_cast<int>(refusal[0]), static_cast<int>(refusal[1]))
+                                          : shallow_refusal;
+      const outcome out = decide_outcome(any_signal, refused, merged);
+      const refusal_text why = out.refusal ? describe_refusal(opt, refused, would_delete) : refusal_text{};
+      report_extras extras;
+      extras.json_members = ",\"ranks\":" + std::to_string(ranks) + ",\"frontier_depth\":" + std::to_string(depth) +
+                            ",\"per_rank\":" + per_rank;
+      extras.stats_lines = "Ranks:               " + std::to_string(ranks) + "\n";
+      exit_code = print_report(opt, merged, out, why, actions.on ? &shown.json_actions() : nullptr, extras);
+    }
+    MPI_Bcast(&exit_code, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return exit_code;
+  }
+};
+
+}  // namespace
+
 int main(int argc, char** argv) {
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -456,289 +774,12 @@ int main(int argc, char** argv) {
                                                                  "rsync and treesync; treesync_mpi copies contents: "
                                                                  "give SRC/ and DST/NAME"))
                             : 1);
-  const std::string& src = opt.src_root;
-  const std::string& dst = opt.dst_root;
-
-  // the filter rules: rank 0 reads the --*-from files (stdin reaches rank 0 only) and broadcasts
-  // their texts, which the other ranks read the same rules from
-  treesync::filter patterns;
-  filter_error bad;
-  std::vector<std::string> texts;
-  int filter_ok = 1;
-  // rsync 3.5's rule (cli/trust.hpp): no other user's symlink followed in the --*-from files (exit
-  // 11) or in DST (exit 3); rank 0 decides, every rank exits with its status
-  const rule_file_reader read_rules{&opt};
-  std::optional<trust_refusal> untrusted;
-  // every rank walks DST and works in what its walk reached (pin_dst); rank 0's walk decides
-  std::shared_ptr<dst_directories> dst_dirs;
-  const std::optional<trust_refusal> dst_untrusted = untrusted_operator_path(opt, &dst_dirs);
-  if (rank == 0) {
-    const auto read_and_keep = [&texts, &read_rules](const std::string& name, std::string& text, std::error_code& ec) {
-      if (!read_rules(name, text, ec)) return false;
-      texts.push_back(text);
-      return true;
-    };
-    filter_ok = make_filter(opt, read_and_keep, patterns, bad) ? 1 : 0;
-    untrusted = *read_rules.refused;
-    if (filter_ok && !untrusted) untrusted = dst_untrusted;
-  }
-  int untrusted_exit = untrusted ? untrusted->exit_code : 0;
-  MPI_Bcast(&untrusted_exit, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (untrusted_exit != 0) return finish(rank == 0 ? print_untrusted_refusal(opt, *untrusted) : untrusted_exit);
-  MPI_Bcast(&filter_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  if (!filter_ok) {
-    const std::string message = bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n";
-    return finish(rank == 0 ? usage_exit(tool, opt.json, message) : 1);
-  }
-  std::uint64_t text_count = texts.size();
-  MPI_Bcast(&text_count, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-  texts.resize(static_cast<std::size_t>(text_count));
-  for (auto& t : texts) t = bcast_string(t, 0);
-  if (rank != 0) {
-    std::size_t next = 0;
-    const auto replay = [&](const std::string&, std::string& text, std::error_code&) {
-      text = texts[next++];
-      return true;
-    };
-    make_filter(opt, replay, patterns, bad);
-  }
-
+  mpi_run run(rank, ranks, tool, opt);
+  if (const std::optional<int> refused = run.read_filters()) return finish(*refused);
   install_signal_handlers();
-
-  // no limit: --max-delete is decided for the whole run before any rank writes.  With -F /
-  // dir-merge and --delete, what DST's rule files exclude is kept too: every rank reads them now,
-  // and the collective below holds every rank until all have (none writes before), and refuses
-  // the run on every rank when one met a bad line
-  cli_deletion deletion{opt.deletion, treesync::unlimited};
-  deletion.dst_dirs = dst_dirs;
-  {
-    std::size_t next = 0;
-    const auto replay_texts = [&](const std::string&, std::string& text, std::error_code&) {
-      text = texts[next++];
-      return true;
-    };
-    std::string message, notice;
-    int dst_rules_ok = keep_dst_rule_files(opt, replay_texts, deletion, message, notice, &patterns, nullptr, dst_dirs) ? 1 : 0;
-    MPI_Allreduce(MPI_IN_PLACE, &dst_rules_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!dst_rules_ok) {
-      if (message.empty()) message = "treesync: DST's rule files changed while the ranks read them (nothing was written)\n";
-      return finish(rank == 0 ? usage_exit(tool, opt.json, message) : 1);
-    }
-    if (rank == 0) std::fputs(notice.c_str(), stderr);
-  }
-
-  collector actions;
-  actions.on = opt.itemize || opt.verbose;
-  const treesync::options library = library_options(opt, opt.jobs, &cancel_flag, std::string());
-
-  // Every sync of the run: the options' policies plus `extra...` (observer, frontier, subtree);
-  // dry run and allow_empty_source vary per call.
-  auto run = [&](const std::filesystem::path& s, const std::filesystem::path& d, bool dry, bool allow_empty,
-                 std::error_code& ec, auto&&... extra) -> treesync::report {
-    treesync::options o = library;
-    o.dry_run = dry;
-    o.allow_empty_source = allow_empty;
-    return sync_with(opt, deletion, patterns, s, d, o, ec, extra...);
-  };
-  // ---- 1. guards and the frontier depth, decided by rank 0 -----------------------------------------
-  std::int64_t refusal[2] = {0, 0};  // value, category id
-  std::uint64_t depth = 1;
-  std::vector<std::string> planned;   // the frontier of the chosen depth (dry run)
-  std::size_t shallow_deletions = 0;  // what the shallow levels delete
-  std::size_t would_delete = 0;       // what the whole run would delete (counted for --max-delete)
-  if (rank == 0) {
-    const std::size_t target = 4 * static_cast<std::size_t>(ranks);
-    constexpr std::size_t max_depth = 6;
-    std::size_t previous = 0;
-    for (std::size_t d = 1; d <= max_depth; ++d) {
-      std::vector<std::string> found;
-      std::mutex mu;
-      treesync::frontier f{d, [&](std::string_view rel) {
-                             std::lock_guard<std::mutex> lock(mu);
-                             found.emplace_back(rel);
-                           }};
-      std::error_code ec;
-      const treesync::report r = run(src, dst, true, opt.lib.allow_empty_source, ec, treesync::no_observer_t{}, f);
-      if (ec) {
-        refusal[0] = ec.value();
-        refusal[1] = category_id(ec);
-        break;
-      }
-      if (d > 1 && found.size() <= previous) break;  // no deeper split: keep the previous depth
-      depth = d;
-      planned = std::move(found);
-      shallow_deletions = r.deleted;
-      previous = planned.size();
-      if (previous >= target) break;
-    }
-    std::sort(planned.begin(), planned.end());
-  }
-  MPI_Bcast(refusal, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
-  MPI_Bcast(&depth, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);
-
-  // --max-delete over the whole run: every rank dry-runs the subtrees it is handed; the sum decides
-  if (refusal[0] == 0 && opt.max_delete) {
-    std::atomic<std::uint64_t> mine{0};
-    work_queue plan_q;
-    if (rank == 0) {
-      for (auto& rel : planned) plan_q.push(rel);
-      plan_q.close();
-    }
-    distribute(rank, ranks, &plan_q, [&](const std::string& rel) {
-      struct stat st;
-      const std::string d = dst + "/" + rel;
-      if (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return;  // nothing to delete below
-      std::error_code ec;
-      const treesync::report r = run(src + "/" + rel, d, true, true, ec, treesync::no_observer_t{},
-                                     treesync::subtree{rel});
-      mine += r.deleted;
-    });
-    std::uint64_t local = mine.load(), total = 0;
-    MPI_Reduce(&local, &total, 1, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-    would_delete = shallow_deletions + static_cast<std::size_t>(total);
-    if (rank == 0 && would_delete > *opt.max_delete) {
-      const std::error_code ec = treesync::errc::max_delete_exceeded;
-      refusal[0] = ec.value();
-      refusal[1] = category_id(ec);
-    }
-    MPI_Bcast(refusal, 2, MPI_INT64_T, 0, MPI_COMM_WORLD);
-  }
-
-  // ---- 2-3. the shallow pass on rank 0, the subtrees everywhere ------------------------------------
-  treesync::report mine;
-  std::mutex mine_mu;
-  std::atomic<std::uint64_t> subtrees_done{0};
-  std::error_code shallow_refusal;
-  if (refusal[0] == 0) {
-    work_queue q;
-    std::thread shallow;
-    if (rank == 0) {
-      shallow = std::thread([&] {
-        // the observer is called before on_subtree, under the same mutex: `fresh` is up to date
-        std::mutex fresh_mu;
-        std::vector<std::string> fresh;
-        const shallow_observer obs{&actions, static_cast<std::size_t>(depth), &fresh_mu, &fresh};
-        treesync::frontier f{static_cast<std::size_t>(depth), [&](std::string_view rel) {
-                               std::lock_guard<std::mutex> lock(fresh_mu);
-                               const bool is_fresh = std::find(fresh.rbegin(), fresh.rend(), rel) != fresh.rend();
-                               q.push((is_fresh ? "F" : "-") + std::string(rel));
-                             }};
-        std::error_code ec;
-        treesync::report r = run(src, dst, opt.lib.dry_run, opt.lib.allow_empty_source, ec, obs, f);
-        if (ec && ec != std::errc::operation_canceled) shallow_refusal = ec;
-        {
-          std::lock_guard<std::mutex> lock(mine_mu);
-          add(mine, std::move(r));
-        }
-        q.close();
-      });
-    }
-    distribute(rank, ranks, &q, [&](const std::string& item) {
-      const bool fresh = item[0] == 'F';
-      const std::string rel = item.substr(1);
-      const std::filesystem::path s = std::filesystem::path(src) / rel, d = std::filesystem::path(dst) / rel;
-      std::error_code ec;
-      treesync::report r;
-      std::size_t dropped_meta = 0, dropped_create = 0;
-      const subtree_observer obs{&actions, &rel, fresh, &dropped_meta, &dropped_create};
-      struct stat st;
-      if (opt.lib.dry_run && (::lstat(d.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))) {
-        // a dry run did not create DST/rel: plan it against an empty directory (the shallow pass
-        // reported DST/rel as created, so the subtree's root is `fresh`)
-        r = run(s, empty_dir(), true, true, ec, obs, treesync::subtree{rel});
-      } else {
-        r = run(s, d, opt.lib.dry_run, true, ec, obs, treesync::subtree{rel});
-      }
-      r.meta_updated -= std::min(r.meta_updated, dropped_meta);
-      r.created -= std::min(r.created, dropped_create);
-      ++subtrees_done;
-      if ((ec == treesync::errc::source_missing || ec == std::errc::no_such_file_or_directory) &&
-          ::lstat(s.c_str(), &st) != 0)  // gone since the shallow pass saw it
-        r.vanished.push_back({rel, treesync::operation::list, std::make_error_code(std::errc::no_such_file_or_directory),
-                              treesync::side::source});
-      else if (ec && ec != std::errc::operation_canceled)  // a subtree's run refused: the source's fault only when missing
-        r.errors.push_back({rel, treesync::operation::sync, ec,
-                            ec == treesync::errc::source_missing ? treesync::side::source : treesync::side::destination});
-      std::lock_guard<std::mutex> lock(mine_mu);
-      add(mine, std::move(r));
-    });
-    if (shallow.joinable()) shallow.join();
-  }
-
-  report_dst_swaps(deletion, mine);  // DST directories exchanged since their rule files were read
-
-  // ---- 5. gather the reports (every rank is done past this point) ----------------------------------
-  const std::string buf = serialize(mine, actions.actions, subtrees_done.load());
-  int size = static_cast<int>(buf.size());
-  std::vector<int> sizes(static_cast<std::size_t>(ranks)), offsets(static_cast<std::size_t>(ranks));
-  MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::string all;
-  if (rank == 0) {
-    std::size_t total = 0;
-    for (int k = 0; k < ranks; ++k) {
-      offsets[static_cast<std::size_t>(k)] = static_cast<int>(total);
-      total += static_cast<std::size_t>(sizes[static_cast<std::size_t>(k)]);
-    }
-    all.resize(total);
-  }
-  MPI_Gatherv(buf.data(), size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
-  int signalled = first_signal.load(), any_signal = 0;
-  MPI_Allreduce(&signalled, &any_signal, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-
-  int exit_code = 0;
-  if (rank == 0) {
-    treesync::report merged;
-    std::vector<recorded_action> acts;
-    // --json's "per_rank": what each rank did (rank 0's counts include the shallow pass)
-    std::string per_rank = "[";
-    for (int k = 0; k < ranks; ++k) {
-      const auto off = static_cast<std::size_t>(offsets[static_cast<std::size_t>(k)]);
-      treesync::report r;
-      const std::uint64_t n =
-          deserialize(all.substr(off, static_cast<std::size_t>(sizes[static_cast<std::size_t>(k)])), r, acts);
-      per_rank += (k ? ",{\"rank\":" : "{\"rank\":") + std::to_string(k) + ",\"subtrees\":" + std::to_string(n) +
-                  ",\"scanned\":" + std::to_string(r.scanned) + ",\"written\":" +
-                  std::to_string(r.created + r.updated + r.meta_updated + r.deleted + r.cleaned) +
-                  ",\"errors\":" + std::to_string(r.errors.size()) + '}';
-      add(merged, std::move(r));
-    }
-    per_rank += ']';
-
-    // ---- 4. the shallow directories' mtimes, once every subtree is in ------------------------------
-    if (refusal[0] == 0 && !shallow_refusal && !opt.lib.dry_run && any_signal == 0) {
-      std::error_code ec;
-      treesync::report fix = run(src, dst, false, true, ec, treesync::no_observer_t{},
-                                 treesync::frontier{static_cast<std::size_t>(depth), {}});
-      for (auto& e : fix.errors) merged.errors.push_back(std::move(e));
-      if (ec && ec != std::errc::operation_canceled)
-        merged.errors.push_back({"", treesync::operation::utime, ec, treesync::side::destination});
-    }
-
-    sort_entries(merged);  // in the order of the actions, as the CLI's
-    const auto same = [](const treesync::entry_error& a, const treesync::entry_error& b) {
-      return a.path == b.path && a.operation == b.operation && a.side == b.side && a.code == b.code;
-    };
-    for (auto* v : {&merged.errors, &merged.vanished, &merged.skipped_entries, &merged.notices})
-      v->erase(std::unique(v->begin(), v->end(), same), v->end());  // the second shallow pass meets
-                                                                    // the shallow levels' failures again
-    merged.elapsed = std::chrono::steady_clock::now() - t0;
-
-    // the actions of every rank, printed (-i, -v) or kept (--json) by the CLI's printer, in its order
-    printer shown(opt);
-    for (const auto& ra : acts) shown(ra.view());
-    shown.finish();
-
-    const std::error_code refused = refusal[0] != 0
-                                        ? make_code(static_cast<int>(refusal[0]), static_cast<int>(refusal[1]))
-                                        : shallow_refusal;
-    const outcome out = decide_outcome(any_signal, refused, merged);
-    const refusal_text why = out.refusal ? describe_refusal(opt, refused, would_delete) : refusal_text{};
-    report_extras extras;
-    extras.json_members = ",\"ranks\":" + std::to_string(ranks) + ",\"frontier_depth\":" + std::to_string(depth) +
-                          ",\"per_rank\":" + per_rank;
-    extras.stats_lines = "Ranks:               " + std::to_string(ranks) + "\n";
-    exit_code = print_report(opt, merged, out, why, actions.on ? &shown.json_actions() : nullptr, extras);
-  }
-  MPI_Bcast(&exit_code, 1, MPI_INT, 0, MPI_COMM_WORLD);
-  return finish(exit_code);
+  if (const std::optional<int> refused = run.keep_dst_rules()) return finish(*refused);
+  run.choose_depth();
+  run.check_max_delete();
+  run.sync_all();
+  return finish(run.report(t0));
 }
