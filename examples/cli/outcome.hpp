@@ -7,6 +7,7 @@
 
 #include "options.hpp"
 #include "output.hpp"
+#include "refusal.hpp"
 #include "signals.hpp"
 #include "text.hpp"
 
@@ -27,51 +28,10 @@
 
 namespace treesync_cli {
 
-/// A refusal in the CLI's spelling: the message (options as flags, with counts) and the path at
-/// fault ("" when the refusal is about both).
-struct refusal_text {
-  std::string message;
-  std::string path;
-};
-
 /// `would_delete`: what the run would delete, for a --max-delete refusal (report::would_delete).
 inline refusal_text describe_refusal(const options& opt, const std::error_code& ec, std::size_t would_delete) {
-  const std::string& src = opt.src_root;
-  const std::string& dst = opt.dst_root;
-  struct stat st;
-  if (ec == treesync::errc::max_delete_exceeded)
-    return {"would delete " + std::to_string(would_delete) + " entries, --max-delete=" +
-                std::to_string(opt.max_delete ? *opt.max_delete : 0) + " (none of them was made)",
-            dst};
-  if (ec == treesync::errc::empty_source)
-    return {"source " + display(src) + " is empty and destination " + display(dst) +
-                " is not (--allow-empty-source to proceed)",
-            src};
-  if (ec == treesync::errc::same_directory)
-    return {"source " + display(src) + " and destination " + display(dst) + " are the same directory", dst};
-  if (ec == treesync::errc::nested_directory)
-    return {"source " + display(src) + " and destination " + display(dst) + " are nested in each other", dst};
-  if (ec == treesync::errc::source_missing) return {"source " + display(src) + ": No such file or directory", src};
-  if ((ec == treesync::errc::state_not_regular || ec == treesync::errc::state_dir_missing) && opt.state)
-    return {"--state=" + display(*opt.state) + ": " + ec.message() + " (nothing was touched)", *opt.state};
-  if (ec == treesync::errc::destination_parent_missing)
-    return {"destination " + display(dst) + ": its parent directory does not exist", dst};
-  if (ec == treesync::errc::destination_dangling_symlink)
-    return {"destination " + display(dst) + " is a dangling symbolic link (not followed, not replaced)", dst};
-  if (ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory) {
-    if (::stat(src.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return {"source " + display(src) + ": " + ec.message(), src};
-    if (::stat(dst.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
-      return {"destination " + display(dst) + ": " + ec.message(), dst};
-    if (ec == std::errc::no_such_file_or_directory)
-      return {"destination " + display(dst) + ": its parent directory does not exist", dst};
-  }
-  // What is left failed in opening or making a root.  A destination that does not exist (it
-  // could not be made: read-only filesystem, no permission, no space) is at fault, and so is one
-  // that exists when the source can be read; a source that cannot be read is.
-  if (::lstat(dst.c_str(), &st) != 0) return {"destination " + display(dst) + ": " + ec.message(), dst};
-  if (::access(src.c_str(), R_OK | X_OK) != 0) return {"source " + display(src) + ": " + ec.message(), src};
-  if (::access(dst.c_str(), W_OK | X_OK) != 0) return {"destination " + display(dst) + ": " + ec.message(), dst};
-  return {display(src) + " -> " + display(dst) + ": " + ec.message(), ""};
+  return describe_refusal(refusal_facts{opt.src_root, opt.dst_root, opt.max_delete, would_delete, opt.state}, ec,
+                          spelling::cli);
 }
 
 /// Whether the command line asks for --json (before any "--"): a usage error then prints JSON too.

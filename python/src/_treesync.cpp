@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "../../examples/cli/refusal.hpp"  // the refusal words the CLI says, with Python's names
 #include <treesync/treesync.hpp>
 
 #include <atomic>
@@ -292,7 +293,8 @@ py::tuple walk(const std::string& path, int mode) {
                         static_cast<long>(r.owner), r.error, final_link);
 }
 
-/// The whole run: returns (report tuple, ec value, ec category, ec message, planned deletions or None).
+/// The whole run: returns (report tuple, ec value, ec category, ec message, planned deletions or None,
+/// the refusal's words: (message, path at fault) or None).
 /// "dst_fd" / "dst_parent_fd": the destination as walk() reached it (pinned: the run works there).
 /// The library's options for the keywords `o` (sync()'s, as __init__.py passes them).
 treesync::options library_options(const py::dict& o) {
@@ -482,8 +484,16 @@ py::tuple run(const py::dict& o) {
   const auto cond = ec.default_error_condition();
   if (ec && cond.category() == std::generic_category()) ec_errno = py::int_(cond.value());
   py::object planned_obj = have_planned ? py::object(py::int_(planned)) : py::object(py::none());
+  py::object words = py::none();  // (message, path at fault) of a refused or failed run, the CLI's words
+  if (ec) {
+    treesync_cli::refusal_facts facts{src, dst, std::nullopt, planned, std::nullopt};
+    if (max_delete >= 0) facts.max_delete = static_cast<std::size_t>(max_delete);
+    if (!lib.state.empty()) facts.state = lib.state.string();
+    const treesync_cli::refusal_text t = treesync_cli::describe_refusal(facts, ec, treesync_cli::spelling::python);
+    words = py::make_tuple(t.message, py::bytes(t.path));
+  }
   return py::make_tuple(report, ec.value(), ec ? ec.category().name() : "", ec ? error_message(ec) : std::string(),
-                        ec_errno, planned_obj);
+                        ec_errno, planned_obj, words);
 }
 
 }  // namespace

@@ -284,33 +284,20 @@ def _choice(table, value, what):
         raise ValueError("%s=%r: expected one of %s" % (what, value, ", ".join(sorted(table)))) from None
 
 
-def _refusal(ec, ec_category, ec_message, ec_errno, planned, src, dst, max_delete, report):
-    e = _treesync.errc
-    s, d = _os.fsdecode(src), _os.fsdecode(dst)
-    path, count = d, None
-    if ec_category == _treesync.category and ec == e["max_delete_exceeded"]:
-        count = planned
-        message = "would delete %s entries, max_delete=%d (none of them was made)" % (
-            "?" if planned is None else planned, max_delete)
-    elif ec_category == _treesync.category and ec == e["empty_source"]:
-        message, path = "source %s is empty and destination %s is not (allow_empty_source=True to proceed)" % (s, d), s
-    elif ec_category == _treesync.category and ec == e["same_directory"]:
-        message = "source %s and destination %s are the same directory" % (s, d)
-    elif ec_category == _treesync.category and ec == e["nested_directory"]:
-        message = "source %s and destination %s are nested in each other" % (s, d)
-    elif ec_category == _treesync.category and ec == e["source_missing"]:
-        message, path = "source %s: No such file or directory" % s, s
-    elif ec_category == _treesync.category and ec == e["destination_parent_missing"]:
-        message = "destination %s: its parent directory does not exist" % d
-    elif ec_category == _treesync.category and ec == e["destination_dangling_symlink"]:
-        message = "destination %s is a dangling symbolic link (not followed, not replaced)" % d
-    else:
-        if ec_errno is not None and not _os.path.isdir(src):
-            path = s
-            message = "source %s: %s" % (s, ec_message)
-        else:
-            message = "destination %s: %s" % (d, ec_message)
+# the codes of a run refused before anything was touched (treesync.Refused); any other run-level
+# failure is a treesync.Error
+_REFUSED = ("max_delete_exceeded", "empty_source", "same_directory", "nested_directory", "source_missing",
+            "destination_parent_missing", "destination_dangling_symlink")
+
+
+def _refusal(ec, ec_category, ec_errno, planned, words, dst):
+    """The exception for a run that failed as a whole, in the CLI's words (examples/cli/refusal.hpp,
+    with the keywords' names): (message, path at fault) from the binding."""
+    message, path = words[0], _os.fsdecode(words[1] or dst)
+    names = [name for name in _REFUSED if _treesync.errc[name] == ec]
+    if ec_category != _treesync.category or not names:
         return _error(Error, ec_errno, message, path, code=ec, category=ec_category)
+    count = planned if names == ["max_delete_exceeded"] else None
     return _error(Refused, ec_errno, message, path, count=count, code=ec, category=ec_category)
 
 
@@ -456,7 +443,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
         dst_fd, dst_parent, options["dst_error"] = _walk_dst(options["dst"], 1)
     options["dst_fd"], options["dst_parent_fd"] = dst_fd, dst_parent
     try:
-        raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
+        raw, ec, ec_category, _ec_message, ec_errno, planned, words = _treesync.run(options)
     except _treesync.FilterError as e:
         raise Error(_errno.EINVAL, str(e), _os.fsdecode(options["src"])) from None
     finally:
@@ -465,8 +452,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     if ec and report.cancelled and ec_errno == _errno.ECANCELED:
         return report  # cancel=Event: the partial report, cancelled=True
     if ec and not (stop_on_error and report.errors):
-        err = _refusal(ec, ec_category, ec_message, ec_errno, planned, options["src"], options["dst"], max_delete,
-                       report)
+        err = _refusal(ec, ec_category, ec_errno, planned, words, options["dst"])
         err.report = report
         raise err
     return report
@@ -528,14 +514,14 @@ def sync_tree(src, dst, exclude=(), *, delete_excluded=True, follow_dst_symlink=
     dst_fd, dst_parent, dst_error = (-1, -1, 0) if follow_dst_symlink else _walk_dst(bdst, 2)
     options["dst_fd"], options["dst_parent_fd"], options["dst_error"] = dst_fd, dst_parent, dst_error
     try:
-        raw, ec, ec_category, ec_message, ec_errno, planned = _treesync.run(options)
+        raw, ec, ec_category, _ec_message, ec_errno, planned, words = _treesync.run(options)
     except _treesync.FilterError as e:  # pragma: no cover - no rule files here
         raise Error(_errno.EINVAL, str(e), _os.fsdecode(bsrc)) from None
     finally:
         _close(dst_fd, dst_parent)
     report = Report(raw, decode)
     if ec:
-        err = _refusal(ec, ec_category, ec_message, ec_errno, planned, bsrc, bdst, None, report)
+        err = _refusal(ec, ec_category, ec_errno, planned, words, bdst)
         err.report = report
         raise err
     if report.errors:
