@@ -239,6 +239,23 @@ def test_max_delete_refusal(src, tmp_path):
     assert treesync.sync(src, dst, max_delete=5).deleted == 5
 
 
+def test_refusals_say_the_clis_words_with_the_keywords_names(src, tmp_path):
+    dst = tmp_path / "dst"
+    treesync.sync(src, dst)
+    for i in range(3):
+        write(str(dst / ("extra%d" % i)))
+    with pytest.raises(treesync.Refused) as info:
+        treesync.sync(src, dst, max_delete=2)
+    assert str(info.value) == "would delete 3 entries, max_delete=2 (none of them was made)"
+    assert info.value.filename == str(dst)
+    state = tmp_path / "no-such-dir" / "state"
+    with pytest.raises(treesync.Error) as info:
+        treesync.sync(src, dst, state=state)
+    assert str(info.value).startswith("state=%s: state file: its directory does not exist" % state)
+    assert str(info.value).endswith("(nothing was touched)") and info.value.filename == str(state)
+    assert not isinstance(info.value, treesync.Refused)
+
+
 def test_allow_empty_source(tmp_path):
     empty, dst = tmp_path / "empty", tmp_path / "dst"
     empty.mkdir()
