@@ -188,10 +188,10 @@ def test_help_version():
     check(rc == 0 and err == "", "--help exits 0, prints nothing on stderr")
     for opt in ["--dry-run", "--delete", "--no-delete", "--delete-excluded", "--max-delete=N", "--exclude=PATTERN",
                 "--exclude-from=FILE", "--allow-empty-source", "--copy-links", "--links", "--copy-unsafe-links",
-                "--no-links", "--checksum", "--size-only", "--update", "--modify-window=SECS", "--inplace",
+                "--no-links", "--checksum", "--size-only", "--update", "--ignore-times", "--modify-window=SECS", "--inplace",
                 "--jobs=N", "--itemize-changes", "--verbose", "--quiet", "--stats", "--progress", "--json",
                 "--help", "--version", "--insecure-links", "--hard-links", "--owner", "--group", "--one-file-system", "--specials",
-                "--devices", "--backup-dir=DIR", "--fsync", "--max-size=SIZE", "--acls", "-H,", "-o,", "-g,", "-x,", "-n,", "-L,", "-l,", "-c,", "-u,", "-j,", "-i,", "-v,", "-q,"]:
+                "--devices", "--backup-dir=DIR", "--fsync", "--max-size=SIZE", "--acls", "-H,", "-o,", "-g,", "-x,", "-n,", "-L,", "-l,", "-c,", "-u,", "-I,", "-j,", "-i,", "-v,", "-q,"]:
         check(re.search(r"^\s+(-\w, )?" + re.escape(opt.rstrip(",")) + r"\b", out, re.M) is not None
               or ("  " + opt) in out or (", " + opt + " ") in out, "--help documents " + opt)
     check("Examples:" in out and "Exit status:" in out, "--help has examples and the exit codes")
@@ -3562,6 +3562,101 @@ def test_rule_file_security():
           "uid 65534's DST 'merge,- mine' (its own 0600 file): still merged (exit %d, %r, %r)" % (rc, surv, err))
 
 
+def test_ignore_times():
+    """Issue 46 item 3: rsync's -I / --ignore-times.  A no-op run rewrites every regular file (a new
+    inode each, since a rewrite goes through a temporary), listed >f......... as rsync lists it;
+    directories and symlinks are not; -c and --size-only win over -I, -u still keeps a newer DST
+    file (rsync's order); --no-ignore-times turns it off.  Then the same runs by rsync and by treesync
+    on the same trees: the trees and the -i lines must be the same."""
+    w = fresh("ignore-times")
+    old = 1_500_000_000_000_000_000
+    src, dst = os.path.join(w, "s"), os.path.join(w, "d")
+    write(os.path.join(src, "a"), "alpha\n", 0o644, old)
+    write(os.path.join(src, "sub", "b"), "beta\n", 0o644, old)
+    os.symlink("a", os.path.join(src, "l"))
+    age(src, old)
+    rc, out, err = run_as_given("-a", "-q", src + "/", dst)
+    inodes = lambda: {n: os.lstat(os.path.join(dst, n)).st_ino for n in ("a", "sub/b", "l")}
+    before = inodes()
+    rc, out, err = run_as_given("-a", "-i", src + "/", dst)
+    check(rc == 0 and itemized(out) == [] and inodes() == before, "without -I a no-op run writes nothing (%r)" % out)
+    for flag in ("-I", "--ignore-times"):
+        before = inodes()
+        rc, out, err = run_as_given("-a", "-i", flag, src + "/", dst)
+        after = inodes()
+        check(rc == 0 and itemized(out) == [">f......... a", ">f......... sub/b"] and "2 updated" in out,
+              "%s: a no-op run rewrites every file, listed >f......... (directories, symlinks not) (%r)" % (flag, out))
+        check(after["a"] != before["a"] and after["sub/b"] != before["sub/b"] and after["l"] == before["l"],
+              "%s: each file is written afresh (a new inode), the symlink left alone" % flag)
+        check(lstate(dst) == lstate(src), "%s: the tree is still SRC's" % flag)
+    rc, out, err = run_as_given("-a", "--json", "-i", "-I", src + "/", dst)
+    acts = json.loads(out).get("actions", []) if rc == 0 else []
+    check([(a["itemize"], a["path"]) for a in acts] == [(">f.........", "a"), (">f.........", "sub/b")],
+          "-I --json: the actions' itemize codes are -i's (%r)" % acts)
+    for args in (["-I", "--no-ignore-times"], ["--ignore-times", "--no-I"], ["-I", "-c"], ["-I", "--size-only"],
+                 ["--checksum", "-I"]):
+        before = inodes()
+        rc, out, err = run_as_given("-a", "-i", *args, src + "/", dst)
+        check(rc == 0 and itemized(out) == [] and inodes() == before,
+              "%s: an unchanged tree is left alone (%d, %r, %r)" % (" ".join(args), rc, out, err))
+    # -u -I: a newer DST file is kept (data and all), every other one rewritten
+    write(os.path.join(dst, "a"), "newer in DST\n", 0o600, old + 10**9)
+    for args in (["-u", "-I"], ["-I", "-u"]):
+        rc, out, err = run_as_given("-a", "-i", *args, src + "/", dst)
+        check(rc == 0 and itemized(out) == [">f......... sub/b"] and open(os.path.join(dst, "a")).read() == "newer in DST\n"
+              and stat.S_IMODE(os.stat(os.path.join(dst, "a")).st_mode) == 0o600,
+              "%s: a newer DST file is left alone, the others rewritten (%r, %r)" % (" ".join(args), out, err))
+    rc, out, err = run_as_given("-a", "-i", "-u", "-I", "--size-only", src + "/", dst)
+    check(rc == 1 and "exclude each other" in err, "-u --size-only is still refused with -I (%r)" % err)
+    rc, out, err = run_as_given("--help")
+    check(re.search(r"^  -I, --ignore-times +rewrite every file", out, re.M) is not None,
+          "--help lists -I, --ignore-times")
+
+    if rsync_tool() is None:
+        print("  SKIPPED (the comparison with rsync): no rsync on PATH")
+        return
+
+    def case(name, args, dst_setup):
+        base = os.path.join(w, name)
+        s, d0 = os.path.join(base, "s"), os.path.join(base, "d0")
+        write(os.path.join(s, "same"), "same\n", 0o644, old)
+        write(os.path.join(s, "perms"), "perms\n", 0o644, old)
+        write(os.path.join(s, "time"), "time\n", 0o644, old)
+        write(os.path.join(s, "edit"), "edit\n", 0o644, old)
+        write(os.path.join(s, "size"), "size\n", 0o644, old)
+        write(os.path.join(s, "newer"), "newer\n", 0o644, old)
+        write(os.path.join(s, "dir", "f"), "f\n", 0o644, old)
+        os.symlink("same", os.path.join(s, "link"))
+        os.utime(os.path.join(s, "link"), ns=(old, old), follow_symlinks=False)
+        age(s, old)
+        subprocess.run(["cp", "-a", s, d0], check=True)
+        dst_setup(d0)
+        a, b = os.path.join(base, "rsync"), os.path.join(base, "treesync")
+        for x in (a, b):
+            subprocess.run(["cp", "-a", d0, x], check=True)
+        rrc, rout, rerr = run_rsync("-a", "-i", *args, s + "/", a + "/")
+        trc, tout, terr = run_as_given("-a", "-i", *args, s + "/", b + "/")
+        want, got = lstate(a), lstate(b)
+        want["."] = got["."] = None  # the root's mode: cp's, not the runs'
+        diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
+        check(rrc == trc == 0 and not diff, "%s (%s): the tree is rsync's (exit %d/%d; differing: %s)" % (
+            name, " ".join(args), rrc, trc, [(k, want.get(k), got.get(k)) for k in diff[:3]]))
+        check(itemized(rout) == itemized(tout), "%s (%s): -i as rsync's\n    rsync:    %s\n    treesync: %s"
+              % (name, " ".join(args), itemized(rout), itemized(tout)))
+
+    def changed_dst(d):
+        os.chmod(os.path.join(d, "perms"), 0o600)
+        os.utime(os.path.join(d, "time"), ns=(old + 5 * 10**9, old + 5 * 10**9))
+        write(os.path.join(d, "edit"), "EDIT\n", 0o644, old)  # same size and time, other bytes
+        write(os.path.join(d, "size"), "longer\n", 0o644, old)
+        write(os.path.join(d, "newer"), "NEWER\n", 0o644, old + 10**9)
+        os.utime(os.path.join(d, "dir"), ns=(old, old))
+        os.utime(d, ns=(old, old))
+    for args in (["-I"], ["-I", "-c"], ["-I", "--size-only"], ["-u", "-I"], ["-I", "--inplace"], ["-I", "-n"]):
+        case("same-" + "".join(args).replace("-", ""), args, lambda d: None)
+        case("changed-" + "".join(args).replace("-", ""), args, changed_dst)
+
+
 GROUPS = {
     "rule_file_security": test_rule_file_security,
     "rsync_diff_fixes": test_rsync_diff_fixes,
@@ -3601,6 +3696,7 @@ GROUPS = {
     "rsync_semantics": test_rsync_semantics,
     "copy_back_rsync": test_copy_back_rsync,
     "untrusted_links": test_untrusted_links,
+    "ignore_times": test_ignore_times,
 }
 
 

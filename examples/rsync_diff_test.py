@@ -1262,6 +1262,11 @@ class Runner:
             fire("max_delete_rule_files")
         opts += rule_files
         rng.shuffle(opts)
+        # -I (issue 46): drawn from a generator of its own and put in after the shuffle, so every
+        # other draw of a case stays what it was (the case numbers the rules cite name the same cases)
+        ignore_times = random.Random("%d/%d/46" % (seed, k))
+        if "--ignore-times" in self.have and ignore_times.random() < 0.15:
+            opts.insert(ignore_times.randrange(len(opts) + 1), "-I")
         jobs = rng.choice([None, 1, 2, 4])
         # --state (treesync's own): a state file kept outside DST, then tampered with (an entry named
         # '../canary') and the run repeated: it must be ignored, nothing outside DST deleted

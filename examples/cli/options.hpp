@@ -54,7 +54,8 @@ struct options {
   bool ignore_errors = false;  // --ignore-errors: delete even after a source error (rsync's)
   std::vector<filter_arg> filters;  // --exclude, --include, --filter, -F, --exclude-from, --include-from, in order
   links_mode links = links_mode::skip;  // rsync's default (the library's is links::dereference): -l, -L, -a change it
-  compare_mode compare = compare_mode::size_mtime;
+  compare_mode compare = compare_mode::size_mtime;  // -I alone: always (see parse())
+  bool ignore_times = false;  // -I: rewrite every file the comparison would trust for its size and time (-u -I: newer DST files stay)
   std::int64_t modify_window_ns = 0;
   bool inplace = false;
   unsigned jobs = default_jobs;
@@ -628,6 +629,13 @@ inline const std::vector<cli_option>& cli_options() {
        section::synced,
        "leave DST files newer than SRC's alone (data, mode, owner, times);\n"
        "otherwise compare size and time"},
+      // rsync's -I: its quick check takes no file for current; -c and --size-only decide before it
+      // does (rsync's order), -u's newer files are left alone before any check (parse() settles it)
+      {"I,ignore-times", takes::nothing, detail::set_on<&options::ignore_times>,
+       detail::set_off<&options::ignore_times>,
+       section::synced,
+       "rewrite every file, even one whose size and time match; -c and --size-only\n"
+       "win over it, and with -u a newer DST file is still left alone (as rsync)"},
       {"modify-window=SECS", takes::value,
        [](s_t& s, n_t, v_t v) {
          return detail::parse_seconds(*v, s.o.modify_window_ns) ||
@@ -1001,6 +1009,10 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     usage_error("-c/--checksum, --size-only and -u/--update exclude each other");
     return r;
   }
+  // -I (rsync's order): -c and --size-only decide a file before -I is looked at, so it changes
+  // nothing there; -u keeps a newer DST file, then -I rewrites the rest; alone, nothing is current
+  if (o.compare == compare_mode::checksum || o.compare == compare_mode::size_only) o.ignore_times = false;
+  else if (o.ignore_times && o.compare == compare_mode::size_mtime) o.compare = compare_mode::always;
   // the library's refusals (treesync::option_rules), in its words with the command line's spellings
   if (const treesync::option_rule* rule = treesync::refused_combination(library_options(o, 1, nullptr, o.backup_dir.value_or("")))) {
     usage_error(rule_text(*rule));

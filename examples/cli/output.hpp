@@ -40,8 +40,10 @@ inline char type_letter(treesync::file_type t) {
 
 /// rsync's 11-character itemize code (YXcstpoguax) of an action, or "" for the kinds rsync does not
 /// itemize (skip, error, vanished).  `checksum` says the run compares content (-c): an updated file
-/// then differs by content ('c'), whatever its size.
-inline std::string itemize_code(const treesync::action& a, bool checksum) {
+/// then differs by content ('c'), whatever its size.  `ignore_times` says it rewrote files without
+/// comparing them (-I): an updated file whose size and time matched is then not known to differ
+/// (>f........., as rsync), where otherwise only a content check could have found it changed.
+inline std::string itemize_code(const treesync::action& a, bool checksum, bool ignore_times = false) {
   using treesync::action_kind;
   using treesync::file_type;
   using treesync::changed;
@@ -92,7 +94,9 @@ inline std::string itemize_code(const treesync::action& a, bool checksum) {
       }
       code[0] = '>';
       // -c: a file rewritten has other content whatever its size (rsync prints 'c' then too)
-      if (checksum || (!treesync::any(a.changes & changed::size) && !treesync::any(a.changes & changed::mtime))) code[2] = 'c';
+      if (checksum || (!ignore_times && !treesync::any(a.changes & changed::size) &&
+                       !treesync::any(a.changes & changed::mtime)))
+        code[2] = 'c';
       break;
     case action_kind::update_meta: break;
     case action_kind::skip:
@@ -280,6 +284,7 @@ class printer {
   void finish() {
     order();
     const bool checksum = opt_.compare == compare_mode::checksum;
+    const bool ignore_times = opt_.ignore_times || opt_.compare == compare_mode::always;  // -I (parse() settled it)
     std::size_t removals = 0;
     for (const record& k : kept_) {
       if (k.kind == treesync::action_kind::remove && removals++ >= max_removals_) continue;
@@ -291,14 +296,14 @@ class printer {
                         ((!opt_.lib.dry_run && link_target(opt_.dst_root, a.path, target)) ||
                          link_target(opt_.src_root, a.path, target));
       if (opt_.json) {
-        actions_.push_back(json_action(a, checksum, link ? &target : nullptr));
+        actions_.push_back(json_action(a, checksum, ignore_times, link ? &target : nullptr));
         continue;
       }
       std::string arrow = link ? " -> " + display(target) : std::string();
       if (treesync::any(a.changes & treesync::changed::linked))  // rsync: hf+++++++++ NAME => FIRST
         arrow = " => " + display(opt_.name.empty() ? k.link_to : opt_.name + '/' + k.link_to);
       if (opt_.itemize) {
-        const std::string code = itemize_code(a, checksum);
+        const std::string code = itemize_code(a, checksum, ignore_times);
         if (!code.empty()) line(code + ' ' + shown_path(a, opt_.name) + arrow);
       } else if (a.kind != treesync::action_kind::error && a.kind != treesync::action_kind::vanished) {
         line(std::string(verbose_label(a.kind)) + ' ' + shown_path(a, opt_.name) + arrow);
@@ -369,14 +374,15 @@ class printer {
     std::fputc('\n', stdout);
   }
 
-  static std::string json_action(const treesync::action& a, bool checksum, const std::string* target) {
+  static std::string json_action(const treesync::action& a, bool checksum, bool ignore_times,
+                                 const std::string* target) {
     std::string s = "{\"kind\":" + json_string(treesync::to_string(a.kind));
     s += ",\"type\":" + json_string(treesync::to_string(a.type));
     s += ',' + json_path("path", a.path);
     if (target) s += ',' + json_path("target", *target);
     if (treesync::any(a.changes & treesync::changed::linked)) s += ',' + json_path("link_to", a.link_to);
     s += ",\"itemize\":";
-    const std::string code = itemize_code(a, checksum);
+    const std::string code = itemize_code(a, checksum, ignore_times);
     s += code.empty() ? std::string("null") : json_string(code);
     s += ",\"changes\":[";
     const char* sep = "";

@@ -41,17 +41,23 @@
 
 namespace treesync_cli {
 
-/// --checksum, --size-only, --update, --modify-window: the library's built-in comparison chosen
-/// at run time.  `meter`: --progress, told of each file found current (its bytes are then done),
-/// or null.
+/// --checksum, --size-only, --update, --modify-window, --ignore-times: the library's built-in
+/// comparison chosen at run time (-I alone is compare::always); `ignore_times` with -u (rsync's
+/// -u -I): a DST file newer than SRC's is kept, every other one rewritten.  `meter`: --progress,
+/// told of each file found current (its bytes are then done), or null.
 struct cli_compare {
   treesync::compare::chosen choice;
   progress_meter* meter;
+  bool ignore_times = false;
   bool restamp() const { return choice.restamp(); }
   bool keep_newer() const { return choice.keep_newer(); }  // -u: a newer DST file is left alone
-  std::string state_key() const { return choice.state_key(); }
+  std::string state_key() const {
+    return choice.state_key() + (ignore_times && choice.k == treesync::compare::kind::newer ? " ignore_times" : "");
+  }
   bool up_to_date(const treesync::file_pair& f) const {
-    const bool current = choice.up_to_date(f);
+    const bool current = ignore_times && choice.k == treesync::compare::kind::newer
+                             ? f.dst.mtime_ns > f.src.mtime_ns + choice.window.count()  // -u's rule only
+                             : choice.up_to_date(f);
     if (current && meter) meter->on_current(f.src.size);
     return current;
   }
@@ -189,7 +195,7 @@ inline treesync::options library_options(const run_context& c) {
 /// The comparison of the command line `o` (--checksum, --size-only, --update, --modify-window).
 /// `meter`: --progress's, told of each file found current, or null (the MPI tool: no meter).
 inline cli_compare make_compare(const options& o, progress_meter* meter = nullptr) {
-  return cli_compare{{o.compare, std::chrono::nanoseconds(o.modify_window_ns)}, meter};
+  return cli_compare{{o.compare, std::chrono::nanoseconds(o.modify_window_ns)}, meter, o.ignore_times};
 }
 
 /// The filesystem of a run (posix_fs): DST pinned to the directory the walk checked and DST's rule
