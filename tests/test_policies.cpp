@@ -349,6 +349,31 @@ TEST_CASE("compare::always: every file is rewritten, even on an unchanged tree")
   CHECK(render(fs.tree("/dst")) == render(fs.tree("/src")));
 }
 
+TEST_CASE("compare::always: a rewritten unchanged file is an update with no change, and DST is not read") {
+  // what the CLI's -I prints as rsync's >f......... (no size, time or mode letter, no 'c')
+  mock_fs fs;
+  mirrored(fs);
+  fs.chmod("/dst/b.txt", 0600);
+  settle(fs);
+  fs.reset_counters();
+  std::map<std::string, treesync::changed> changes;  // of each update
+  std::size_t others = 0;
+  const auto observe = [&](const treesync::action& a) {
+    if (a.kind == action_kind::update) changes[std::string(a.path)] = a.changes;
+    else ++others;
+  };
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::compare::always, observe);
+  CHECK(r.updated == 3u);
+  CHECK(r.meta_updated == 0u);
+  CHECK(others == 0u);
+  CHECK(fs.ops()[mock_fs::op::open_read] == 3u);  // the three sources, for the copy; no DST file
+  REQUIRE(changes.size() == 3u);
+  CHECK(changes.at("a.txt") == treesync::changed::none);
+  CHECK(changes.at("d/c.txt") == treesync::changed::none);
+  CHECK(changes.at("b.txt") == treesync::changed::mode);  // rewritten with SRC's mode
+  CHECK(fs.lstat("/dst/b.txt").mode == 0644u);
+}
+
 // ---- deletion ----------------------------------------------------------------------------------
 
 namespace {
@@ -640,6 +665,23 @@ TEST_CASE("links::preserve: an unchanged link is not rewritten by the next run")
   const treesync::report changed = treesync::sync(fs, "/src", "/dst", treesync::links::preserve);
   CHECK(changed.updated == 1u);
   CHECK(fs.tree("/dst").at("to_file").data == "d/c.txt");
+}
+
+TEST_CASE("compare::always: directories and symlinks are left alone, only regular files are rewritten") {
+  mock_fs fs;
+  with_links(fs);
+  REQUIRE(treesync::sync(fs, "/src", "/dst", treesync::links::preserve).ok());
+  settle(fs);
+  fs.reset_counters();
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::compare::always, treesync::links::preserve);
+  CHECK(r.ok());
+  CHECK(r.updated == 2u);  // a.txt, d/c.txt
+  CHECK(r.created == 0u);
+  CHECK(r.meta_updated == 0u);
+  CHECK(fs.ops()[mock_fs::op::open_write] == 2u);
+  CHECK(fs.ops()[mock_fs::op::symlink] == 0u);
+  CHECK(fs.ops()[mock_fs::op::mkdir] == 0u);
+  CHECK(render(fs.tree("/dst")) == render(fs.tree("/src")));
 }
 
 TEST_CASE("links::skip: a link is neither followed nor copied, and is reported as skipped") {
