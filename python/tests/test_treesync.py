@@ -266,15 +266,28 @@ def test_allow_empty_source(tmp_path):
     assert treesync.sync(empty, dst, allow_empty_source=True).deleted == 1
 
 
-@pytest.mark.parametrize("compare", ["size_mtime", "checksum", "size_only", "update"])
+@pytest.mark.parametrize("compare", ["size_mtime", "checksum", "size_only", "update", "ignore_times"])
 def test_compare(tmp_path, compare):
     s, d = tmp_path / "s", tmp_path / "d"
     t = 1_600_000_000 * 10**9
     write(str(s / "f"), b"new!", mtime=t)
     write(str(d / "f"), b"old!", mtime=t + 10**9)  # same size, destination newer
     r = treesync.sync(s, d, compare=compare)
-    expect = {"size_mtime": b"new!", "checksum": b"new!", "size_only": b"old!", "update": b"old!"}[compare]
+    expect = {"size_mtime": b"new!", "checksum": b"new!", "size_only": b"old!", "update": b"old!",
+              "ignore_times": b"new!"}[compare]
     assert (d / "f").read_bytes() == expect, r
+
+
+def test_compare_ignore_times_rewrites_an_unchanged_tree(tmp_path):
+    s, d = tmp_path / "s", tmp_path / "d"
+    write(str(s / "f"), b"data")
+    write(str(s / "sub" / "g"), b"more")
+    assert treesync.sync(s, d).created == 3
+    ino = os.stat(d / "f").st_ino
+    assert treesync.sync(s, d).updated == 0
+    r = treesync.sync(s, d, compare="ignore_times")  # the CLI's -I: no file is current
+    assert r.ok and r.updated == 2 and r.bytes_copied == 8, r
+    assert os.stat(d / "f").st_ino != ino and (d / "f").read_bytes() == b"data"
 
 
 def test_modify_window(tmp_path):

@@ -22,7 +22,7 @@ __all__ = ["sync", "sync_tree", "Report", "EntryError", "Action", "Progress", "E
 
 __version__ = _treesync.version
 
-_COMPARE = {"size_mtime": 0, "size_only": 1, "update": 2, "checksum": 3}  # treesync::compare::kind
+_COMPARE = {"size_mtime": 0, "size_only": 1, "update": 2, "checksum": 3, "ignore_times": 4}  # treesync::compare::kind
 _LINKS = {"follow": 0, "copy_links": 0, "preserve": 1, "links": 1, "copy_unsafe_links": 2, "unsafe": 2,
           "skip": 3, "no_links": 3}
 _VERIFY = {"full": 0, "dirs": 1, "none": 2}
@@ -400,7 +400,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     [--delete-excluded], max_delete [--max-delete: Refused with .count past it], exclude / include
     [--exclude / --include: rsync patterns], filter [--filter rules: '+ PAT', '- PAT', 'dir-merge
     NAME', '!'], exclude_from / include_from [files of patterns], allow_empty_source, compare
-    ("size_mtime", "checksum" [-c], "size_only", "update" [-u]), modify_window [seconds], links
+    ("size_mtime", "checksum" [-c], "size_only", "update" [-u], "ignore_times" [-I: every file
+    rewritten]), modify_window [seconds], links
     ("follow" [-L, the default], "preserve" [-l], "copy_unsafe_links", "skip" [--no-links]),
     inplace, jobs [-j: 0 one worker per CPU], hard_links [-H], owner [-o], group [-g],
     one_file_system [-x], specials [-D], xattrs [-X], backup_dir, state [--state=FILE], verify

@@ -141,7 +141,7 @@ def sync(
     exclude_from: Optional[_Path] = None,
     include_from: Optional[_Path] = None,
     allow_empty_source: bool = False,
-    compare: Literal["size_mtime", "checksum", "size_only", "update"] = "size_mtime",
+    compare: Literal["size_mtime", "checksum", "size_only", "update", "ignore_times"] = "size_mtime",
     modify_window: float = 0,
     links: Literal["follow", "copy_links", "preserve", "links", "copy_unsafe_links", "unsafe", "skip", "no_links"] = "follow",
     inplace: bool = False,
