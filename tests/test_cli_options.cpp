@@ -195,3 +195,32 @@ TEST_CASE("cli options: each of the library's option_rules is a usage error in i
     CHECK_FALSE(parse(alone).exit_now);
   }
 }
+
+TEST_CASE("cli options: -I is compare::always alone; -c and --size-only win over it, -u keeps it (rsync's order)") {
+  using treesync_cli::compare_mode;
+  struct expect {
+    std::vector<std::string> args;
+    compare_mode compare;
+    bool ignore_times;
+  };
+  const expect cases[] = {
+      {{"-I"}, compare_mode::always, true},
+      {{"--ignore-times"}, compare_mode::always, true},
+      {{"-I", "--no-ignore-times"}, compare_mode::size_mtime, false},
+      {{"--ignore-times", "--no-I"}, compare_mode::size_mtime, false},
+      {{"-I", "-c"}, compare_mode::checksum, false},
+      {{"--size-only", "-I"}, compare_mode::size_only, false},
+      {{"-u", "-I"}, compare_mode::newer, true},
+      {{"-I", "-c", "--no-c"}, compare_mode::always, true},
+  };
+  for (const auto& c : cases) {
+    const auto r = parse(c.args);
+    CAPTURE(c.args.front());
+    CAPTURE(c.args.back());
+    REQUIRE_FALSE(r.exit_now);
+    CHECK(r.opt.compare == c.compare);
+    CHECK(r.opt.ignore_times == c.ignore_times);
+  }
+  const auto refused = parse({"-u", "-I", "--size-only"});  // -u with --size-only stays refused
+  CHECK((refused.exit_now && refused.exit_code == 1));
+}
