@@ -117,96 +117,87 @@
 
 using namespace treesync_cli;
 
-int main(int argc, char** argv) {
-  const tool_info tool;
-  const parse_result parsed = parse(argc, argv, tool);
-  if (parsed.exit_now) return parse_exit(tool, parsed, argc, argv);
-  options opt = parsed.opt;
+namespace {
 
-  // --state=FILE: its directory must exist, or the whole run would be done before the save fails
-  if (opt.state) {
-    const std::filesystem::path dir = std::filesystem::path(*opt.state).parent_path();
-    struct stat st;
-    // (DST itself may be missing: the run makes it before it saves a state file kept inside it)
-    const auto norm = [](const std::filesystem::path& p) {
-      std::string t = p.lexically_normal().string();
-      while (t.size() > 1 && t.back() == '/') t.pop_back();
-      return t;
-    };
-    const bool in_dst = norm(dir) == norm(opt.dst_root);
-    if (!dir.empty() && !in_dst && (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)))
-      return usage_exit(tool, opt.json,
-                        usage_message(tool, "--state=" + display(*opt.state) + ": directory " + display(dir.string()) +
-                                                " " + (errno == ENOENT ? "does not exist" : "is not a directory") +
-                                                " (nothing was written)"));
-  }
+/// --state=FILE: its directory must exist, or the whole run would be done before the save fails
+/// (DST itself may be missing: the run makes it before it saves a state file kept inside it).
+/// Returns the exit status of a usage error.
+std::optional<int> check_state_dir(const tool_info& tool, const options& opt) {
+  if (!opt.state) return std::nullopt;
+  const std::filesystem::path dir = std::filesystem::path(*opt.state).parent_path();
+  struct stat st;
+  const auto norm = [](const std::filesystem::path& p) {
+    std::string t = p.lexically_normal().string();
+    while (t.size() > 1 && t.back() == '/') t.pop_back();
+    return t;
+  };
+  const bool in_dst = norm(dir) == norm(opt.dst_root);
+  if (dir.empty() || in_dst || (::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode))) return std::nullopt;
+  return usage_exit(tool, opt.json,
+                    usage_message(tool, "--state=" + display(*opt.state) + ": directory " + display(dir.string()) +
+                                            " " + (errno == ENOENT ? "does not exist" : "is not a directory") +
+                                            " (nothing was written)"));
+}
 
-  // the filter rules, in command-line order
+/// What the run reads before it writes: the filter rules in command-line order, DST (and
+/// --backup-dir, --state) walked under rsync 3.5's rule, the source root's rule files and, with
+/// --delete, DST's.  Returns the exit status of a refusal (1, 3 or 11).
+struct prepared {
   treesync::filter patterns;
+  std::shared_ptr<dst_directories> dst_dirs;
+  cli_deletion deletion;
+};
+std::optional<int> prepare(const tool_info& tool, const options& opt, prepared& p) {
   filter_error bad;
   const rule_file_reader read_rules{&opt};  // rsync 3.5: no other user's symlink followed (cli/trust.hpp)
-  if (!make_filter(opt, read_rules, patterns, bad)) {
+  if (!make_filter(opt, read_rules, p.patterns, bad)) {
     if (*read_rules.refused) return print_untrusted_refusal(opt, **read_rules.refused);  // exit 11
     return usage_exit(tool, opt.json, bad.usage ? usage_message(tool, bad.message) : "treesync: " + bad.message + "\n");
   }
   // DST, --backup-dir, --state: a component that is another user's symlink is refused (exit 3; 11)
   // (what DST's walk reached is where the run works, its rule files are read and DST is made: the
   // check holds until the open)
-  std::shared_ptr<dst_directories> dst_dirs;
-  if (const auto t = untrusted_operator_path(opt, &dst_dirs)) return print_untrusted_refusal(opt, *t);
+  if (const auto t = untrusted_operator_path(opt, &p.dst_dirs)) return print_untrusted_refusal(opt, *t);
   try {  // the source root's rule files (-F, dir-merge): a bad one stops the run before any write
-    patterns.prepare();
+    p.patterns.prepare();
   } catch (const treesync::filter_error& e) {  // exit 1, or 11 past the merge depth limit
     return filter_error_exit(tool, opt, e, std::string("treesync: ") + e.what() + "\n", opt.src_root);
   }
   // --delete with per-directory rule files (-F, dir-merge): what DST's rule files exclude is kept
   // too (rsync reads those where it deletes; cli_deletion)
-  cli_deletion deletion{opt.deletion, treesync::unlimited};
-  deletion.dst_dirs = dst_dirs;
-  {
-    std::string message, notice;
-    std::optional<treesync::merge_depth_error> depth_error;
-    if (!keep_dst_rule_files(opt, read_rules, deletion, message, notice, &patterns, &depth_error, dst_dirs))
-      return depth_error ? filter_error_exit(tool, opt, *depth_error, message, opt.dst_root)
-                         : usage_exit(tool, opt.json, message);
-    std::fputs(notice.c_str(), stderr);
-  }
+  p.deletion.dst_dirs = p.dst_dirs;
+  std::string message, notice;
+  std::optional<treesync::merge_depth_error> depth_error;
+  if (!keep_dst_rule_files(opt, read_rules, p.deletion, message, notice, &p.patterns, &depth_error, p.dst_dirs))
+    return depth_error ? filter_error_exit(tool, opt, *depth_error, message, opt.dst_root)
+                       : usage_exit(tool, opt.json, message);
+  std::fputs(notice.c_str(), stderr);
+  return std::nullopt;
+}
 
-  // SRC without a trailing slash: rsync matches the rules against NAME itself too; an excluded
-  // NAME transfers nothing, deletes nothing and makes no DST (exit 0)
-  if (!opt.name.empty() && patterns.excluded(opt.name, treesync::file_type::directory)) {
-    printer nothing(opt);
-    nothing.finish();
-    return print_report(opt, treesync::report{}, outcome{}, refusal_text{}, opt.itemize || opt.verbose ? &nothing.json_actions() : nullptr);
-  }
-
-  install_signal_handlers();
-  // SRC without a trailing slash: DST is made when missing (rsync), and taken back on a refusal
-  const made_destination made = prepare_destination(opt, dst_dirs.get());
-
-  // --progress: the meter, and the count of the source that gives it its totals (cli/progress.hpp)
+/// --progress: the meter, and the count of the source that gives it its totals (cli/progress.hpp);
+/// null without --progress, or when stdout is not a terminal (but for --progress=always).
+std::unique_ptr<progress_meter> start_meter(options& opt, const treesync::filter& patterns) {
   const bool terminal = ::isatty(STDOUT_FILENO) == 1;
-  std::unique_ptr<progress_meter> meter;
-  if (opt.progress && (terminal || opt.progress_always)) {
-    meter = std::make_unique<progress_meter>(terminal);
-    meter->start([&opt, &patterns, m = meter.get()] { return count_source(opt, patterns, *m); }, &cancel_flag);
-  }
+  if (!opt.progress || !(terminal || opt.progress_always)) return nullptr;
+  auto meter = std::make_unique<progress_meter>(terminal);
+  meter->start([&opt, &patterns, m = meter.get()] { return count_source(opt, patterns, *m); }, &cancel_flag);
+  return meter;
+}
+
+/// The run, and everything printed after it.  Returns the exit status.
+int run_and_report(const tool_info& tool, options& opt, prepared& p) {
+  // SRC without a trailing slash: DST is made when missing (rsync), and taken back on a refusal
+  const made_destination made = prepare_destination(opt, p.dst_dirs.get());
+  const std::unique_ptr<progress_meter> meter = start_meter(opt, p.patterns);
   printer observer(opt, meter.get());
   // -n --max-delete=N: rsync lists the first N deletions (and every other change) and exits 25;
   // the library's cap is for runs that write (over it, none of the deletions is made)
   const bool list_capped = opt.lib.dry_run && opt.max_delete;
   if (list_capped) observer.limit_removals(*opt.max_delete);
-  run_context context{opt,
-                      [&] {
-                        cli_deletion d = deletion;
-                        d.max = opt.max_delete && !list_capped ? *opt.max_delete : treesync::unlimited;
-                        return d;
-                      }(),
-                      patterns,
-                      opt.jobs,
-                      &cancel_flag,
-                      observer,
-                      opt.backup_dir ? *opt.backup_dir : std::string()};
+  cli_deletion deletion = p.deletion;
+  deletion.max = opt.max_delete && !list_capped ? *opt.max_delete : treesync::unlimited;
+  run_context context{opt, deletion, p.patterns, opt.jobs, &cancel_flag, observer, opt.backup_dir.value_or("")};
   std::error_code ec;
   treesync::report r;
   try {
@@ -215,15 +206,12 @@ int main(int argc, char** argv) {
     if (meter) meter->finish(false, false);
     return filter_error_exit(tool, opt, e, std::string("treesync: ") + e.what() + "\n", opt.src_root);
   }
-  if (meter) {
-    const bool signalled = first_signal.load() != 0;
-    // refused: nothing was done (over --max-delete the run was made, but for its deletions)
-    meter->finish(!ec && !signalled, ec && ec != treesync::errc::max_delete_exceeded && !signalled && !r.cancelled);
-  }
+  const bool signalled = first_signal.load() != 0;
+  // refused: nothing was done (over --max-delete the run was made, but for its deletions)
+  if (meter) meter->finish(!ec && !signalled, ec && ec != treesync::errc::max_delete_exceeded && !signalled && !r.cancelled);
   observer.finish();
   report_dst_swaps(context.deletion, r);  // DST directories exchanged since their rule files were read
   sort_entries(r);  // errors, vanished, skipped, notices: in the order of the actions
-
   outcome out = decide_outcome(first_signal.load(), ec, r);
   if (out.refusal && ec != treesync::errc::max_delete_exceeded) unmake_destination(made);  // nothing was written
   if (list_capped && !out.refusal && first_signal.load() == 0 && r.deleted > *opt.max_delete) {
@@ -232,7 +220,28 @@ int main(int argc, char** argv) {
     out.deletions_stopped = r.deleted - *opt.max_delete;
     r.deleted = *opt.max_delete;
   }
-  refusal_text refused;
-  if (out.refusal) refused = describe_refusal(opt, ec, r.would_delete);
+  const refusal_text refused = out.refusal ? describe_refusal(opt, ec, r.would_delete) : refusal_text{};
   return print_report(opt, r, out, refused, opt.itemize || opt.verbose ? &observer.json_actions() : nullptr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const tool_info tool;
+  const parse_result parsed = parse(argc, argv, tool);
+  if (parsed.exit_now) return parse_exit(tool, parsed, argc, argv);
+  options opt = parsed.opt;
+  if (const std::optional<int> refused = check_state_dir(tool, opt)) return *refused;
+  prepared p{{}, {}, cli_deletion{opt.deletion, treesync::unlimited}};
+  if (const std::optional<int> refused = prepare(tool, opt, p)) return *refused;
+  // SRC without a trailing slash: rsync matches the rules against NAME itself too; an excluded
+  // NAME transfers nothing, deletes nothing and makes no DST (exit 0)
+  if (!opt.name.empty() && p.patterns.excluded(opt.name, treesync::file_type::directory)) {
+    printer nothing(opt);
+    nothing.finish();
+    return print_report(opt, treesync::report{}, outcome{}, refusal_text{},
+                        opt.itemize || opt.verbose ? &nothing.json_actions() : nullptr);
+  }
+  install_signal_handlers();
+  return run_and_report(tool, opt, p);
 }
