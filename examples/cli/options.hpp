@@ -901,123 +901,92 @@ inline treesync::options library_options(const options& o, unsigned jobs, const 
   return t;
 }
 
-/// Parses argv.  Short options combine (`-niv`, `-j4`); long options take `--opt=VALUE` or
-/// `--opt VALUE`; `--` ends the options.  What each option does is its row: cli_options() and
-/// the library's treesync::switch_table.
-inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
-  parse_result r;
-  options& o = r.opt;
-  parse_state st(o, tool, r);
-  const auto usage_error = [&](const std::string& what) { st.fail(what); };
+namespace detail {
 
-  // Applies the option `name` (a long name without dashes, or one short letter, or --no-NAME's
-  // "no-NAME"); `value` is set for options that take one.  Returns false after a usage error.
-  const auto apply = [&](const std::string& name, const std::string* value) -> bool {
-    const found_option f = find_option(name);
-    for (const auto& u : tool.not_supported)
-      if (const found_option no = find_option(u); f && !f.negated && f.row == no.row && f.lib == no.lib)
-        return st.fail((name.size() == 1 ? "-" : "--") + name + ": not supported by " + tool.name +
-                       tool.not_supported_why);
-    if (!f) {
-      const std::string shown = name.size() == 1 ? "-" + name : "--" + name;
-      return st.fail("unknown option " + display(shown));
-    }
-    if (f.lib) {  // a switch of the library's table: set (with its value) or reset to its default
+/// Applies the option `name` (a long name without dashes, one short letter, or --no-NAME's
+/// "no-NAME") by its row; `value` is set for options that take one.  False after a usage error.
+inline bool apply_option(parse_state& st, const std::string& name, const std::string* value) {
+  const found_option f = find_option(name);
+  for (const auto& u : st.tool.not_supported)
+    if (const found_option no = find_option(u); f && !f.negated && f.row == no.row && f.lib == no.lib)
+      return st.fail((name.size() == 1 ? "-" : "--") + name + ": not supported by " + st.tool.name +
+                     st.tool.not_supported_why);
+  if (!f) return st.fail("unknown option " + display(name.size() == 1 ? "-" + name : "--" + name));
+  if (!f.lib) return f.negated ? f.row->off(st, f.base) : f.row->on(st, name, value);
+  // a switch of the library's table: set (with its value) or reset to its default
+  options& o = st.o;
 #define TREESYNC_CLI_FLAG(m, tag, state, cli, help) \
   if (std::string_view(f.lib->member) == #m) return o.lib.m = !f.negated, true;
-      TREESYNC_FLAGS(TREESYNC_CLI_FLAG)
+  TREESYNC_FLAGS(TREESYNC_CLI_FLAG)
 #undef TREESYNC_CLI_FLAG
-#define TREESYNC_CLI_VALUE(m, type, def, tag, state, cli, help)                                        \
-  if (std::string_view(f.lib->member) == #m) {                                                         \
-    if (f.negated) return o.lib.m = def, true;                                                         \
-    return detail::parse_switch_value(*value, o.lib.m) ||                                              \
-           st.fail("--" + name + ": not a " + detail::value_kind(o.lib.m) + ": " + display(*value));   \
+#define TREESYNC_CLI_VALUE(m, type, def, tag, state, cli, help)                                      \
+  if (std::string_view(f.lib->member) == #m) {                                                       \
+    if (f.negated) return o.lib.m = def, true;                                                       \
+    return detail::parse_switch_value(*value, o.lib.m) ||                                            \
+           st.fail("--" + name + ": not a " + detail::value_kind(o.lib.m) + ": " + display(*value)); \
   }
-      TREESYNC_VALUES(TREESYNC_CLI_VALUE)
+  TREESYNC_VALUES(TREESYNC_CLI_VALUE)
 #undef TREESYNC_CLI_VALUE
-      return st.fail("unknown option --" + display(name));
-    }
-    return f.negated ? f.row->off(st, f.base) : f.row->on(st, name, value);
-  };
-  const auto takes_value = [](const std::string& name) { return find_option(name).takes_value(); };
+  return st.fail("unknown option --" + display(name));
+}
 
-  if (argc == 2 && std::string_view(argv[1]) == "-h") {  // rsync: -h alone prints the help
-    r.exit_now = true;
-    r.message = tool.help();
-    return r;
+/// `--name`, `--name=VALUE` or `--name VALUE` at argv[i]; returns the index of the last argument
+/// it took.
+inline int read_long_option(parse_state& st, int argc, char** argv, int i) {
+  const std::string arg = argv[i];
+  const auto eq = arg.find('=');
+  const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+  const found_option f = find_option(name);
+  if (f.takes_value()) {
+    if (eq == std::string::npos && i + 1 >= argc) return st.fail("option --" + display(name) + " needs a value"), i;
+    const std::string value = eq != std::string::npos ? arg.substr(eq + 1) : argv[++i];
+    apply_option(st, name, &value);
+  } else if (eq == std::string::npos) {
+    apply_option(st, name, nullptr);
+  } else if (f.row && !f.negated && f.row->arg == takes::attached) {  // --progress=WHEN
+    const std::string value = arg.substr(eq + 1);
+    apply_option(st, name, &value);
+  } else {
+    st.fail(f ? "option --" + display(name) + " takes no value" : "unknown option --" + display(name));
   }
-  bool options_done = false;
-  for (int i = 1; i < argc && !r.exit_now; ++i) {
-    const std::string arg = argv[i];
-    if (options_done || arg.size() < 2 || arg[0] != '-') {
-      o.operands.push_back(arg);
-    } else if (arg == "--") {
-      options_done = true;
-    } else if (arg[1] == '-') {  // --name[=value]
-      const auto eq = arg.find('=');
-      const std::string name = arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
-      if (takes_value(name)) {
-        std::string value;
-        if (eq != std::string::npos) {
-          value = arg.substr(eq + 1);
-        } else if (i + 1 < argc) {
-          value = argv[++i];
-        } else {
-          usage_error("option --" + display(name) + " needs a value");
-          break;
-        }
-        apply(name, &value);
-      } else if (eq != std::string::npos) {
-        const found_option f = find_option(name);
-        if (f.row && !f.negated && f.row->arg == takes::attached) {  // --progress=WHEN
-          const std::string value = arg.substr(eq + 1);
-          apply(name, &value);
-        } else if (!f) usage_error("unknown option --" + display(name));
-        else usage_error("option --" + display(name) + " takes no value");
-      } else {
-        apply(name, nullptr);
-      }
-    } else {  // -abc, -j4, -j 4
-      for (std::size_t k = 1; k < arg.size() && !r.exit_now; ++k) {
-        const std::string name(1, arg[k]);
-        if (takes_value(name)) {
-          std::string value;
-          if (k + 1 < arg.size()) {
-            value = arg.substr(k + 1);
-          } else if (i + 1 < argc) {
-            value = argv[++i];
-          } else {
-            usage_error("option -" + display(name) + " needs a value");
-            break;
-          }
-          apply(name, &value);
-          break;
-        }
-        apply(name, nullptr);
-      }
-    }
-  }
-  if (r.exit_now) return r;
+  return i;
+}
 
+/// `-abc`, `-j4` or `-j 4` at argv[i]; returns the index of the last argument it took.
+inline int read_short_options(parse_state& st, int argc, char** argv, int i) {
+  const std::string arg = argv[i];
+  for (std::size_t k = 1; k < arg.size() && !st.r.exit_now; ++k) {
+    const std::string name(1, arg[k]);
+    if (!find_option(name).takes_value()) {
+      apply_option(st, name, nullptr);
+      continue;
+    }
+    if (k + 1 == arg.size() && i + 1 >= argc) return st.fail("option -" + display(name) + " needs a value"), i;
+    const std::string value = k + 1 < arg.size() ? arg.substr(k + 1) : argv[++i];
+    apply_option(st, name, &value);
+    break;
+  }
+  return i;
+}
+
+/// What the options decide together, once all are read: the usage errors of combinations, the
+/// library's refusals, the links mode, the operands.  False after a usage error.
+inline bool settle_options(parse_state& st) {
+  options& o = st.o;
   if (!st.unsupported.empty()) {
     std::string list;
     for (const auto& u : st.unsupported) list += (list.empty() ? "" : ", ") + u;
-    usage_error(list + ": not supported yet");
-    return r;
+    return st.fail(list + ": not supported yet");
   }
-  if (st.compare_given == 2) {
-    usage_error("-c/--checksum, --size-only and -u/--update exclude each other");
-    return r;
-  }
+  if (st.compare_given == 2) return st.fail("-c/--checksum, --size-only and -u/--update exclude each other");
   // -I (rsync's order): -c and --size-only decide a file before -I is looked at, so it changes
   // nothing there; -u keeps a newer DST file, then -I rewrites the rest; alone, nothing is current
   if (o.compare == compare_mode::checksum || o.compare == compare_mode::size_only) o.ignore_times = false;
   else if (o.ignore_times && o.compare == compare_mode::size_mtime) o.compare = compare_mode::always;
   // the library's refusals (treesync::option_rules), in its words with the command line's spellings
-  if (const treesync::option_rule* rule = treesync::refused_combination(library_options(o, 1, nullptr, o.backup_dir.value_or("")))) {
-    usage_error(rule_text(*rule));
-    return r;
-  }
+  if (const treesync::option_rule* rule =
+          treesync::refused_combination(library_options(o, 1, nullptr, o.backup_dir.value_or(""))))
+    return st.fail(rule_text(*rule));
   if (o.json || o.quiet) o.progress = o.progress_always = false;  // JSON: stdout carries the object only; -q wins
   if (st.copy_links)
     o.links = links_mode::dereference;
@@ -1027,22 +996,46 @@ inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
     o.links = links_mode::preserve;
   else  // neither -l, -a, -L nor --copy-unsafe-links: rsync skips symlinks, naming each
     o.links = links_mode::skip;
-  if (o.operands.size() != 2) {
-    usage_error(o.operands.size() < 2 ? "SRC and DST are required" : "too many operands (expected SRC DST)");
-    return r;
-  }
+  if (o.operands.size() != 2)
+    return st.fail(o.operands.size() < 2 ? "SRC and DST are required" : "too many operands (expected SRC DST)");
   // rsync reads HOST:PATH, USER@HOST:PATH, HOST::MODULE and rsync://HOST/ as remote: copying
   // into (or from) a local directory of that name would look like a remote copy made
   for (const std::string& arg : o.operands)
-    if (const std::string form = remote_operand(arg); !form.empty()) {
-      usage_error("'" + display(arg) + "' names a remote host to rsync (" + form + "); " + tool.name +
-                  " copies local trees only: write ./" + display(arg) + " for a local path of that name");
-      return r;
-    }
+    if (const std::string form = remote_operand(arg); !form.empty())
+      return st.fail("'" + display(arg) + "' names a remote host to rsync (" + form + "); " + st.tool.name +
+                     " copies local trees only: write ./" + display(arg) + " for a local path of that name");
   resolve_operands(o);
   const mode_t mask = ::umask(0);  // read and put back while the tool has no other thread
   ::umask(mask);
   o.umask = static_cast<std::uint32_t>(mask);
+  return true;
+}
+
+}  // namespace detail
+
+
+/// Parses argv.  Short options combine (`-niv`, `-j4`); long options take `--opt=VALUE` or
+/// `--opt VALUE`; `--` ends the options.  What each option does is its row: cli_options() and
+/// the library's treesync::switch_table.
+inline parse_result parse(int argc, char** argv, const tool_info& tool = {}) {
+  parse_result r;
+  parse_state st(r.opt, tool, r);
+  if (argc == 2 && std::string_view(argv[1]) == "-h") {  // rsync: -h alone prints the help
+    r.exit_now = true;
+    r.message = tool.help();
+    return r;
+  }
+  bool options_done = false;
+  for (int i = 1; i < argc && !r.exit_now; ++i) {
+    const std::string_view arg = argv[i];
+    if (options_done || arg.size() < 2 || arg[0] != '-')
+      r.opt.operands.emplace_back(arg);
+    else if (arg == "--")
+      options_done = true;
+    else
+      i = arg[1] == '-' ? detail::read_long_option(st, argc, argv, i) : detail::read_short_options(st, argc, argv, i);
+  }
+  if (!r.exit_now) detail::settle_options(st);
   return r;
 }
 
