@@ -187,7 +187,7 @@ def test_help_version():
     rc, out, err = run("--help")
     check(rc == 0 and err == "", "--help exits 0, prints nothing on stderr")
     for opt in ["--dry-run", "--delete", "--no-delete", "--delete-excluded", "--max-delete=N", "--exclude=PATTERN",
-                "--exclude-from=FILE", "--allow-empty-source", "--copy-links", "--links", "--copy-unsafe-links",
+                "--exclude-from=FILE", "--allow-empty-source", "--copy-links", "--links", "--copy-unsafe-links", "--safe-links",
                 "--no-links", "--checksum", "--size-only", "--update", "--ignore-times", "--modify-window=SECS", "--inplace",
                 "--jobs=N", "--itemize-changes", "--verbose", "--quiet", "--stats", "--progress", "--json",
                 "--help", "--version", "--insecure-links", "--hard-links", "--owner", "--group", "--one-file-system", "--specials",
@@ -3657,6 +3657,85 @@ def test_ignore_times():
         case("changed-" + "".join(args).replace("-", ""), args, changed_dst)
 
 
+def test_safe_links():
+    """--safe-links (rsync's): with -l/-a the links rsync calls unsafe are skipped (counted, listed
+    under -v, no notice), DST's entries at their names kept also under --delete; the top of the
+    transfer is SRC's parent for SRC without a slash; --copy-unsafe-links and -L win; alone it
+    changes nothing (links skipped as without -l)."""
+    w = fresh("safe-links")
+    src = os.path.join(w, "src")
+    write(os.path.join(src, "f"), "f\n")
+    write(os.path.join(src, "d", "e", "g"), "g\n")
+    write(os.path.join(w, "x"), "outside\n")
+    safe = {"to-f": "f", "d/up": "../f", "d/e/root": "../../", "d/e/lead": "..//d/e/g", "d/to-root": ".."}
+    unsafe = {"abs": os.path.join(w, "x"), "out": "../x", "d/e/out3": "../../../x", "mid": "d/../f",
+              "d/e/ends": "../.."}
+    for n, t in list(safe.items()) + list(unsafe.items()):
+        os.symlink(t, os.path.join(src, n))
+    age(src)
+    d = os.path.join(w, "slash")
+    rc, out, err = run_as_given("-a", "--safe-links", "-i", src + "/", d)
+    check(rc == 0 and all(os.readlink(os.path.join(d, n)) == t for n, t in safe.items()),
+          "-a --safe-links keeps the safe links as links, exit 0 (%d, %r)" % (rc, err))
+    check(not any(os.path.lexists(os.path.join(d, n)) for n in unsafe),
+          "the unsafe ones (absolute, climbing out, '..' after a name, ending in '/..') are not made")
+    check("skipping non-regular" not in err and not any(n in l for l in lines(out) for n in unsafe) and
+          "5 skipped" in out, "they are counted as skipped, with no notice and no -i line (%r, %r)" % (out, err))
+    rc, out, err = run_as_given("-a", "--safe-links", "-v", src + "/", d + "-v")
+    check(rc == 0 and all(("skip     " + n) in lines(out) for n in unsafe), "-v lists each as skipped (%r)" % out)
+    rc, out, err = run_as_given("--json", "-a", "--safe-links", src + "/", d + "-json")
+    doc = json.loads(out)
+    check(rc == 0 and sorted(e["path"] for e in doc["skipped"]) == sorted(unsafe),
+          "--json: the unsafe links are in 'skipped' (%r)" % doc["skipped"])
+
+    # DST's entries at their names stay, also under --delete; what SRC lacks goes
+    k = os.path.join(w, "keep")
+    write(os.path.join(k, "abs"), "mine\n")
+    os.makedirs(os.path.join(k, "d", "e"))
+    os.symlink("/etc", os.path.join(k, "d", "e", "out3"))
+    write(os.path.join(k, "extra"), "x\n")
+    rc, out, err = run_as_given("-a", "--safe-links", "--delete", "-q", src + "/", k)
+    check(rc == 0 and open(os.path.join(k, "abs")).read() == "mine\n" and
+          os.readlink(os.path.join(k, "d", "e", "out3")) == "/etc" and not os.path.lexists(os.path.join(k, "extra")),
+          "--delete keeps DST's entries where unsafe links are skipped, deletes the rest (%r)" % err)
+
+    # SRC without a slash: judged from SRC's parent (NAME/out -> ../x names DST/x: safe)
+    n = os.path.join(w, "noslash")
+    rc, out, err = run_as_given("-a", "--safe-links", "-q", src, n)
+    check(rc == 0 and os.readlink(os.path.join(n, "src", "out")) == "../x" and
+          os.readlink(os.path.join(n, "src", "d", "e", "out3")) == "../../../x" and
+          not os.path.lexists(os.path.join(n, "src", "abs")) and not os.path.lexists(os.path.join(n, "src", "mid")),
+          "SRC without a slash: a link climbing to SRC's parent is safe, '..' after a name is not (%r)" % err)
+
+    # what wins, what it needs
+    rc, out, err = run_as_given("-a", "--safe-links", "--copy-unsafe-links", "-q", src + "/", d + "-u")
+    check(open(os.path.join(d + "-u", "out")).read() == "outside\n" and os.path.islink(os.path.join(d + "-u", "to-f")),
+          "--copy-unsafe-links wins: unsafe links copied (d/e/ends -> ../.. is a cycle then: %r)" % err)
+    rc, out, err = run_as_given("-a", "-L", "--safe-links", "-q", src + "/", d + "-L")
+    check(not os.path.islink(os.path.join(d + "-L", "to-f")) and
+          open(os.path.join(d + "-L", "out")).read() == "outside\n", "-L wins")
+    rc, out, err = run_as_given("-r", "--safe-links", src + "/", d + "-r")
+    check(rc == 0 and not any(os.path.lexists(os.path.join(d + "-r", n)) for n in list(safe) + list(unsafe)) and
+          'skipping non-regular file "to-f"' in lines(err), "without -l it changes nothing: every link skipped, named (%r)" % err)
+    rc, out, err = run_as_given("-a", "--safe-links", "--no-safe-links", "-q", src + "/", d + "-no")
+    check(rc == 0 and os.readlink(os.path.join(d + "-no", "out")) == "../x", "--no-safe-links turns it off")
+
+    rsync = rsync_tool()
+    if rsync:
+        for slash, tag in (("/", "s"), ("", "n")):
+            ours, theirs = os.path.join(w, "ours-" + tag), os.path.join(w, "theirs-" + tag)
+            for dst in (ours, theirs):
+                write(os.path.join(dst, "src" if not slash else "", "abs"), "mine\n")
+            rc, out, err = run_as_given("-a", "--safe-links", "--delete", "-q", src + slash, ours)
+            p = subprocess.run([rsync, "-a", "--safe-links", "--delete", "-q", src + slash, theirs],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            # mtimes left out: the DST files were written apart, and links' own mtimes are another matter
+            a, b = [{k: v[:2] + v[3:] for k, v in lstate(t).items() if k not in (".", "src")} for t in (ours, theirs)]
+            check(rc == p.returncode == 0 and a == b,
+                  "rsync -a --safe-links --delete SRC%s makes the same tree (%s)" % (
+                      slash, sorted(set(a.items()) ^ set(b.items()))))
+
+
 GROUPS = {
     "rule_file_security": test_rule_file_security,
     "rsync_diff_fixes": test_rsync_diff_fixes,
@@ -3697,6 +3776,7 @@ GROUPS = {
     "copy_back_rsync": test_copy_back_rsync,
     "untrusted_links": test_untrusted_links,
     "ignore_times": test_ignore_times,
+    "safe_links": test_safe_links,
 }
 
 

@@ -93,6 +93,17 @@ TEST_CASE("cli options: --no-NAME turns off each spelling of a row that has an o
   CHECK(parse({"--delete", "--no-delete"}).opt.deletion == treesync::deletion::kind::keep);
 }
 
+TEST_CASE("cli options: --safe-links keeps safe links under -l or -a only, and -L or --copy-unsafe-links win") {
+  using treesync::links::kind;
+  CHECK(parse({"-l", "--safe-links"}).opt.links == kind::preserve_safe);
+  CHECK(parse({"--safe-links", "-a"}).opt.links == kind::preserve_safe);
+  CHECK(parse({"--safe-links"}).opt.links == kind::skip);  // without -l: rsync skips every link
+  CHECK(parse({"-l", "--safe-links", "--no-links"}).opt.links == kind::skip);
+  CHECK(parse({"-l", "--safe-links", "--no-safe-links"}).opt.links == kind::preserve);
+  CHECK(parse({"-l", "--safe-links", "--copy-unsafe-links"}).opt.links == kind::dereference_unsafe);
+  CHECK(parse({"-a", "--safe-links", "-L"}).opt.links == kind::dereference);
+}
+
 TEST_CASE("cli options: an option that takes no value refuses --NAME=VALUE, and one that takes a value needs it") {
   for (const auto& row : cli_options())
     for (const auto& s : spellings(row)) {

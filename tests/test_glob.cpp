@@ -339,7 +339,15 @@ TEST_CASE("link_stays_inside: a relative target resolved from the link's directo
       {"l", ".", true},              // the root itself
       {"d/l", "../x", true},         // up one, still inside
       {"d/e/l", "../../x", true},    // up to the root, still inside
-      {"d/l", "x/../y", true},       // down, then up
+      {"d/l", "..", true},           // the root itself, from below
+      {"d/e/l", "../../", true},     // the root, with a trailing slash
+      {"d/e/l", "..//../x", true},   // doubled slashes between leading '..'
+      {"d/l", "x/../y", false},      // down, then up: rsync 3.5 refuses a '..' after a name
+      {"l", "a/../x", false},        // (a may be a link: d/a -> .. makes d/l -> a/../../x leave)
+      {"d/e/l", "./../x", false},    // after '.' too
+      {"d/e/l", "../x/../y", false}, // after a name that follows leading '..'
+      {"d/e/l", "../..", false},     // ending in '/..', however deep the link
+      {"d/l", "x/..", false},
       {"l", "..", false},            // the root's parent
       {"l", "../x", false},          // up from the root
       {"d/l", "../../x", false},     // up past the root

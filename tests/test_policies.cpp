@@ -728,6 +728,83 @@ TEST_CASE("links::dereference_unsafe: a link inside the source stays a link, one
   }
 }
 
+TEST_CASE("links::preserve_safe: a link inside the source stays a link, one going outside is skipped and reported") {
+  mock_fs fs;
+  with_links(fs);
+  std::vector<seen> log;
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::links::preserve_safe, recorder{&log});
+  CHECK(r.ok());
+  CHECK(r.skipped == 2u);
+  const auto t = fs.tree("/dst");
+  const std::pair<const char*, const char*> kept[] = {{"to_file", "a.txt"}, {"to_dir", "d"}, {"d/up", "../a.txt"}};
+  for (const auto& link : kept) {
+    const std::string path = link.first;
+    CAPTURE(path);
+    REQUIRE(t.count(path) == 1u);
+    CHECK(t.at(path).type == file_type::symlink);
+    CHECK(t.at(path).data == link.second);
+  }
+  for (const char* p : {"out", "abs"}) {
+    CAPTURE(p);
+    CHECK(t.count(p) == 0u);
+    const seen* s = find_action(log, p);
+    REQUIRE(s != nullptr);
+    CHECK(s->kind == action_kind::skip);
+    CHECK(s->type == file_type::symlink);
+  }
+  REQUIRE(r.skipped_entries.size() == 2u);
+  for (const treesync::entry_error& e : r.skipped_entries) CHECK(e.code == treesync::errc::skipped_symlink);
+}
+
+TEST_CASE("links::preserve_safe: what the destination holds where an unsafe link is skipped is kept, also when deleting") {
+  mock_fs fs;
+  with_links(fs);
+  fs.write("/dst/out", "old file");
+  fs.symlink("/dst/abs", "/elsewhere");
+  fs.write("/dst/extra", "x");
+  settle(fs);
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::links::preserve_safe);  // deletes extraneous
+  CHECK(r.ok());
+  const auto t = fs.tree("/dst");
+  CHECK(t.count("extra") == 0u);
+  REQUIRE(t.count("out") == 1u);
+  CHECK(t.at("out").type == file_type::regular);
+  CHECK(t.at("out").data == "old file");
+  REQUIRE(t.count("abs") == 1u);
+  CHECK(t.at("abs").type == file_type::symlink);
+  CHECK(t.at("abs").data == "/elsewhere");
+}
+
+TEST_CASE("links::preserve_safe: a '..' after a name is unsafe, as in rsync 3.5 (the name may be a link up)") {
+  mock_fs fs;
+  fs.write("/src/d/f", "f");
+  fs.symlink("/src/d/a", "..");           // safe: the root
+  fs.symlink("/src/d/l", "a/../../x");    // lexically inside, but through d/a it names /x
+  fs.symlink("/src/d/m", "..//d/f");      // '..' before any name: counted, safe
+  fs.symlink("/src/d/n", "../d/..");      // ends in '/..': unsafe
+  settle(fs);
+  const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::links::preserve_safe);
+  CHECK(r.ok());
+  const auto t = fs.tree("/dst");
+  CHECK(t.count("d/a") == 1u);
+  CHECK(t.count("d/m") == 1u);
+  CHECK(t.count("d/l") == 0u);
+  CHECK(t.count("d/n") == 0u);
+  CHECK(r.skipped == 2u);
+}
+
+TEST_CASE("links::chosen{kind::preserve_safe} is links::preserve_safe, by state_key and by action") {
+  const treesync::links::chosen c{treesync::links::kind::preserve_safe};
+  CHECK(std::string_view(c.state_key()) == "preserve_safe");
+  CHECK(std::string_view(c.state_key()) == treesync::links::preserve_safe.state_key());
+  for (const bool inside : {true, false}) {
+    CAPTURE(inside);
+    CHECK(c.on_symlink("d/l", "x", inside) == treesync::links::preserve_safe.on_symlink("d/l", "x", inside));
+  }
+  CHECK(c.on_symlink("l", "x", true) == treesync::link_action::preserve);
+  CHECK(c.on_symlink("l", "../x", false) == treesync::link_action::skip);
+}
+
 // ---- exclude -----------------------------------------------------------------------------------
 
 namespace {
@@ -1359,6 +1436,7 @@ TEST_CASE("traits: each built-in belongs to exactly one category, non-policies t
   static_assert(ts::is_links_policy_v<ts::links::preserve_t>);
   static_assert(ts::is_links_policy_v<ts::links::skip_t>);
   static_assert(ts::is_links_policy_v<ts::links::dereference_unsafe_t>);
+  static_assert(ts::is_links_policy_v<ts::links::preserve_safe_t>);
   static_assert(ts::is_exclude_policy_v<ts::exclude>);
   static_assert(ts::is_exclude_policy_v<ts::exclude_nothing_t>);
   static_assert(ts::is_exclude_policy_v<decltype(ts::any_of(ts::exclude{"a"}, ts::exclude_nothing))>);
@@ -1388,6 +1466,7 @@ TEST_CASE("traits: each built-in belongs to exactly one category, non-policies t
   static_assert(ts::policy_category_count_v<ts::links::preserve_t> == 1);
   static_assert(ts::policy_category_count_v<ts::links::skip_t> == 1);
   static_assert(ts::policy_category_count_v<ts::links::dereference_unsafe_t> == 1);
+  static_assert(ts::policy_category_count_v<ts::links::preserve_safe_t> == 1);
   static_assert(ts::policy_category_count_v<ts::exclude> == 1);
   static_assert(ts::policy_category_count_v<ts::exclude_nothing_t> == 1);
   static_assert(ts::policy_category_count_v<ts::write::atomic_t> == 1);
@@ -1403,6 +1482,7 @@ TEST_CASE("traits: each built-in belongs to exactly one category, non-policies t
   static_assert(ts::is_policy_v<ts::compare::size_mtime>);
   static_assert(ts::is_policy_v<ts::deletion::max_delete<ts::deletion::delete_excluded_t>>);
   static_assert(ts::is_policy_v<ts::links::dereference_unsafe_t>);
+  static_assert(ts::is_policy_v<ts::links::preserve_safe_t>);
   static_assert(ts::is_policy_v<ts::exclude>);
   static_assert(ts::is_policy_v<ts::write::in_place_t>);
   static_assert(ts::is_policy_v<ts::errors::stop_t>);

@@ -462,7 +462,7 @@ struct parse_state {
   options& o;
   const tool_info& tool;
   parse_result& r;
-  bool copy_links = false, copy_unsafe = false;
+  bool copy_links = false, copy_unsafe = false, safe_links = false;
   int links = -1;         // -l / --no-links, the last one wins (neither: skip, as --no-links)
   int compare_given = 0;  // 1: one of -c, --size-only, -u; 2: two different ones
   int rule_file_flags = 0;  // -F given so many times
@@ -612,6 +612,12 @@ inline const std::vector<cli_option>& cli_options() {
        [](s_t& s, n_t) { return s.copy_unsafe = false, true; },
        section::synced,
        "keep symlinks that stay inside SRC, copy what the others point to"},
+      {"safe-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.safe_links = true; },
+       [](s_t& s, n_t) { return s.safe_links = false, true; },
+       section::synced,
+       "with -l (-a): skip symlinks unsafe to rsync: absolute, or climbing above SRC/\n"
+       "(SRC's parent for SRC without a slash) or with '..' after a name; DST's entry\n"
+       "there is kept, -v lists each as skipped (--copy-unsafe-links and -L win)"},
       {"no-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.links = 0, true; }, nullptr,
        section::synced,
        "skip symlinks, each named on stderr: skipping non-regular file \"NAME\" (the\n"
@@ -992,9 +998,9 @@ inline bool settle_options(parse_state& st) {
     o.links = links_mode::dereference;
   else if (st.copy_unsafe)
     o.links = links_mode::dereference_unsafe;
-  else if (st.links == 1)
-    o.links = links_mode::preserve;
-  else  // neither -l, -a, -L nor --copy-unsafe-links: rsync skips symlinks, naming each
+  else if (st.links == 1)  // --safe-links: only with -l, as in rsync
+    o.links = st.safe_links ? links_mode::preserve_safe : links_mode::preserve;
+  else  // neither -l, -a, -L nor --copy-unsafe-links: rsync skips symlinks, naming each (--safe-links too)
     o.links = links_mode::skip;
   if (o.operands.size() != 2)
     return st.fail(o.operands.size() < 2 ? "SRC and DST are required" : "too many operands (expected SRC DST)");

@@ -125,7 +125,7 @@ inline int print_report(const options& opt, const treesync::report& r, outcome o
       std::any_of(r.errors.begin(), r.errors.end(),
                   [](const treesync::entry_error& e) { return e.side == treesync::side::source; }))
     std::fprintf(stderr, "IO error encountered -- skipping file deletion\n");
-  if (!opt.quiet) print_skipped(r, opt.name);
+  if (!opt.quiet) print_skipped(r, opt.name, opt.links == links_mode::preserve_safe);
   if (out.signal)
     std::fprintf(stderr, "treesync: interrupted by %s: no new work was started; every file finished is kept "
                          "(none partial at a final name) and the report lists what was done\n", out.signal);

@@ -513,9 +513,11 @@ inline void print_errors(const treesync::report& r, const roots& at) {
 /// each symlink left out by --no-links, on
 /// stderr; they are counted as skipped and do not change the exit status (rsync: 0).
 /// `name`: SRC's NAME when SRC has no trailing slash (rsync names the entry NAME/PATH, as -i does).
-inline void print_skipped(const treesync::report& r, const std::string& name = {}) {
+/// `unsafe_links`: under --safe-links a skipped link is an unsafe one, which rsync names only under
+/// -v (-v lists it as skipped here): no notice.
+inline void print_skipped(const treesync::report& r, const std::string& name = {}, bool unsafe_links = false) {
   for (const auto& e : r.skipped_entries)
-    if (e.code == treesync::errc::special_file || e.code == treesync::errc::skipped_symlink)
+    if (e.code == treesync::errc::special_file || (e.code == treesync::errc::skipped_symlink && !unsafe_links))
       std::fprintf(stderr, "skipping non-regular file \"%s\"\n",
                    display(name.empty() ? e.path : name + '/' + e.path).c_str());
 }

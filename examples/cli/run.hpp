@@ -173,9 +173,30 @@ inline void report_dst_swaps(const cli_deletion& deletion, treesync::report& r) 
     r.errors.push_back({d, treesync::operation::unlink, treesync::errc::directory_changed, treesync::side::destination});
 }
 
-/// -L, -l, --copy-unsafe-links, --no-links.  It needs the link's target (--copy-unsafe-links), so
-/// the engine reads each source symlink once more than links::dereference would.
-using cli_links = treesync::links::chosen;
+/// -L, -l, --copy-unsafe-links, --safe-links, --no-links.  It needs the link's target
+/// (--copy-unsafe-links, --safe-links), so the engine reads each source symlink once more than
+/// links::dereference would.  For SRC without a trailing slash rsync judges a link from the top of
+/// its transfer, SRC's parent, so `NAME/l -> ../x` (DST/NAME/l naming DST/x) is safe: the same test
+/// the engine made is made again for `NAME/path`.
+struct cli_links {
+  treesync::links::kind k;
+  std::string prefix;  // SRC without a slash: "NAME/"
+  const char* state_key() const {
+    // the transfer's top changes which links are safe: a state file of one is not the other's
+    const bool judges = k == treesync::links::kind::dereference_unsafe || k == treesync::links::kind::preserve_safe;
+    return !judges || prefix.empty() ? treesync::links::chosen{k}.state_key()
+           : k == treesync::links::kind::preserve_safe ? "preserve_safe/NAME"
+                                                       : "dereference_unsafe/NAME";
+  }
+  treesync::link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const {
+    if (!prefix.empty()) {
+      std::string path = prefix;
+      path.append(rel.data(), rel.size());
+      inside = treesync::detail::link_stays_inside(path, target);
+    }
+    return treesync::links::chosen{k}.on_symlink(rel, target, inside);
+  }
+};
 
 /// Everything one run needs, decided from the options.
 struct run_context {
@@ -227,7 +248,7 @@ treesync::report sync_with(const options& o, const cli_compare& compare, const c
                            Extra&&... extra) {
   treesync::posix_fs fs;
   pin_dst(fs, deletion);
-  return treesync::sync(fs, src, dst, lib, compare, deletion, cli_links{o.links}, patterns,
+  return treesync::sync(fs, src, dst, lib, compare, deletion, cli_links{o.links, {}}, patterns,
                         std::forward<Extra>(extra)..., ec);
 }
 
@@ -263,7 +284,7 @@ inline treesync::report run(run_context& c, std::error_code& ec) {
     treesync::posix_fs fs;
     pin_dst(fs, c.deletion);
     return treesync::sync(fs, c.opt.src_root, c.opt.dst_root, library_options(c), compare, c.deletion,
-                          cli_links{c.opt.links}, named_filter{c.patterns, c.opt.name + '/'}, c.observer, ec);
+                          cli_links{c.opt.links, c.opt.name + '/'}, named_filter{c.patterns, c.opt.name + '/'}, c.observer, ec);
   }
   return sync_with(c.opt, compare, c.deletion, c.patterns, c.opt.src_root, c.opt.dst_root, library_options(c), ec,
                    c.observer);

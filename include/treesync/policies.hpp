@@ -296,7 +296,9 @@ using deletion::max_delete;
 // What to do with a source symlink.
 // Requirement: `link_action on_symlink(std::string_view rel, std::string_view target, bool inside) const`
 // where `inside` says the target, resolved lexically from the link's directory, stays inside the
-// source tree.  A policy may declare `static constexpr bool needs_target = false;` to spare the
+// source tree, by rsync 3.5's rule for --safe-links and --copy-unsafe-links: an absolute or empty
+// target is outside, and so is one with a `..` after any other component (`a/../x`: `a` may itself
+// be a link, to `..`) or ending in `/..` (`../..`).  A policy may declare `static constexpr bool needs_target = false;` to spare the
 // engine a readlink per link.
 
 enum class link_action { follow, preserve, skip };
@@ -336,14 +338,25 @@ struct dereference_unsafe_t {
 };
 inline constexpr dereference_unsafe_t dereference_unsafe{};
 
+/// Keep links that stay inside the source as links; skip the others, each counted as skipped as
+/// links::skip reports it (`rsync -l --safe-links`).  A skipped link's destination counterpart is
+/// left as it is, also under a deletion policy (rsync keeps it too).
+struct preserve_safe_t {
+  const char* state_key() const { return "preserve_safe"; }
+  link_action on_symlink(std::string_view, std::string_view, bool inside) const {
+    return inside ? link_action::preserve : link_action::skip;
+  }
+};
+inline constexpr preserve_safe_t preserve_safe{};
+
 /// The built-in link policies by name.
-enum class kind : unsigned char { dereference, preserve, dereference_unsafe, skip };
+enum class kind : unsigned char { dereference, preserve, dereference_unsafe, skip, preserve_safe };
 
 /// A built-in link policy chosen at run time.
 struct chosen {
   kind k = kind::dereference;
   const char* state_key() const {
-    static const char* const names[] = {"dereference", "preserve", "dereference_unsafe", "skip"};
+    static const char* const names[] = {"dereference", "preserve", "dereference_unsafe", "skip", "preserve_safe"};
     return names[static_cast<int>(k)];
   }
   link_action on_symlink(std::string_view, std::string_view, bool inside) const {
@@ -351,6 +364,7 @@ struct chosen {
       case kind::preserve: return link_action::preserve;
       case kind::dereference_unsafe: return inside ? link_action::preserve : link_action::follow;
       case kind::skip: return link_action::skip;
+      case kind::preserve_safe: return inside ? link_action::preserve : link_action::skip;
       case kind::dereference: break;
     }
     return link_action::follow;

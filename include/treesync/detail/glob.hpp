@@ -233,23 +233,30 @@ inline bool glob_match(std::string_view pattern, std::string_view text) {
 
 // ---- paths ---------------------------------------------------------------------------------------
 
-/// Does a relative link target, resolved from the link's directory, stay inside the tree?
+/// Does a relative link target, resolved from the link's directory, stay inside the tree?  rsync
+/// 3.5's rule (its --safe-links and --copy-unsafe-links): an absolute or empty target does not, nor
+/// one that climbs above the root; and, whatever the depth, neither does one with a `..` after any
+/// other component (`a/../x`, `./../x`: `a` may be a link, to `..` say, and then `a/..` is not
+/// where it reads) nor one ending in `/..` (`../..`, `x/..`).  Leading `..` components are counted.
 inline bool link_stays_inside(std::string_view rel_link, std::string_view target) {
   if (target.empty() || target.front() == '/') return false;
+  if (target.size() > 3 && target.substr(target.size() - 3) == "/..") return false;
   // depth of the link's directory below the root
   std::size_t depth = 0;
   for (char ch : rel_link)
     if (ch == '/') ++depth;
+  bool named = false;  // a component other than `..` seen: a `..` after it is refused
   std::size_t pos = 0;
   while (pos <= target.size()) {
     std::size_t end = target.find('/', pos);
     if (end == std::string_view::npos) end = target.size();
     const std::string_view comp = target.substr(pos, end - pos);
     if (comp == "..") {
-      if (depth == 0) return false;
+      if (named || depth == 0) return false;
       --depth;
-    } else if (!comp.empty() && comp != ".") {
-      ++depth;
+    } else if (!comp.empty()) {
+      named = true;
+      if (comp != ".") ++depth;
     }
     pos = end + 1;
   }
