@@ -355,10 +355,13 @@ def join(a, b):
 class Gen:
     """Makes trees (dicts relpath -> Entry; "" is the root directory) from one random.Random."""
 
-    def __init__(self, rng, names):
+    def __init__(self, rng, names, unsafe=None):
         self.rng = rng
         self.names = names
         self.next_group = 1
+        # --safe-links cases (issue 46): a generator of their own that sometimes gives a link a
+        # target rsync calls unsafe, or one just safe; None (every other case) draws nothing more
+        self.unsafe = unsafe
 
     def mtime(self):
         r = self.rng
@@ -405,7 +408,26 @@ class Gen:
                                     mtime=self.mtime()))
         # relative to the link's directory
         up = parent(at).count("/") + 1 if parent(at) else 0
-        return self.owner(Entry("l", target="../" * up + dest, mtime=self.mtime()))
+        return self.unsafe_target(tree, at, self.owner(Entry("l", target="../" * up + dest, mtime=self.mtime())))
+
+    def unsafe_target(self, tree, at, e):
+        """Under --safe-links, half the links get a target by rsync's rule unsafe or just safe, all
+        dangling but one through a directory of the tree (a ".." after a name), so that -L follows
+        nothing outside the case: climbing one level past SRC (safe for SRC without a slash: the
+        top of the transfer is then SRC's parent), two past it, to SRC's own level, a ".." after a
+        name, one ending in "/..", absolute."""
+        u = self.unsafe
+        if u is None or u.random() >= 0.5:
+            return e
+        up = parent(at).count("/") + 1 if parent(at) else 0
+        files = [p for p, x in tree.items() if x.kind == "f"]
+        dirs = [p for p in self.dirs(tree) if p]
+        choices = ["../" * (up + 1) + "zz-none", "../" * (up + 2) + "zz-none", "../" * up + "zz-none",
+                   "zz-none/../zz-none", "../" * up + "zz-none/..", "/nonexistent/treesync-diff/zz"]
+        if files and dirs:
+            choices.append("../" * up + u.choice(dirs) + "/../" + u.choice(files))
+        e.target = u.choice(choices)
+        return e
 
     def free_name(self, tree, d):
         for _ in range(20):
@@ -1192,7 +1214,10 @@ class Runner:
         # rules cite still name the same cases)
         extra = random.Random("%d/%d/32" % (seed, k))
         names = list(NAMES)
-        gen = Gen(rng, names)
+        # --safe-links (issue 46) from a generator of its own too, as is what it changes in the trees
+        links46 = random.Random("%d/%d/46/safe-links" % (seed, k))  # not -I's stream ("%d/%d/46")
+        safe_links = "--safe-links" in self.have and links46.random() < 0.3
+        gen = Gen(rng, names, links46 if safe_links else None)
         specials = rng.random() < 0.2
         size = rng.choice([0, 3, 8, 15, 25, 40])
         base = gen.tree(size, specials)
@@ -1267,6 +1292,8 @@ class Runner:
         ignore_times = random.Random("%d/%d/46" % (seed, k))
         if "--ignore-times" in self.have and ignore_times.random() < 0.15:
             opts.insert(ignore_times.randrange(len(opts) + 1), "-I")
+        if safe_links:  # after the shuffle too, and after -I's draw
+            opts.insert(links46.randrange(len(opts) + 1), "--safe-links")
         jobs = rng.choice([None, 1, 2, 4])
         # --state (treesync's own): a state file kept outside DST, then tampered with (an entry named
         # '../canary') and the run repeated: it must be ignored, nothing outside DST deleted
@@ -1653,7 +1680,7 @@ def main():
     print("  %s; %s; root: %s; treesync sets symlink mtimes: %s; probed options: %s" % (
         subprocess.run([a.rsync, "--version"], stdout=subprocess.PIPE, universal_newlines=True).stdout.split("\n")[0],
         cli, IS_ROOT, r.symlink_mtime,
-        " ".join(o for o in ("--existing", "--ignore-existing", "--no-perms") if o in r.have) or "none of the pending"))
+        " ".join(o for o in ("--existing", "--ignore-existing", "--no-perms", "--safe-links") if o in r.have) or "none of the pending"))
     sys.stdout.flush()
     start = time.monotonic()
     done = 0
