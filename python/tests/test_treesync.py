@@ -300,7 +300,7 @@ def test_modify_window(tmp_path):
     assert treesync.sync(s, d).updated == 1
 
 
-@pytest.mark.parametrize("links", ["follow", "preserve", "copy_unsafe_links", "skip"])
+@pytest.mark.parametrize("links", ["follow", "preserve", "copy_unsafe_links", "safe_links", "skip"])
 def test_links(tmp_path, links):
     s, d = tmp_path / "s", tmp_path / "d"
     write(str(s / "real" / "f"), b"data")
@@ -316,10 +316,27 @@ def test_links(tmp_path, links):
         assert t[b"inside"] == ("l", b"real") and t[b"escape"] == ("l", os.fsencode(str(outside)))
     elif links == "copy_unsafe_links":
         assert t[b"inside"] == ("l", b"real") and t[b"escape"] == ("d",)
+    elif links == "safe_links":
+        assert t[b"inside"] == ("l", b"real") and b"escape" not in t
     else:
         assert b"inside" not in t and b"escape" not in t
     with pytest.raises(ValueError, match="links="):
         treesync.sync(s, d, links="sideways")
+
+
+def test_safe_links_skips_unsafe_keeps_dst_entry(tmp_path):
+    s, d = tmp_path / "s", tmp_path / "d"
+    write(str(s / "sub" / "f"), b"data")
+    os.symlink("../sub/f", s / "sub" / "ok")
+    os.symlink("sub/../sub/f", s / "mid")  # '..' after a name: unsafe to rsync 3.5
+    os.symlink("../elsewhere", s / "out")
+    write(str(d / "out"), b"mine")
+    r = treesync.sync(s, d, links="safe_links")
+    t = tree(d)
+    assert t[b"sub/ok"] == ("l", b"../sub/f") and b"mid" not in t
+    assert (d / "out").read_bytes() == b"mine"  # kept, though delete=True
+    assert r.skipped == 2 and sorted(e.path for e in r.skipped_entries) == ["mid", "out"]
+    assert treesync.sync(s, d, links="preserve_safe").skipped == 2
 
 
 def test_inplace_jobs_durable(src, tmp_path):

@@ -24,7 +24,7 @@ __version__ = _treesync.version
 
 _COMPARE = {"size_mtime": 0, "size_only": 1, "update": 2, "checksum": 3, "ignore_times": 4}  # treesync::compare::kind
 _LINKS = {"follow": 0, "copy_links": 0, "preserve": 1, "links": 1, "copy_unsafe_links": 2, "unsafe": 2,
-          "skip": 3, "no_links": 3}
+          "skip": 3, "no_links": 3, "safe_links": 4, "preserve_safe": 4}
 _VERIFY = {"full": 0, "dirs": 1, "none": 2}
 
 
@@ -402,7 +402,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     NAME', '!'], exclude_from / include_from [files of patterns], allow_empty_source, compare
     ("size_mtime", "checksum" [-c], "size_only", "update" [-u], "ignore_times" [-I: every file
     rewritten]), modify_window [seconds], links
-    ("follow" [-L, the default], "preserve" [-l], "copy_unsafe_links", "skip" [--no-links]),
+    ("follow" [-L, the default], "preserve" [-l], "copy_unsafe_links", "safe_links" [-l --safe-links:
+    links rsync calls unsafe skipped, dst's entry at their name kept], "skip" [--no-links]),
     inplace, jobs [-j: 0 one worker per CPU], hard_links [-H], owner [-o], group [-g],
     one_file_system [-x], specials [-D], xattrs [-X], backup_dir, state [--state=FILE], verify
     ("full", "dirs", "none"), state_memory [--state-memory: the most bytes the state file's records
