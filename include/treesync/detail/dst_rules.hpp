@@ -334,6 +334,62 @@ struct handle_has_fd : std::false_type {};
 template <class H>
 struct handle_has_fd<H, std::void_t<decltype(int(std::declval<const H&>().fd()))>> : std::true_type {};
 
+/// Splits the path `s` at its slashes into its components (empty ones dropped), appended to `out`.
+inline void split_dst_path(std::string_view s, std::vector<std::string>& out) {
+  std::size_t pos = 0;
+  while (pos < s.size()) {
+    std::size_t end = s.find('/', pos);
+    if (end == std::string_view::npos) end = s.size();
+    if (end > pos) out.emplace_back(s.substr(pos, end - pos));
+    pos = end + 1;
+  }
+}
+
+/// The writers of a merged file (read_dst_merge_file): the owners of the directories from DST
+/// down to the rule file's, other than root and the runner, and what each of them must be allowed.
+struct dst_merge_writers {
+  std::int64_t runner;      // the user the run acts as (fs.user_id())
+  const std::string& path;  // the merged file, as the refusal names it
+  std::vector<std::uint32_t> uids;
+
+  /// Counts the owner of `st` among the writers, unless it is root, the runner or counted already.
+  void note(const stat_info& st);
+  /// Throws the refusal (the same filter_error for a file refused and a missing one).
+  std::string refuse() const;
+  /// What an entry missing or not of its type gives: nothing without writers, else the refusal.
+  std::string missing() const { return uids.empty() ? std::string() : refuse(); }
+  /// Whether the permission bits of `st` give every writer the access `want` (4: read, 1: search).
+  bool may(const stat_info& st, std::uint32_t want) const;
+  /// Whether `st` is owned by root or by every writer.
+  bool owned(const stat_info& st) const;
+};
+
+/// read_dst_merge_file's walk from the handle `at`: down to the rule file's directory (noting its
+/// writers), down to the merged file's (each searchable by them), then the file itself (owned by
+/// them or root, readable by them).  Each step decides on what it opened and returns the text to
+/// give when the walk ends there (nothing: go on); a refusal throws.
+template <class Fs>
+struct dst_merge_reader {
+  using handle = typename Fs::dir_handle;
+  Fs& fs;
+  dst_merge_writers writers;
+  handle* h;            // the deepest directory reached: `at`, then `cur`
+  handle cur;           // the one opened last
+  stat_info st;         // the last entry stat'ed
+  std::error_code ec;
+
+  dst_merge_reader(Fs& f, handle& at, const std::string& path)
+      : fs(f), writers{static_cast<std::int64_t>(f.user_id()), path, {}}, h(&at) {}
+  /// Stats `at` itself and notes its owner; when that fails, no writer is known: nothing read.
+  std::optional<std::string> start();
+  /// Opens the directories `down` to the rule file's, one from the other, noting their owners.
+  std::optional<std::string> to_rule_dir(const std::vector<std::string>& down);
+  /// Opens the directories `below` the rule file's to the merged file's, each searchable by the writers.
+  std::optional<std::string> to_merged_dir(const std::vector<std::string>& below);
+  /// The merged file `last` of the directory reached: owned and readable as the writers need.
+  std::string read_file(const std::string& last);
+};
+
 /// The text of the file `name` merged by a rule file of the directory `dir` (relative to the
 /// directory open as `at`, "" for `at` itself), read through `fs` as the comment above says: each
 /// component opened from its parent's handle without following a symlink, a regular file only
@@ -343,97 +399,111 @@ struct handle_has_fd<H, std::void_t<decltype(int(std::declval<const H&>().fd()))
 /// accepted (below the rule file's directory); any other reads nothing.
 template <class Fs>
 std::string read_dst_merge_file(Fs& fs, typename Fs::dir_handle& at, std::string_view dir, std::string_view name) {
-  using handle = typename Fs::dir_handle;
   std::string path(dir);
   if (!path.empty()) path += '/';
   path.append(name.data(), name.size());
   if (!filter::merge_name_allowed(name)) return std::string();
-  const auto runner = static_cast<std::int64_t>(fs.user_id());
-  std::vector<std::uint32_t> writers;
-  const auto note = [&](const stat_info& st) {
-    if (st.uid != 0 && st.uid != runner && std::find(writers.begin(), writers.end(), st.uid) == writers.end())
-      writers.push_back(st.uid);
-  };
-  const auto refuse = [&]() -> std::string {
-    std::string who;
-    for (const std::uint32_t u : writers) who += (who.empty() ? "uid " : " and uid ") + std::to_string(u);
-    throw filter_error("merge file " + path + " refused: a file DST's rule files merge must be a regular file that root or " +
-                       who + " (owning the rule file's directory) owns and " + who +
-                       " may read (a missing one is refused alike)");
-  };
-  const auto split = [](std::string_view s, std::vector<std::string>& out) {
-    std::size_t pos = 0;
-    while (pos < s.size()) {
-      std::size_t end = s.find('/', pos);
-      if (end == std::string_view::npos) end = s.size();
-      if (end > pos) out.emplace_back(s.substr(pos, end - pos));
-      pos = end + 1;
-    }
-  };
+  dst_merge_reader<Fs> r(fs, at, path);
   std::vector<std::string> down;  // the rule file's directory, below `at`
-  split(dir, down);
+  split_dst_path(dir, down);
   std::vector<std::string> below;  // the merged file's directories below that, then its name
-  split(name, below);
+  split_dst_path(name, below);
   const std::string last = below.back();
   below.pop_back();
 
-  std::error_code ec;
-  stat_info st = fs.stat(at, ".", false, ec);
+  if (auto end = r.start()) return std::move(*end);
+  if (auto end = r.to_rule_dir(down)) return std::move(*end);
+  if (!r.writers.may(r.st, 1)) return r.writers.refuse();  // the rule file's directory: searchable by its writers
+  if (auto end = r.to_merged_dir(below)) return std::move(*end);
+  return r.read_file(last);
+}
+
+inline void dst_merge_writers::note(const stat_info& st) {
+  if (st.uid != 0 && st.uid != runner && std::find(uids.begin(), uids.end(), st.uid) == uids.end())
+    uids.push_back(st.uid);
+}
+
+inline std::string dst_merge_writers::refuse() const {
+  std::string who;
+  for (const std::uint32_t u : uids) who += (who.empty() ? "uid " : " and uid ") + std::to_string(u);
+  throw filter_error("merge file " + path + " refused: a file DST's rule files merge must be a regular file that root or " +
+                     who + " (owning the rule file's directory) owns and " + who +
+                     " may read (a missing one is refused alike)");
+}
+
+inline bool dst_merge_writers::may(const stat_info& st, std::uint32_t want) const {
+  for (const std::uint32_t u : uids)
+    if (!dst_writer_may(st, u, want)) return false;
+  return true;
+}
+
+inline bool dst_merge_writers::owned(const stat_info& st) const {
+  for (const std::uint32_t u : uids)
+    if (st.uid != 0 && st.uid != u) return false;
+  return true;
+}
+
+template <class Fs>
+std::optional<std::string> dst_merge_reader<Fs>::start() {
+  st = fs.stat(*h, ".", false, ec);
   if (ec) return std::string();  // `at` itself: no writer known, nothing read
-  note(st);
-  handle cur;
-  handle* h = &at;
+  writers.note(st);
+  return std::nullopt;
+}
+
+template <class Fs>
+std::optional<std::string> dst_merge_reader<Fs>::to_rule_dir(const std::vector<std::string>& down) {
   for (const std::string& c : down) {  // the writers: the owners of the directories down to the rule file's
     handle next = fs.open_dir(*h, c, false, ec);
     if (!ec) st = fs.stat(next, ".", false, ec);
-    if (ec || st.type != file_type::directory) return writers.empty() ? std::string() : refuse();
+    if (ec || st.type != file_type::directory) return writers.missing();
     cur = std::move(next);
     h = &cur;
-    note(st);
+    writers.note(st);
   }
-  const auto may = [&](const stat_info& s, std::uint32_t want) {
-    for (const std::uint32_t u : writers)
-      if (!dst_writer_may(s, u, want)) return false;
-    return true;
-  };
-  if (!may(st, 1)) return refuse();  // the rule file's directory: searchable by its writers
+  return std::nullopt;
+}
+
+template <class Fs>
+std::optional<std::string> dst_merge_reader<Fs>::to_merged_dir(const std::vector<std::string>& below) {
   for (const std::string& c : below) {
     handle next = fs.open_dir(*h, c, false, ec);
     if (!ec) st = fs.stat(next, ".", false, ec);
-    if (ec || st.type != file_type::directory) return writers.empty() ? std::string() : refuse();
-    if (!may(st, 1)) return refuse();
+    if (ec || st.type != file_type::directory) return writers.missing();
+    if (!writers.may(st, 1)) return writers.refuse();
     cur = std::move(next);
     h = &cur;
   }
-  const auto owned = [&](const stat_info& s) {
-    for (const std::uint32_t u : writers)
-      if (s.uid != 0 && s.uid != u) return false;
-    return true;
-  };
+  return std::nullopt;
+}
+
+template <class Fs>
+std::string dst_merge_reader<Fs>::read_file(const std::string& last) {
   if constexpr (handle_has_fd<handle>::value) {  // descriptors: decided on the open file, then read
     const int fd = filter::open_rule_file(h->fd(), last.c_str());
     struct ::stat raw;
     if (fd < 0 || ::fstat(fd, &raw) != 0) {
       if (fd >= 0) ::close(fd);
-      return writers.empty() ? std::string() : refuse();
+      return writers.missing();
     }
     st.type = file_type::regular;  // open_rule_file opens nothing else
     st.uid = static_cast<std::uint32_t>(raw.st_uid);
     st.mode = static_cast<std::uint32_t>(raw.st_mode) & 07777;
-    if (!owned(st) || !may(st, 4)) {
+    if (!writers.owned(st) || !writers.may(st, 4)) {
       ::close(fd);
-      return refuse();
+      return writers.refuse();
     }
-    return filter::read_open_rule_file(fd, path);
+    return filter::read_open_rule_file(fd, writers.path);
   } else {  // a handle that is no descriptor (mock_fs): the stat, then the read by name
     st = fs.stat(*h, last, false, ec);
-    if (ec || st.type != file_type::regular) return writers.empty() ? std::string() : refuse();
-    if (!owned(st) || !may(st, 4)) return refuse();
+    if (ec || st.type != file_type::regular) return writers.missing();
+    if (!writers.owned(st) || !writers.may(st, 4)) return writers.refuse();
     if (st.size > filter::max_rule_file_size)
-      throw filter_error("rule file " + path + " is larger than " + std::to_string(filter::max_rule_file_size >> 20) + " MiB");
+      throw filter_error("rule file " + writers.path + " is larger than " + std::to_string(filter::max_rule_file_size >> 20) +
+                         " MiB");
     std::string text;
     fs.read_state(*h, last, [&](std::string_view piece) { return text.append(piece.data(), piece.size()), true; }, ec);
-    if (ec) return writers.empty() ? std::string() : refuse();
+    if (ec) return writers.missing();
     return text;
   }
 }
@@ -482,6 +552,69 @@ inline bool list_dst_subdirs(int fd, std::vector<std::string>& out) {
 #endif
 }
 
+/// read_dst_rule_tree's walk (see there): a stack of the levels of the directories it is in, the
+/// deepest `window` of them open, and the descriptor of the level it left last (`carry`), through
+/// whose ".." a closed level above is reopened.
+struct dst_rule_walk {
+  using node_id = dst_rule_texts::node_id;
+  static constexpr node_id none = dst_rule_texts::no_node;
+  /// A directory the walk is in.
+  struct level {
+    int fd = -1;    // -1: closed (it fell out of the window)
+    dev_t dev = 0;  // what fd is, to check it when reopened
+    ino_t ino = 0;
+    node_id node = none;  // made when something is recorded at or below it
+    std::vector<std::string> subdirs;
+    std::size_t next = 0;
+    std::size_t cost = 0;  // bytes counted in out.walk_peak for this level
+  };
+
+  dst_rule_texts& out;
+  std::string_view base;                  // what the walk's root is recorded as
+  const std::vector<std::string>& names;  // the rule files read in each directory
+  std::size_t window;                     // the most levels open at once
+  std::vector<level> stack;
+  std::size_t held = 0;  // the bytes the levels in the stack count (their `cost`)
+  bool stop = false;     // the budget is spent: the walk stops (what was not recorded is kept)
+  int carry = -1;               // the descriptor of a level popped last, to reopen a level above it
+  std::size_t carry_depth = 0;  // its index in the stack when it was there
+
+  dst_rule_walk(dst_rule_texts& o, std::string_view b, const std::vector<std::string>& n, std::size_t w)
+      : out(o), base(b), names(n), window(w == 0 ? 1 : w) {}
+  /// Reads the tree below the directory open as `root` (a duplicate of it is the first level),
+  /// then closes every descriptor it holds.
+  void run(int root);
+  /// Closes `carry`, if any.
+  void close_carry();
+  /// The node of stack[k], made with those of the levels above it that have none; none once the
+  /// budget is spent.
+  node_id node_of(std::size_t k);
+  /// Notes in `out` that errno says descriptors ran out (EMFILE, ENFILE).
+  void note_errno();
+  /// stack[k] is not read further: nothing at or below it is deleted.
+  void unread(std::size_t k);
+  /// Reads the rule files of the directory open as `fd` and pushes its level.
+  void enter(int fd);
+  /// Records the identity of stack[k]'s directory (its descriptor's device and inode); false when
+  /// the budget is spent.
+  bool identify(std::size_t k);
+  /// Reads and records the rule files of stack[k]'s directory; false when the budget is spent.
+  bool read_rules(std::size_t k);
+  /// Lists the subdirectories of stack[k]'s directory (unread below it when it cannot be listed)
+  /// and counts what the level holds in `held` and out.walk_peak.
+  void list(std::size_t k);
+  /// Closes the level that falls out of the window, if one does.
+  void close_out_of_window();
+  /// Reopens stack.back(), closed, through ".." from `carry`; false when it cannot be reopened or
+  /// is not the directory it was.
+  bool reopen();
+  /// Leaves stack.back(), done with: its descriptor becomes `carry`.
+  void back_up();
+  /// Opens the next subdirectory of stack.back() and enters it; one there that cannot be opened
+  /// is recorded as unread (one that is no directory, or gone, is passed over).
+  void descend();
+};
+
 /// Reads the rule files `names` of the directory open as `root` and of every directory below it
 /// (recorded as `base`, `base/SUB`, ...), into `out`.  Directories are reached through
 /// descriptors, each opened O_NOFOLLOW from its parent's: a directory swapped for a symlink is not
@@ -494,131 +627,10 @@ inline bool list_dst_subdirs(int fd, std::vector<std::string>& out) {
 /// when the budget is spent (`out.full`).
 inline void read_dst_rule_tree(int root, std::string_view base, const std::vector<std::string>& names,
                                dst_rule_texts& out, std::size_t window = dst_rule_window) {
-  using node_id = dst_rule_texts::node_id;
-  constexpr node_id none = dst_rule_texts::no_node;
-  struct level {
-    int fd = -1;    // -1: closed (it fell out of the window)
-    dev_t dev = 0;  // what fd is, to check it when reopened
-    ino_t ino = 0;
-    node_id node = none;  // made when something is recorded at or below it
-    std::vector<std::string> subdirs;
-    std::size_t next = 0;
-    std::size_t cost = 0;  // bytes counted in out.walk_peak for this level
-  };
-  if (window == 0) window = 1;
-  std::vector<level> stack;
-  std::size_t held = 0;
-  bool stop = false;
-  int carry = -1;              // the descriptor of a level popped last, to reopen a level above it
-  std::size_t carry_depth = 0;  // its index in the stack when it was there
-  const auto close_carry = [&] {
-    if (carry >= 0) ::close(carry);
-    carry = -1;
-  };
-  // the node of stack[k], made with those of the levels above it that have none
-  const auto node_of = [&](std::size_t k) -> node_id {
-    std::size_t j = k + 1;
-    while (j > 0 && stack[j - 1].node == none) --j;
-    if (j == 0) {  // stack[0] is `base`
-      node_id n = dst_rule_texts::root_node;
-      std::size_t pos = 0;
-      while (pos < base.size() && n != none) {
-        std::size_t end = base.find('/', pos);
-        if (end == std::string_view::npos) end = base.size();
-        if (end > pos) n = out.child(n, base.substr(pos, end - pos));
-        pos = end + 1;
-      }
-      if (n == none) return n;
-      stack[0].node = n;
-      j = 1;
-    }
-    for (; j <= k; ++j) {
-      const level& up = stack[j - 1];
-      const node_id n = out.child(up.node, up.subdirs[up.next - 1]);
-      if (n == none) return n;
-      stack[j].node = n;
-    }
-    return stack[k].node;
-  };
-  const auto note_errno = [&] {
-    if (errno == EMFILE || errno == ENFILE) out.out_of_descriptors = true;
-  };
-  // stack[k] is not read further: nothing at or below it is deleted
-  const auto unread = [&](std::size_t k) {
-    const node_id n = node_of(k);
-    if (n == none || !out.keep_unread(n)) stop = true;
-    stack[k].next = stack[k].subdirs.size();
-  };
-  // reads the rule files of the directory open as `fd` and pushes its level
-  const auto enter = [&](int fd) {
-    stack.emplace_back();
-    const std::size_t k = stack.size() - 1;
-    stack[k].fd = fd;
-    struct stat st;
-    if (::fstat(fd, &st) == 0) {
-      stack[k].dev = st.st_dev;
-      stack[k].ino = st.st_ino;
-      const node_id id = node_of(k);  // the directory read under its path (a node per directory)
-      if (id == none) {
-        stop = true;  // the budget is spent: what was not recorded is kept
-        return;
-      }
-      out.see(id, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
-    }
-    for (const auto& n : names) {
-      auto text = read_dst_rule_file(fd, n);
-      if (!text) continue;
-      const node_id id = node_of(k);
-      if (id == none || !out.keep(id, n, std::move(*text))) {
-        stop = true;  // the budget is spent: the walk stops (what was not recorded is kept)
-        return;
-      }
-    }
-    if (!list_dst_subdirs(fd, stack[k].subdirs)) {
-      note_errno();
-      stack[k].subdirs.clear();
-      unread(k);  // its own files were read; what is below it is not known
-    }
-    level& top = stack[k];
-    top.subdirs.shrink_to_fit();
-    top.cost = sizeof(level) + top.subdirs.capacity() * sizeof(std::string);
-    for (const auto& s : top.subdirs)
-      if (s.capacity() > 15) top.cost += s.capacity() + 1;  // beyond the string's own buffer
-    held += top.cost;
-    out.walk_peak = std::max(out.walk_peak, held);
-    if (stack.size() > window) {  // the level that falls out of the window is closed
-      level& old = stack[stack.size() - 1 - window];
-      if (old.fd >= 0) ::close(old.fd);
-      old.fd = -1;
-    }
-  };
-  // reopens stack.back(), closed, through ".." from `carry`
-  const auto reopen = [&]() -> bool {
-    level& top = stack.back();
-    const std::size_t k = stack.size() - 1;
-    if (carry < 0 || carry_depth <= k) return false;
-    int fd = carry;
-    for (std::size_t ups = carry_depth - k; ups > 0;) {
-      const std::size_t step = std::min<std::size_t>(ups, 1000);  // "../" * step within PATH_MAX
-      std::string up;
-      for (std::size_t i = 0; i < step; ++i) up += i ? "/.." : "..";
-      const int next = ::openat(fd, up.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-      if (next < 0) note_errno();
-      if (fd != carry) ::close(fd);
-      if (next < 0) return false;
-      fd = next;
-      ups -= step;
-    }
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || st.st_dev != top.dev || st.st_ino != top.ino) {
-      ::close(fd);  // not the directory it was (moved meanwhile)
-      return false;
-    }
-    top.fd = fd;
-    ++out.reopened;
-    return true;
-  };
+  dst_rule_walk(out, base, names, window).run(root);
+}
 
+inline void dst_rule_walk::run(int root) {
   if (const int fd = ::dup(root); fd >= 0) {
     enter(fd);
   } else {
@@ -628,13 +640,7 @@ inline void read_dst_rule_tree(int root, std::string_view base, const std::vecto
   while (!stack.empty() && !stop && !out.full) {
     level& top = stack.back();
     if (top.next == top.subdirs.size()) {  // done with it: back up
-      if (top.fd >= 0) {
-        close_carry();
-        carry = top.fd;  // to reopen a closed level above with work left
-        carry_depth = stack.size() - 1;
-      }
-      held -= top.cost;
-      stack.pop_back();
+      back_up();
       continue;
     }
     if (top.fd < 0 && !reopen()) {
@@ -642,21 +648,163 @@ inline void read_dst_rule_tree(int root, std::string_view base, const std::vecto
       continue;
     }
     close_carry();
-    const std::string& name = top.subdirs[top.next++];
-    const int fd = ::openat(top.fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0) {
-      enter(fd);
-    } else if (errno != ENOTDIR && errno != ELOOP && errno != ENOENT) {
-      note_errno();
-      // a directory there that could not be opened
-      const node_id up = node_of(stack.size() - 1);
-      const node_id n = up == none ? up : out.child(up, name);
-      if (n == none || !out.keep_unread(n)) stop = true;
-    }
+    descend();
   }
   close_carry();
   for (const level& l : stack)
     if (l.fd >= 0) ::close(l.fd);
+}
+
+inline void dst_rule_walk::close_carry() {
+  if (carry >= 0) ::close(carry);
+  carry = -1;
+}
+
+inline dst_rule_walk::node_id dst_rule_walk::node_of(std::size_t k) {
+  std::size_t j = k + 1;
+  while (j > 0 && stack[j - 1].node == none) --j;
+  if (j == 0) {  // stack[0] is `base`
+    node_id n = dst_rule_texts::root_node;
+    std::size_t pos = 0;
+    while (pos < base.size() && n != none) {
+      std::size_t end = base.find('/', pos);
+      if (end == std::string_view::npos) end = base.size();
+      if (end > pos) n = out.child(n, base.substr(pos, end - pos));
+      pos = end + 1;
+    }
+    if (n == none) return n;
+    stack[0].node = n;
+    j = 1;
+  }
+  for (; j <= k; ++j) {
+    const level& up = stack[j - 1];
+    const node_id n = out.child(up.node, up.subdirs[up.next - 1]);
+    if (n == none) return n;
+    stack[j].node = n;
+  }
+  return stack[k].node;
+}
+
+inline void dst_rule_walk::note_errno() {
+  if (errno == EMFILE || errno == ENFILE) out.out_of_descriptors = true;
+}
+
+inline void dst_rule_walk::unread(std::size_t k) {
+  const node_id n = node_of(k);
+  if (n == none || !out.keep_unread(n)) stop = true;
+  stack[k].next = stack[k].subdirs.size();
+}
+
+inline void dst_rule_walk::enter(int fd) {
+  stack.emplace_back();
+  const std::size_t k = stack.size() - 1;
+  stack[k].fd = fd;
+  if (!identify(k) || !read_rules(k)) return;  // the budget is spent: `stop` says so
+  list(k);
+  close_out_of_window();
+}
+
+inline bool dst_rule_walk::identify(std::size_t k) {
+  struct stat st;
+  if (::fstat(stack[k].fd, &st) == 0) {
+    stack[k].dev = st.st_dev;
+    stack[k].ino = st.st_ino;
+    const node_id id = node_of(k);  // the directory read under its path (a node per directory)
+    if (id == none) {
+      stop = true;  // the budget is spent: what was not recorded is kept
+      return false;
+    }
+    out.see(id, static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino));
+  }
+  return true;
+}
+
+inline bool dst_rule_walk::read_rules(std::size_t k) {
+  for (const auto& n : names) {
+    auto text = read_dst_rule_file(stack[k].fd, n);
+    if (!text) continue;
+    const node_id id = node_of(k);
+    if (id == none || !out.keep(id, n, std::move(*text))) {
+      stop = true;  // the budget is spent: the walk stops (what was not recorded is kept)
+      return false;
+    }
+  }
+  return true;
+}
+
+inline void dst_rule_walk::list(std::size_t k) {
+  if (!list_dst_subdirs(stack[k].fd, stack[k].subdirs)) {
+    note_errno();
+    stack[k].subdirs.clear();
+    unread(k);  // its own files were read; what is below it is not known
+  }
+  level& top = stack[k];
+  top.subdirs.shrink_to_fit();
+  top.cost = sizeof(level) + top.subdirs.capacity() * sizeof(std::string);
+  for (const auto& s : top.subdirs)
+    if (s.capacity() > 15) top.cost += s.capacity() + 1;  // beyond the string's own buffer
+  held += top.cost;
+  out.walk_peak = std::max(out.walk_peak, held);
+}
+
+inline void dst_rule_walk::close_out_of_window() {
+  if (stack.size() > window) {  // the level that falls out of the window is closed
+    level& old = stack[stack.size() - 1 - window];
+    if (old.fd >= 0) ::close(old.fd);
+    old.fd = -1;
+  }
+}
+
+inline bool dst_rule_walk::reopen() {
+  level& top = stack.back();
+  const std::size_t k = stack.size() - 1;
+  if (carry < 0 || carry_depth <= k) return false;
+  int fd = carry;
+  for (std::size_t ups = carry_depth - k; ups > 0;) {
+    const std::size_t step = std::min<std::size_t>(ups, 1000);  // "../" * step within PATH_MAX
+    std::string up;
+    for (std::size_t i = 0; i < step; ++i) up += i ? "/.." : "..";
+    const int next = ::openat(fd, up.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (next < 0) note_errno();
+    if (fd != carry) ::close(fd);
+    if (next < 0) return false;
+    fd = next;
+    ups -= step;
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || st.st_dev != top.dev || st.st_ino != top.ino) {
+    ::close(fd);  // not the directory it was (moved meanwhile)
+    return false;
+  }
+  top.fd = fd;
+  ++out.reopened;
+  return true;
+}
+
+inline void dst_rule_walk::back_up() {
+  level& top = stack.back();
+  if (top.fd >= 0) {
+    close_carry();
+    carry = top.fd;  // to reopen a closed level above with work left
+    carry_depth = stack.size() - 1;
+  }
+  held -= top.cost;
+  stack.pop_back();
+}
+
+inline void dst_rule_walk::descend() {
+  level& top = stack.back();
+  const std::string& name = top.subdirs[top.next++];
+  const int fd = ::openat(top.fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    enter(fd);  // (it moves the stack: `top` and `name` are not used after it)
+  } else if (errno != ENOTDIR && errno != ELOOP && errno != ENOENT) {
+    note_errno();
+    // a directory there that could not be opened
+    const node_id up = node_of(stack.size() - 1);
+    const node_id n = up == none ? up : out.child(up, name);
+    if (n == none || !out.keep_unread(n)) stop = true;
+  }
 }
 
 }  // namespace detail
