@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -72,135 +73,155 @@ inline trusted_open_result open_trusted_dir_at(int dirfd, std::string_view shown
 }
 
 namespace detail {
+
+/// One walk of open_trusted(): the directory reached (a descriptor of its own, or the working
+/// directory), its path for messages, what is left of the path, and the links left to follow.
+/// Each step takes one component; a step that ends the walk leaves its outcome in the result.
+class trusted_walk {
+ public:
+  trusted_walk(int flags, bool keep_parent) : flags_(flags), keep_parent_(keep_parent) {}
+  trusted_walk(const trusted_walk&) = delete;
+  trusted_walk& operator=(const trusted_walk&) = delete;
+  ~trusted_walk() { close_dir(); }
+
+  trusted_open_result run(std::string_view path, int start, std::string_view start_shown) {
+    if (begin(path, start, start_shown))
+      while (step()) {
+      }
+    return std::move(r_);
+  }
+
+ private:
+  static constexpr int dir_flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
+
+  void close_dir() {
+    if (dfd_ >= 0) ::close(dfd_);
+    dfd_ = -1;
+  }
+  int at() const { return dfd_ >= 0 ? dfd_ : AT_FDCWD; }
+  bool restart_at_root() {
+    close_dir();
+    dfd_ = ::open("/", dir_flags);
+    reached_ = "/";
+    return dfd_ >= 0;
+  }
+  // Ends the walk with `error` (an errno value).  Always false.
+  bool stop(int error) {
+    r_.error = error;
+    close_dir();
+    return false;
+  }
+
+  // The walk's start: the caller's directory (a descriptor of our own), or the working directory;
+  // the root for an absolute path.  False when it ended there.
+  bool begin(std::string_view path, int start, std::string_view start_shown) {
+    if (path.empty()) return stop(ENOENT);
+    if (start >= 0) {
+      dfd_ = ::openat(start, ".", dir_flags);
+      if (dfd_ < 0) return stop(errno);
+      reached_ = std::string(start_shown);
+    }
+    remaining_ = std::string(path);
+    if (remaining_[0] == '/' && !restart_at_root()) return stop(errno);
+    return true;
+  }
+
+  // The next component of what is left: skipped ("."), missing, a link (followed when trusted),
+  // the last one (opened), or a directory entered.  False when the walk ended.
+  bool step() {
+    const std::size_t first = remaining_.find_first_not_of('/');
+    if (first == std::string::npos) return open_final(".", flags_);  // nothing left: the directory reached itself
+    remaining_.erase(0, first);
+    const std::size_t slash = remaining_.find('/');
+    const std::string comp = remaining_.substr(0, slash);
+    const bool last = remaining_.find_first_not_of('/', comp.size()) == std::string::npos;
+    remaining_.erase(0, slash == std::string::npos ? remaining_.size() : slash);
+    const std::string shown = reached_.empty()         ? comp
+                              : reached_.back() == '/' ? reached_ + comp
+                                                       : reached_ + '/' + comp;
+    if (comp == "." && !last) return true;
+    const bool named = comp != "." && comp != "..";
+    struct stat st;
+    if (named && ::fstatat(at(), comp.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return missing(errno, comp, last);
+    if (named && S_ISLNK(st.st_mode)) return follow(comp, shown, last);
+    if (last) return open_final(comp, flags_ | O_NOFOLLOW);
+    const int next = ::openat(at(), comp.c_str(), dir_flags | O_NOFOLLOW);
+    if (next < 0) return stop(errno);
+    close_dir();
+    dfd_ = next;
+    reached_ = shown;  // (".." kept as spelled: the name is for messages only)
+    return true;
+  }
+
+  // What the path names, opened in the directory reached.  Always false (the walk ends).
+  bool open_final(const std::string& name, int flags) {
+    r_.fd = ::openat(at(), name.c_str(), flags);
+    if (r_.fd < 0) r_.error = errno;
+    close_dir();
+    return false;
+  }
+
+  // A component that could not be stat'ed (`error`).  With keep_parent, a missing last component
+  // not reached through a link keeps the directory reached and the name, for the caller to make.
+  bool missing(int error, const std::string& comp, bool last) {
+    r_.error = error;
+    if (error == ENOENT && last && keep_parent_ && via_link_) r_.dangling = true;
+    if (error == ENOENT && last && keep_parent_ && !via_link_) {  // the name to make, in the directory reached
+      r_.parent = dfd_ >= 0 ? dfd_ : ::open(".", dir_flags);
+      dfd_ = -1;
+      r_.leaf = comp;
+      if (r_.parent < 0) r_.error = errno;
+    }
+    close_dir();
+    return false;
+  }
+
+  // A symbolic link at `comp`: followed when root or the effective user owns it (at most 40),
+  // its target put before what is left.  The owner is checked and the target read on one
+  // descriptor of the link: a link exchanged for another after the check is not the one read
+  // (readlinkat of "" reads the link itself).  False when the walk ended.
+  bool follow(const std::string& comp, const std::string& shown, bool last) {
+    struct stat st;
+    const int link = ::openat(at(), comp.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (link < 0 || ::fstat(link, &st) != 0 || !S_ISLNK(st.st_mode)) {
+      const int error = link < 0 ? errno : EAGAIN;  // (no longer a link: the path changed during the walk)
+      if (link >= 0) ::close(link);
+      return stop(error);
+    }
+    if (st.st_uid != 0 && st.st_uid != me_) {
+      ::close(link);
+      r_.untrusted = shown;
+      r_.owner = st.st_uid;
+      return stop(ELOOP);
+    }
+    if (--links_ < 0) return ::close(link), stop(ELOOP);
+    std::string target(static_cast<std::size_t>(st.st_size > 0 ? st.st_size : 0) + 256, '\0');
+    const ssize_t n = ::readlinkat(link, "", &target[0], target.size());
+    const int read_error = errno;
+    ::close(link);
+    if (last) via_link_ = true;  // what the path ends at is reached through a link
+    if (n < 0 || static_cast<std::size_t>(n) >= target.size()) return stop(n < 0 ? read_error : ENAMETOOLONG);
+    target.resize(static_cast<std::size_t>(n));
+    if (target.empty()) return stop(ENOENT);
+    remaining_ = target + remaining_;  // the link's target, then what followed the link
+    if (target[0] == '/' && !restart_at_root()) return stop(errno);
+    return true;
+  }
+
+  int flags_;
+  bool keep_parent_;
+  uid_t me_ = ::geteuid();
+  int dfd_ = -1;          // -1: the working directory (AT_FDCWD), not owned
+  std::string reached_;   // the directory reached, as a path ("" for the working directory)
+  std::string remaining_;
+  int links_ = 40;
+  bool via_link_ = false;  // the last component was a link, followed
+  trusted_open_result r_;
+};
+
 inline trusted_open_result walk_trusted(std::string_view path, int flags, bool keep_parent, int start,
                                         std::string_view start_shown) {
-  trusted_open_result r;
-  if (path.empty()) {
-    r.error = ENOENT;
-    return r;
-  }
-  const int dir_flags = O_PATH | O_DIRECTORY | O_CLOEXEC;
-  const uid_t me = ::geteuid();
-  int dfd = -1;  // -1: the working directory (AT_FDCWD), not owned
-  std::string reached;  // the directory reached, as a path ("" for the working directory)
-  if (start >= 0) {  // from the caller's directory: a descriptor of our own
-    dfd = ::openat(start, ".", dir_flags);
-    if (dfd < 0) {
-      r.error = errno;
-      return r;
-    }
-    reached = std::string(start_shown);
-  }
-  const auto close_dir = [&dfd] {
-    if (dfd >= 0) ::close(dfd);
-    dfd = -1;
-  };
-  const auto at = [&dfd] { return dfd >= 0 ? dfd : AT_FDCWD; };
-  const auto restart_at_root = [&]() -> bool {
-    close_dir();
-    dfd = ::open("/", dir_flags);
-    reached = "/";
-    return dfd >= 0;
-  };
-  std::string remaining(path);
-  if (remaining[0] == '/' && !restart_at_root()) {
-    r.error = errno;
-    return r;
-  }
-  int links = 40;
-  bool via_link = false;  // the last component was a link, followed
-  for (;;) {
-    std::size_t start = remaining.find_first_not_of('/');
-    if (start == std::string::npos) {  // nothing left: the directory reached itself
-      const int fd = ::openat(at(), ".", flags);
-      if (fd < 0) r.error = errno;
-      r.fd = fd;
-      close_dir();
-      return r;
-    }
-    remaining.erase(0, start);
-    const std::size_t slash = remaining.find('/');
-    const std::string comp = remaining.substr(0, slash);
-    const bool last = remaining.find_first_not_of('/', comp.size()) == std::string::npos;
-    remaining.erase(0, slash == std::string::npos ? remaining.size() : slash);
-    const std::string shown = reached.empty() ? comp : reached.back() == '/' ? reached + comp : reached + '/' + comp;
-    if (comp == "." && !last) continue;
-    struct stat st;
-    if (comp != "." && comp != ".." && ::fstatat(at(), comp.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      r.error = errno;
-      if (r.error == ENOENT && last && keep_parent && via_link) r.dangling = true;
-      if (r.error == ENOENT && last && keep_parent && !via_link) {  // the name to make, in the directory reached
-        r.parent = dfd >= 0 ? dfd : ::open(".", dir_flags);
-        dfd = -1;
-        r.leaf = comp;
-        if (r.parent < 0) r.error = errno;
-      }
-      close_dir();
-      return r;
-    }
-    if (comp != "." && comp != ".." && S_ISLNK(st.st_mode)) {
-      // the owner checked and the target read on one descriptor of the link: a link exchanged for
-      // another after the check is not the one read (readlinkat of "" reads the link itself)
-      const int link = ::openat(at(), comp.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
-      if (link < 0 || ::fstat(link, &st) != 0 || !S_ISLNK(st.st_mode)) {
-        r.error = link < 0 ? errno : EAGAIN;  // (no longer a link: the path changed during the walk)
-        if (link >= 0) ::close(link);
-        close_dir();
-        return r;
-      }
-      if (st.st_uid != 0 && st.st_uid != me) {
-        ::close(link);
-        r.error = ELOOP;
-        r.untrusted = shown;
-        r.owner = st.st_uid;
-        close_dir();
-        return r;
-      }
-      if (--links < 0) {
-        ::close(link);
-        r.error = ELOOP;
-        close_dir();
-        return r;
-      }
-      std::string target(static_cast<std::size_t>(st.st_size > 0 ? st.st_size : 0) + 256, '\0');
-      const ssize_t n = ::readlinkat(link, "", &target[0], target.size());
-      ::close(link);
-      if (last) via_link = true;  // what the path ends at is reached through a link
-      if (n < 0 || static_cast<std::size_t>(n) >= target.size()) {
-        r.error = n < 0 ? errno : ENAMETOOLONG;
-        close_dir();
-        return r;
-      }
-      target.resize(static_cast<std::size_t>(n));
-      if (target.empty()) {
-        r.error = ENOENT;
-        close_dir();
-        return r;
-      }
-      remaining = target + remaining;  // the link's target, then what followed the link
-      if (target[0] == '/' && !restart_at_root()) {
-        r.error = errno;
-        close_dir();
-        return r;
-      }
-      continue;
-    }
-    if (last) {
-      r.fd = ::openat(at(), comp.c_str(), flags | O_NOFOLLOW);
-      if (r.fd < 0) r.error = errno;
-      close_dir();
-      return r;
-    }
-    const int next = ::openat(at(), comp.c_str(), dir_flags | O_NOFOLLOW);
-    if (next < 0) {
-      r.error = errno;
-      close_dir();
-      return r;
-    }
-    close_dir();
-    dfd = next;
-    reached = shown;  // (".." kept as spelled: the name is for messages only)
-  }
+  return trusted_walk(flags, keep_parent).run(path, start, start_shown);
 }
 }  // namespace detail
 
