@@ -43,54 +43,58 @@ inline char type_letter(treesync::file_type t) {
 /// then differs by content ('c'), whatever its size.  `ignore_times` says it rewrote files without
 /// comparing them (-I): an updated file whose size and time matched is then not known to differ
 /// (>f........., as rsync), where otherwise only a content check could have found it changed.
+namespace detail {
+
+/// rsync's code of something new: X's letter (code[0]), then '+' in every other column.
+inline std::string itemize_new(std::string code, char x) {
+  code[0] = x;
+  for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
+  return code;
+}
+
+/// The columns s, t, p, o, g of what `changes` holds.
+inline std::string itemize_changes(std::string code, treesync::changed changes) {
+  using treesync::changed;
+  const std::pair<changed, std::size_t> columns[] = {
+      {changed::size, 3}, {changed::mtime, 4}, {changed::mode, 5}, {changed::owner, 6}, {changed::group, 7}};
+  static const char letters[] = "...stpog";
+  for (const auto& [what, column] : columns)
+    if (treesync::any(changes & what)) code[column] = letters[column];
+  return code;
+}
+
+}  // namespace detail
+
 inline std::string itemize_code(const treesync::action& a, bool checksum, bool ignore_times = false) {
   using treesync::action_kind;
-  using treesync::file_type;
   using treesync::changed;
+  using treesync::file_type;
   std::string code(11, '.');
   code[1] = type_letter(a.type);
+  const char made = a.type == file_type::regular ? '>' : 'c';
   if (treesync::any(a.changes & changed::linked)) {  // -H: hf+++++++++ NAME => FIRST
-    code[0] = 'h';
-    if (a.kind == action_kind::create || treesync::any(a.changes & changed::replaced)) {
-      for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
-      return code;
-    }
+    if (a.kind == action_kind::create || treesync::any(a.changes & changed::replaced))
+      return detail::itemize_new(code, 'h');
     // a file that was there: what it had that differs from FIRST (hf.st...... NAME => FIRST); as
     // rsync, all spaces when nothing does (hf          NAME => FIRST)
-    if (treesync::any(a.changes & changed::size)) code[3] = 's';
-    if (treesync::any(a.changes & changed::mtime)) code[4] = 't';
-    if (treesync::any(a.changes & changed::mode)) code[5] = 'p';
-    if (treesync::any(a.changes & changed::owner)) code[6] = 'o';
-    if (treesync::any(a.changes & changed::group)) code[7] = 'g';
+    code[0] = 'h';
+    code = detail::itemize_changes(code, a.changes);
     if (code.find_first_not_of('.', 2) == std::string::npos)
       for (std::size_t k = 2; k < code.size(); ++k) code[k] = ' ';
     return code;
   }
-  if (a.kind == action_kind::update && treesync::any(a.changes & changed::replaced)) {
-    // an entry of another type replaced: rsync itemizes it as new (>f+++++++++, cL+++++++++)
-    code[0] = a.type == file_type::regular ? '>' : 'c';
-    for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
-    return code;
-  }
+  // an entry of another type replaced: rsync itemizes it as new (>f+++++++++, cL+++++++++)
+  if (a.kind == action_kind::update && treesync::any(a.changes & changed::replaced)) return detail::itemize_new(code, made);
   switch (a.kind) {
     case action_kind::remove: return "*deleting  ";
-    case action_kind::create:
-      code[0] = a.type == file_type::regular ? '>' : 'c';
-      for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
-      return code;
+    case action_kind::create: return detail::itemize_new(code, made);
     case action_kind::update:
-      if (a.type == file_type::directory) {  // an entry of another type replaced by a directory
-        code[0] = 'c';
-        for (std::size_t k = 2; k < code.size(); ++k) code[k] = '+';
-        return code;
-      }
+      // an entry of another type replaced by a directory
+      if (a.type == file_type::directory) return detail::itemize_new(code, 'c');
       if (a.type == file_type::symlink) {  // 'c': the link's target changed; 't': its mtime
         code[0] = 'c';
         code[2] = 'c';
-        if (treesync::any(a.changes & changed::mtime)) code[4] = 't';
-        if (treesync::any(a.changes & changed::owner)) code[6] = 'o';
-        if (treesync::any(a.changes & changed::group)) code[7] = 'g';
-        return code;
+        return detail::itemize_changes(code, a.changes & (changed::mtime | changed::owner | changed::group));
       }
       code[0] = '>';
       // -c: a file rewritten has other content whatever its size (rsync prints 'c' then too)
@@ -103,12 +107,7 @@ inline std::string itemize_code(const treesync::action& a, bool checksum, bool i
     case action_kind::error:
     case action_kind::vanished: return {};
   }
-  if (treesync::any(a.changes & changed::size)) code[3] = 's';
-  if (treesync::any(a.changes & changed::mtime)) code[4] = 't';
-  if (treesync::any(a.changes & changed::mode)) code[5] = 'p';
-  if (treesync::any(a.changes & changed::owner)) code[6] = 'o';
-  if (treesync::any(a.changes & changed::group)) code[7] = 'g';
-  return code;
+  return detail::itemize_changes(code, a.changes);
 }
 
 /// -v's word for an action
