@@ -35,6 +35,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -80,6 +81,34 @@ struct progress_state {
   double seconds = 0;         // since the start
   std::string name;           // the latest entry, display()ed
 };
+
+/// The progress line `line` with the latest entry's `name` after it, cut to a terminal of `width`
+/// columns (0: no terminal, nothing cut): the numbers never wrap, the name keeps its end.
+inline std::string fit_progress_line(std::string line, const std::string& name, std::size_t width) {
+  if (width == 0) return name.empty() ? line : line + ' ' + name;
+  // a terminal narrower than the numbers: they are cut, the line must not wrap (all ASCII so far)
+  if (width < 2) return std::string();
+  if (line.size() > width - 1) line.resize(width - 1);
+  if (name.empty()) return line;
+  // columns, counted as code points (display() output is valid UTF-8)
+  const auto columns = [](std::string_view t) {
+    std::size_t n = 0;
+    for (char c : t)
+      if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++n;
+    return n;
+  };
+  const std::size_t used = columns(line) + 1;
+  if (used + 4 > width - 1) return line;  // no room for a name worth showing
+  const std::size_t room = width - 1 - used;
+  if (columns(name) <= room) return line + ' ' + name;
+  // keep the end of the name: the last `room - 3` code points
+  std::size_t keep = room - 3, start = name.size();
+  while (start > 0 && keep > 0) {
+    --start;
+    if ((static_cast<unsigned char>(name[start]) & 0xc0) != 0x80) --keep;
+  }
+  return line + " ..." + name.substr(start);
+}
 
 /// The text of the line (no '\r', no newline).  `width` > 0 (a terminal): the bytes in KiB, MiB...
 /// and at most width - 1 columns, the name shortened from the left ("...") or left out to fit;
@@ -128,29 +157,7 @@ inline std::string progress_line(const progress_state& s, std::size_t width) {
   line += final_totals ? " to-chk=" : " ir-chk=";
   line += std::to_string(entries_total - entries_done) + '/' + std::to_string(entries_total);
   if (!final_totals) line += '+';
-  if (width == 0) return s.name.empty() ? line : line + ' ' + s.name;
-  // a terminal narrower than the numbers: they are cut, the line must not wrap (all ASCII so far)
-  if (width < 2) return std::string();
-  if (line.size() > width - 1) line.resize(width - 1);
-  if (s.name.empty()) return line;
-  // columns, counted as code points (display() output is valid UTF-8)
-  const auto columns = [](std::string_view t) {
-    std::size_t n = 0;
-    for (char c : t)
-      if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++n;
-    return n;
-  };
-  const std::size_t used = columns(line) + 1;
-  if (used + 4 > width - 1) return line;  // no room for a name worth showing
-  const std::size_t room = width - 1 - used;
-  if (columns(s.name) <= room) return line + ' ' + s.name;
-  // keep the end of the name: the last `room - 3` code points
-  std::size_t keep = room - 3, start = s.name.size();
-  while (start > 0 && keep > 0) {
-    --start;
-    if ((static_cast<unsigned char>(s.name[start]) & 0xc0) != 0x80) --keep;
-  }
-  return line + " ..." + s.name.substr(start);
+  return fit_progress_line(std::move(line), s.name, width);
 }
 
 /// The progress meter: counters fed by the run's observer and comparison and by the counting
