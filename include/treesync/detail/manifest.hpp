@@ -518,6 +518,41 @@ class manifest_reader {
     stage_ = stage::done;
   }
 
+  // A directory record below the root, at `depth`, named by `name_text`: its parent is the last
+  // directory of depth - 1, which lists it (listed) or gets it as a directory entry (unlisted,
+  // names in order).  False after fail().
+  bool attach(dir_record& d, std::uint64_t depth, std::string_view name_text) {
+    if (depth > path_.size()) return fail("a directory deeper than its parent's depth + 1");
+    if (!name_field(name_text, d.name, "the directory name")) return false;
+    path_.resize(depth);
+    d.parent = path_.back();
+    dir_record& parent = m_.dirs[d.parent];
+    if (parent.listed) {
+      const auto it = std::lower_bound(parent.entries.begin(), parent.entries.end(), d.name,
+                                       [](const entry_record& e, const std::string& x) { return e.name < x; });
+      if (it == parent.entries.end() || it->name != d.name || it->type != file_type::directory)
+        return fail("the parent does not list it as a directory");
+      if (it->sub != no_record) return fail("a directory recorded twice");
+      it->sub = m_.dirs.size();
+      return true;
+    }
+    if (!parent.entries.empty() && !(parent.entries.back().name < d.name))
+      return fail("directories below an unlisted one are not sorted by name");
+    std::vector<entry_record>& kids = parent.entries;
+    if (kids.size() == kids.capacity()) {  // grown here, by doubling: the growth is charged first
+      const std::size_t more = std::max<std::size_t>(4, kids.capacity());
+      if (!charge_entries(more)) return false;
+      kids.reserve(kids.capacity() + more);
+    }
+    entry_record e;
+    e.name = d.name;
+    e.type = file_type::directory;
+    e.sub = m_.dirs.size();
+    if (!charge(heap_of(e.name))) return false;
+    kids.push_back(std::move(e));
+    return true;
+  }
+
   void dir(std::string_view l) {
     const auto f = fields(l);
     const bool listed = f[0] == "D";
@@ -529,35 +564,8 @@ class manifest_reader {
     if (depth == 0) {
       if (!m_.dirs.empty()) return (void)fail("a second root");
       if (f[2] != "/") return (void)fail("the root is not named \"/\"");
-    } else {
-      if (depth > path_.size()) return (void)fail("a directory deeper than its parent's depth + 1");
-      if (!name_field(f[2], d.name, "the directory name")) return;
-      path_.resize(depth);
-      d.parent = path_.back();
-      dir_record& parent = m_.dirs[d.parent];
-      if (parent.listed) {
-        const auto it = std::lower_bound(parent.entries.begin(), parent.entries.end(), d.name,
-                                         [](const entry_record& e, const std::string& x) { return e.name < x; });
-        if (it == parent.entries.end() || it->name != d.name || it->type != file_type::directory)
-          return (void)fail("the parent does not list it as a directory");
-        if (it->sub != no_record) return (void)fail("a directory recorded twice");
-        it->sub = m_.dirs.size();
-      } else {
-        if (!parent.entries.empty() && !(parent.entries.back().name < d.name))
-          return (void)fail("directories below an unlisted one are not sorted by name");
-        std::vector<entry_record>& kids = parent.entries;
-        if (kids.size() == kids.capacity()) {  // grown here, by doubling: the growth is charged first
-          const std::size_t more = std::max<std::size_t>(4, kids.capacity());
-          if (!charge_entries(more)) return;
-          kids.reserve(kids.capacity() + more);
-        }
-        entry_record e;
-        e.name = d.name;
-        e.type = file_type::directory;
-        e.sub = m_.dirs.size();
-        if (!charge(heap_of(e.name))) return;
-        kids.push_back(std::move(e));
-      }
+    } else if (!attach(d, depth, f[2])) {
+      return;
     }
     if (listed) {
       std::uint64_t settled = 0;
