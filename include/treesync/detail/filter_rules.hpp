@@ -594,163 +594,126 @@ class filter_rules {
     if (text.empty()) return;  // no rules (and no copy of a deep directory's path)
     held_text += text.size();
     if (held_text > 2 * max_file_size) throw over_budget{};
-    budget_state& budget = *out.budget;
-    const auto charge = [&](std::size_t pattern_size) {
-      const std::size_t n = 1 + pattern_size / pattern_unit;
-      if (budget.held.fetch_add(n) + n > budget.limit) {
-        budget.held.fetch_sub(n);
-        throw over_budget{};
-      }
-      out.charged += n;
-    };
-    const auto keep = [&](rule r) {
-      charge(r.pattern.size());
-      out.rules.push_back(std::move(r));
-    };
-    std::string where = std::string(dir);
-    if (!where.empty()) where += '/';
-    where += name;
-    if (!merged_at.empty()) where = "the file merged at " + merged_at + ", its";
-    std::size_t lineno = 0;
-    const auto bad = [&](std::string_view) {
-      throw filter_error("Unknown filter rule: <rule from " + where + " line " + std::to_string(lineno) + ">");
-    };
-    const auto one = [&](std::string_view token) {
-      if (mods & (mod_exclude | mod_include)) {
-        if (token == "!" && (mods & mod_cvs)) {
-          out.rules.clear();
-          out.cleared = true;
-          return;
-        }
-        keep(make_rule((mods & mod_include) != 0, token));
-        return;
-      }
-      parsed p;
-      if (!parse_rule(token, p)) bad(token);
-      switch (p.kind) {
-        case kind_clear:
-          out.rules.clear();  // their count stays charged, as their capacity stays held
-          out.cleared = true;
-          break;
-        case kind_include:
-        case kind_exclude:
-          if (p.arg.empty()) break;
-          keep(make_rule(p.kind == kind_include, p.arg, (p.mods & mod_negate) != 0));
-          break;
-        case kind_dir_merge:
-          check_merge_name(p.arg, where, lineno);
-          if (p.mods & mod_self) keep(make_rule(false, basename(p.arg)));
-          keep(merge_rule(p.arg, p.mods));
-          break;
-        case kind_merge: {
-          check_merge_name(p.arg, where, lineno);
-          if (depth >= merge_depth_error::max_merge_depth)  // a merge file that merges itself comes here
-            throw merge_depth_error("merge-file include depth limit (" + std::to_string(merge_depth_error::max_merge_depth) +
-                                    ") exceeded at <rule from " + where + " line " + std::to_string(lineno) + ">");
-          if (++merges > max_merges_per_file)
-            throw filter_error("more than " + std::to_string(max_merges_per_file) + " merge files read for one rule file (" +
-                               where + " line " + std::to_string(lineno) + ")");
-          charge(0);  // the line itself: a file merged N times is parsed, and counted, N times
-          if (p.mods & mod_self) keep(make_rule(false, basename(p.arg)));
-          parse_file(dir, p.arg, p.mods, out, merges, std::string(dir).append(dir.empty() ? "" : "/").append(name) + " line " + std::to_string(lineno), held_text, depth + 1);
-          break;
-        }
-      }
-    };
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-      std::size_t end = text.find('\n', pos);
-      if (end == std::string_view::npos) end = text.size();
-      std::string_view line = std::string_view(text).substr(pos, end - pos);
-      pos = end + 1;
-      ++lineno;
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (!(mods & mod_words)) {
-        if (line.empty() || line.front() == '#' || line.front() == ';') continue;
-        one(line);
-        continue;
-      }
-      std::size_t i = 0;  // words: split on whitespace, a lone prefix joined with the next word
-      const auto word = [&](std::size_t& k) {
-        while (k < line.size() && std::isspace(static_cast<unsigned char>(line[k]))) ++k;
-        const std::size_t b = k;
-        while (k < line.size() && !std::isspace(static_cast<unsigned char>(line[k]))) ++k;
-        return line.substr(b, k - b);
-      };
-      for (std::string_view w = word(i); !w.empty(); w = word(i)) {
-        const bool prefix_only = !(mods & (mod_exclude | mod_include)) &&
-                                 (w == "+" || w == "-" || w == "." || w == ":" || w == "include" || w == "exclude" ||
-                                  w == "merge" || w == "dir-merge");
-        if (prefix_only) {  // "- foo + bar": two rules
-          const std::string_view next = word(i);
-          if (!next.empty()) w = line.substr(static_cast<std::size_t>(w.data() - line.data()),
-                                             static_cast<std::size_t>(next.data() + next.size() - w.data()));
-        }
-        one(w);
-      }
-    }
+    file_parse parse{*this, dir, name, mods, out, merges, held_text, depth, std::string(dir), 0};
+    if (!parse.where.empty()) parse.where += '/';
+    parse.where += name;
+    if (!merged_at.empty()) parse.where = "the file merged at " + merged_at + ", its";
+    parse.lines(text);
   }
+
+  // The parse of one rule file's text (parse_file's steps): the file, the line being read, and
+  // what its rules go into.  Its steps are defined after filter_rules.
+  struct file_parse {
+    const filter_rules& self;  // its loader, for the files a `merge` line reads
+    std::string_view dir;      // the rule file's directory, "" at the root
+    std::string_view name;     // its name there
+    unsigned mods;             // the merge modifiers it is parsed with
+    rule_file& out;            // the rules parsed, counted in out.budget
+    int& merges;               // the single-instance merges read so far for the top file
+    std::size_t held_text;     // the texts being parsed at once, this one's included
+    int depth;                 // the files in the chain of merges down to this one (1: the top)
+    std::string where;         // the file as its errors name it
+    std::size_t lineno;        // the line being parsed (1: the first)
+
+    /// Counts a rule with a pattern of `pattern_size` bytes in the budget (over_budget past it).
+    void charge(std::size_t pattern_size);
+    /// Charges the rule `r` and appends it to the file's rules.
+    void keep(rule r);
+    /// Parses `text` line by line: each line one rule, or with mod_words the words of each.
+    void lines(std::string_view text);
+    /// Parses the line `line` as words split on whitespace, a lone prefix joined with the next word.
+    void words(std::string_view line);
+    /// Parses one rule (a line or a word): a pattern as the file's mods say, or rsync's rule syntax.
+    void one(std::string_view token);
+    /// A `merge` / `.` rule: checked and counted, then the file it names is parsed in place.
+    void merge(const parsed& p);
+    /// Throws the "Unknown filter rule" error of the line being parsed (its text not quoted).
+    [[noreturn]] void bad() const;
+  };
 
   // The context of the directory `dir` (length+1 = `base`; the root: "" and 0) below `parent`.
   std::shared_ptr<const dir_ctx> build(const dir_ctx* parent, std::string_view dir, std::size_t base) const {
-    struct {
-      std::vector<slot> slots;
-    } building, *ctx = &building;  // the slots, shared with the parent's when they come out the same
-    const auto active = [&](std::string_view name) {
-      for (const slot& s : ctx->slots)
-        if (s.merge->pattern == name) return true;
-      return false;
-    };
+    std::vector<slot> slots = first_slots(parent);
+    for (std::size_t i = 0; i < slots.size(); ++i) read_slot(slots, i, dir, base);  // it may add slots
+    return share_slots(parent, std::move(slots));
+  }
+
+  // Whether one of `slots` is for the dir-merge name `name` (a duplicate name is not active: rsync).
+  static bool active(const std::vector<slot>& slots, std::string_view name) {
+    for (const slot& s : slots)
+      if (s.merge->pattern == name) return true;
+    return false;
+  }
+
+  // The slots a directory starts with: its parent's (what they inherit, nothing current yet), or
+  // at the root those of the filter's own dir-merge rules.
+  std::vector<slot> first_slots(const dir_ctx* parent) const {
+    std::vector<slot> slots;
     if (parent) {
-      ctx->slots.reserve(parent->slots->size());
-      for (const slot& s : *parent->slots) ctx->slots.push_back(slot{s.merge, s.owner, nullptr, s.inherit});
+      slots.reserve(parent->slots->size());
+      for (const slot& s : *parent->slots) slots.push_back(slot{s.merge, s.owner, nullptr, s.inherit});
     } else {
       for (const rule& r : rules_)
-        if (r.merge && !active(r.pattern)) ctx->slots.push_back(slot{&r, nullptr, nullptr, nullptr});
+        if (r.merge && !active(slots, r.pattern)) slots.push_back(slot{&r, nullptr, nullptr, nullptr});
     }
-    for (std::size_t i = 0; i < ctx->slots.size(); ++i) {
-      const rule* m = ctx->slots[i].merge;
-      auto file = std::make_shared<rule_file>();
-      file->budget = shared_->budget;
-      int merges = 0;
-      try {
-        parse_file(dir, m->pattern, m->mods, *file, merges);
-      } catch (const over_budget&) {
-        shared_->budget->overflows.fetch_add(1);
-        file->release();
-        std::vector<rule>().swap(file->rules);  // its memory given back, not only its count
-        if (shared_->past == past_budget::refuse)
-          throw filter_error("the rule files in force hold more than " + std::to_string(shared_->budget->limit) +
-                             " rules, or merge more than " + std::to_string((2 * max_file_size) >> 20) +
-                             " MiB at once (the filter's rule budget), at " + std::string(dir) + (dir.empty() ? "" : "/") +
-                             m->pattern);
-        file->rules.push_back(make_rule(false, "*"));  // keep everything here and below
-        file->cleared = false;
-      }
-      if (file->rules.empty() && !file->cleared) {
-        ctx->slots[i].current = ctx->slots[i].inherit;
-      } else {
-        for (const rule& r : file->rules)  // dir-merge rules of the file start here
-          if (r.merge && !active(r.pattern)) ctx->slots.push_back(slot{&r, file, nullptr, nullptr});
-        auto l = std::make_shared<layer>();
-        l->file = file;
-        if (!file->cleared) l->up = ctx->slots[i].inherit;
-        l->base = base;
-        ctx->slots[i].current = std::move(l);
-      }
-      ctx->slots[i].inherit = (m->mods & mod_no_inherit) ? nullptr : ctx->slots[i].current;
+    return slots;
+  }
+
+  // The rule file of the dir-merge rule `m` in the directory `dir`, parsed.  Past the budget: the
+  // filter_error, or (past_budget::keep_all) a file that excludes everything here and below.
+  std::shared_ptr<rule_file> read_merge_file(std::string_view dir, const rule& m) const {
+    auto file = std::make_shared<rule_file>();
+    file->budget = shared_->budget;
+    int merges = 0;
+    try {
+      parse_file(dir, m.pattern, m.mods, *file, merges);
+    } catch (const over_budget&) {
+      shared_->budget->overflows.fetch_add(1);
+      file->release();
+      std::vector<rule>().swap(file->rules);  // its memory given back, not only its count
+      if (shared_->past == past_budget::refuse)
+        throw filter_error("the rule files in force hold more than " + std::to_string(shared_->budget->limit) +
+                           " rules, or merge more than " + std::to_string((2 * max_file_size) >> 20) +
+                           " MiB at once (the filter's rule budget), at " + std::string(dir) + (dir.empty() ? "" : "/") +
+                           m.pattern);
+      file->rules.push_back(make_rule(false, "*"));  // keep everything here and below
+      file->cleared = false;
     }
-    // a directory that changes nothing (no rule file of its own below an inherited one) shares its
-    // parent's slots: a chain of such directories costs a context each, not a context and slots
+    return file;
+  }
+
+  // Reads the file of `slots[i]` in the directory `dir`: its layer (or, when it changes nothing,
+  // the inherited one) becomes what applies here, its dir-merge rules new slots; then what the
+  // subdirectories inherit.
+  void read_slot(std::vector<slot>& slots, std::size_t i, std::string_view dir, std::size_t base) const {
+    const rule* m = slots[i].merge;
+    std::shared_ptr<rule_file> file = read_merge_file(dir, *m);
+    if (file->rules.empty() && !file->cleared) {
+      slots[i].current = slots[i].inherit;
+    } else {
+      for (const rule& r : file->rules)  // dir-merge rules of the file start here
+        if (r.merge && !active(slots, r.pattern)) slots.push_back(slot{&r, file, nullptr, nullptr});
+      auto l = std::make_shared<layer>();
+      l->file = file;
+      if (!file->cleared) l->up = slots[i].inherit;
+      l->base = base;
+      slots[i].current = std::move(l);
+    }
+    slots[i].inherit = (m->mods & mod_no_inherit) ? nullptr : slots[i].current;
+  }
+
+  // The context holding `slots`: a directory that changes nothing (no rule file of its own below
+  // an inherited one) shares its parent's slots, so that a chain of such directories costs a
+  // context each, not a context and slots.
+  static std::shared_ptr<const dir_ctx> share_slots(const dir_ctx* parent, std::vector<slot> slots) {
     auto made = std::make_shared<dir_ctx>();
     const auto same = [](const slot& a, const slot& b) {
       return a.merge == b.merge && a.owner == b.owner && a.current == b.current && a.inherit == b.inherit;
     };
-    if (parent && std::equal(building.slots.begin(), building.slots.end(), parent->slots->begin(),
-                             parent->slots->end(), same))
+    if (parent && std::equal(slots.begin(), slots.end(), parent->slots->begin(), parent->slots->end(), same))
       made->slots = parent->slots;
     else
-      made->slots = std::make_shared<const std::vector<slot>>(std::move(building.slots));
+      made->slots = std::make_shared<const std::vector<slot>>(std::move(slots));
     return made;
   }
 
@@ -824,6 +787,115 @@ class filter_rules {
   bool has_merge_ = false;
   std::shared_ptr<shared_state> shared_;
 };
+
+// [treesync.detail.filter.parse] ------------------------------------------------------------------
+//
+// filter_rules::file_parse's steps (parse_file).
+
+inline void filter_rules::file_parse::charge(std::size_t pattern_size) {
+  budget_state& budget = *out.budget;
+  const std::size_t n = 1 + pattern_size / pattern_unit;
+  if (budget.held.fetch_add(n) + n > budget.limit) {
+    budget.held.fetch_sub(n);
+    throw over_budget{};
+  }
+  out.charged += n;
+}
+
+inline void filter_rules::file_parse::keep(rule r) {
+  charge(r.pattern.size());
+  out.rules.push_back(std::move(r));
+}
+
+inline void filter_rules::file_parse::lines(std::string_view text) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    pos = end + 1;
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (mods & mod_words) {
+      words(line);
+    } else if (!line.empty() && line.front() != '#' && line.front() != ';') {
+      one(line);
+    }
+  }
+}
+
+inline void filter_rules::file_parse::words(std::string_view line) {
+  std::size_t i = 0;
+  const auto word = [&](std::size_t& k) {
+    while (k < line.size() && std::isspace(static_cast<unsigned char>(line[k]))) ++k;
+    const std::size_t b = k;
+    while (k < line.size() && !std::isspace(static_cast<unsigned char>(line[k]))) ++k;
+    return line.substr(b, k - b);
+  };
+  for (std::string_view w = word(i); !w.empty(); w = word(i)) {
+    const bool prefix_only = !(mods & (mod_exclude | mod_include)) &&
+                             (w == "+" || w == "-" || w == "." || w == ":" || w == "include" || w == "exclude" ||
+                              w == "merge" || w == "dir-merge");
+    if (prefix_only) {  // "- foo + bar": two rules
+      const std::string_view next = word(i);
+      if (!next.empty()) w = line.substr(static_cast<std::size_t>(w.data() - line.data()),
+                                         static_cast<std::size_t>(next.data() + next.size() - w.data()));
+    }
+    one(w);
+  }
+}
+
+inline void filter_rules::file_parse::one(std::string_view token) {
+  if (mods & (mod_exclude | mod_include)) {
+    if (token == "!" && (mods & mod_cvs)) {
+      out.rules.clear();
+      out.cleared = true;
+      return;
+    }
+    keep(make_rule((mods & mod_include) != 0, token));
+    return;
+  }
+  parsed p;
+  if (!parse_rule(token, p)) bad();
+  switch (p.kind) {
+    case kind_clear:
+      out.rules.clear();  // their count stays charged, as their capacity stays held
+      out.cleared = true;
+      break;
+    case kind_include:
+    case kind_exclude:
+      if (p.arg.empty()) break;
+      keep(make_rule(p.kind == kind_include, p.arg, (p.mods & mod_negate) != 0));
+      break;
+    case kind_dir_merge:
+      check_merge_name(p.arg, where, lineno);
+      if (p.mods & mod_self) keep(make_rule(false, basename(p.arg)));
+      keep(merge_rule(p.arg, p.mods));
+      break;
+    case kind_merge:
+      merge(p);
+      break;
+  }
+}
+
+inline void filter_rules::file_parse::merge(const parsed& p) {
+  check_merge_name(p.arg, where, lineno);
+  if (depth >= merge_depth_error::max_merge_depth)  // a merge file that merges itself comes here
+    throw merge_depth_error("merge-file include depth limit (" + std::to_string(merge_depth_error::max_merge_depth) +
+                            ") exceeded at <rule from " + where + " line " + std::to_string(lineno) + ">");
+  if (++merges > max_merges_per_file)
+    throw filter_error("more than " + std::to_string(max_merges_per_file) + " merge files read for one rule file (" +
+                       where + " line " + std::to_string(lineno) + ")");
+  charge(0);  // the line itself: a file merged N times is parsed, and counted, N times
+  if (p.mods & mod_self) keep(make_rule(false, basename(p.arg)));
+  self.parse_file(dir, p.arg, p.mods, out, merges,
+                  std::string(dir).append(dir.empty() ? "" : "/").append(name) + " line " + std::to_string(lineno),
+                  held_text, depth + 1);
+}
+
+inline void filter_rules::file_parse::bad() const {
+  throw filter_error("Unknown filter rule: <rule from " + where + " line " + std::to_string(lineno) + ">");
+}
 
 }  // namespace detail
 }  // namespace v0
