@@ -475,6 +475,50 @@ inline constexpr std::size_t dst_merge_budget = std::size_t{2} << 20;
 /// rule) keeps everything in it, with a notice; a file is parsed only up to it.
 inline constexpr std::size_t dst_max_rules = 4000;
 
+/// The names of the per-directory rule files the command line's dir-merge rules (-F, ':') read.
+inline std::vector<std::string> dir_merge_names(const options& o) {
+  std::vector<std::string> names;
+  for (const auto& f : o.filters) {
+    if (f.kind != filter_arg::rule || !(f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0)) continue;
+    const auto space = f.value.find_last_of(' ');
+    if (space != std::string::npos && space + 1 < f.value.size()) names.push_back(f.value.substr(space + 1));
+  }
+  return names;
+}
+
+/// The text of a file that a DST rule file merges, `name` in DST's directory `dir` (its name checked
+/// by the filter: below the rule file's directory): read below DST's descriptor, no symlink
+/// followed, once (keep_dst_rule_files() asks for all of them before any write), within the budget
+/// of merged texts (past it: "- *", keep everything there).
+inline std::string merged_rule_text(dst_directories& merged, std::string_view dir, std::string_view name) {
+  std::lock_guard<std::mutex> lock(merged.mu);
+  const std::pair<std::string, std::string> key{std::string(dir), std::string(name)};
+  if (const auto m = merged.texts.find(key); m != merged.texts.end()) return m->second;
+  // read for whoever could write the rule file (detail::read_dst_merge_file: a file they may not
+  // read, or a missing one, refuses the run alike, as an unsafe merge name does)
+  const auto below = [&](int at, std::string_view d) {
+    treesync::posix_fs fs;
+    treesync::posix_fs::dir_handle h(::fcntl(at, F_DUPFD_CLOEXEC, 0));
+    return h.fd() < 0 ? std::string() : treesync::detail::read_dst_merge_file(fs, h, d, name);
+  };
+  std::string text;
+  const std::string& n = merged.name;
+  if (n.empty()) {
+    if (merged.top >= 0) text = below(merged.top, dir);
+  } else if (dir.empty()) {
+    if (merged.parent >= 0) text = below(merged.parent, dir);
+  } else if (merged.top >= 0 && dir.compare(0, n.size(), n) == 0 && (dir.size() == n.size() || dir[n.size()] == '/')) {
+    text = below(merged.top, dir.substr(std::min(dir.size(), n.size() + 1)));
+  }
+  if (merged.bytes + text.size() + key.first.size() + key.second.size() > dst_merge_budget) {
+    std::string keep_all("- *");  // keep all there; the text's memory given back (an assignment keeps it)
+    text.swap(keep_all);
+    merged.texts_full = true;
+  }
+  merged.bytes += text.size() + key.first.size() + key.second.size();
+  return merged.texts.emplace(key, std::move(text)).first->second;
+}
+
 /// -F / dir-merge with --delete: the per-directory rule files of DST as they are before the run
 /// (rsync reads them where it deletes, before it writes there; the run may copy SRC's over them).
 /// Every file named by a dir-merge rule of the command line is read up front, in DST (for SRC
@@ -492,12 +536,7 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
                                                std::size_t budget = dst_rule_budget,
                                                std::shared_ptr<const dst_directories>* dirs = nullptr,
                                                std::shared_ptr<dst_directories> walked = nullptr) {
-  std::vector<std::string> names;
-  for (const auto& f : o.filters) {
-    if (f.kind != filter_arg::rule || !(f.value.rfind(':', 0) == 0 || f.value.rfind("dir-merge", 0) == 0)) continue;
-    const auto space = f.value.find_last_of(' ');
-    if (space != std::string::npos && space + 1 < f.value.size()) names.push_back(f.value.substr(space + 1));
-  }
+  const std::vector<std::string> names = dir_merge_names(o);
   namespace fs = std::filesystem;
   const fs::path top = o.dst_root;
   const fs::path root = o.name.empty() ? top : (top.parent_path().empty() ? fs::path(".") : top.parent_path());
@@ -532,35 +571,7 @@ inline treesync::filter::loader dst_rule_files(const options& o, std::shared_ptr
     if (kept.text) return *kept.text;
     if (std::find(names.begin(), names.end(), name) != names.end())
       return held->full || kept.below_unread ? "- *" : std::string();  // none before the run
-    // a file a rule file merges (its name checked by the filter: below the rule file's directory):
-    // read below DST's descriptor, no symlink followed, once (keep_dst_rule_files() asks for all
-    // of them before any write), within the same budget as the rule files
-    std::lock_guard<std::mutex> lock(merged->mu);
-    const std::pair<std::string, std::string> key{std::string(dir), std::string(name)};
-    if (const auto m = merged->texts.find(key); m != merged->texts.end()) return m->second;
-    // read for whoever could write the rule file (detail::read_dst_merge_file: a file they may not
-    // read, or a missing one, refuses the run alike, as an unsafe merge name does)
-    const auto below = [&](int at, std::string_view d) {
-      treesync::posix_fs fs;
-      treesync::posix_fs::dir_handle h(::fcntl(at, F_DUPFD_CLOEXEC, 0));
-      return h.fd() < 0 ? std::string() : treesync::detail::read_dst_merge_file(fs, h, d, name);
-    };
-    std::string text;
-    const std::string& n = merged->name;
-    if (n.empty()) {
-      if (merged->top >= 0) text = below(merged->top, dir);
-    } else if (dir.empty()) {
-      if (merged->parent >= 0) text = below(merged->parent, dir);
-    } else if (merged->top >= 0 && dir.compare(0, n.size(), n) == 0 && (dir.size() == n.size() || dir[n.size()] == '/')) {
-      text = below(merged->top, dir.substr(std::min(dir.size(), n.size() + 1)));
-    }
-    if (merged->bytes + text.size() + key.first.size() + key.second.size() > dst_merge_budget) {
-      std::string keep_all("- *");  // keep all there; the text's memory given back (an assignment keeps it)
-      text.swap(keep_all);
-      merged->texts_full = true;
-    }
-    merged->bytes += text.size() + key.first.size() + key.second.size();
-    return merged->texts.emplace(key, std::move(text)).first->second;
+    return merged_rule_text(*merged, dir, name);
   };
 }
 
