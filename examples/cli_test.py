@@ -64,7 +64,7 @@ def mirror_args(args):
 # options whose value is the next argument (so "--exclude-from FILE SRC" is not SRC DST)
 OPTIONS_WITH_VALUE = {"--max-delete", "--exclude", "--exclude-from", "--include", "--include-from", "--filter",
                       "-f", "--modify-window", "--jobs", "-j", "--backup-dir", "--info", "--state", "--verify",
-                      "--state-memory"}
+                      "--state-memory", "--temp-dir", "-T"}
 
 
 def run_as_given(*args, stdin=None, timeout=300, cwd=None):
@@ -3346,6 +3346,19 @@ def test_untrusted_links():
               "--backup-dir=%s through another user's symlink: refused, exit 11 (rsync's), DST unchanged (exit %d, %r)"
               % (os.path.relpath(backup, w) if os.path.isabs(backup) else backup, rc, err))
         outside_untouched(outside, "--backup-dir")
+
+    # --temp-dir through another user's symlink, absolute and relative to DST
+    w, src, dest, outside = fixture("temp")
+    rc, out, err = run("-q", src, dest)
+    write(os.path.join(src, "sub", "f0"), "changed\n")
+    plant(outside, os.path.join(w, "tl"))
+    plant(outside, os.path.join(dest, "tl"))
+    for temp in [os.path.join(w, "tl"), "tl"]:
+        rc, out, err = run("-q", "--temp-dir=" + temp, "--exclude=/tl", src, dest)
+        check(rc == 11 and "--temp-dir=" in err and open(os.path.join(dest, "sub", "f0")).read() == "payload\n",
+              "--temp-dir=%s through another user's symlink: refused, exit 11, DST unchanged (exit %d, %r)"
+              % (os.path.relpath(temp, w) if os.path.isabs(temp) else temp, rc, err))
+        outside_untouched(outside, "--temp-dir")
 def inotify_opens(path):
     """A probe of opens for I/O of `path` (inotify IN_OPEN; an O_PATH open is none): returns a
     function giving the number of opens since the probe was made."""
@@ -3656,6 +3669,111 @@ def test_ignore_times():
         case("same-" + "".join(args).replace("-", ""), args, lambda d: None)
         case("changed-" + "".join(args).replace("-", ""), args, changed_dst)
 
+def test_temp_dir():
+    """Issue 46 item 3: rsync's -T DIR / --temp-dir=DIR.  Each changed file is made in DIR and moved
+    into place: DIR is written (its opens counted by inotify), empty after, and DST is rsync's.  A
+    relative DIR is inside the directory mirrored, never deleted by --delete; a missing DIR is a usage
+    error (exit 1, rsync's) before anything is written, -n too; a symlink in DIR's path refuses the run
+    (exit 2); --inplace rewrites in place (rsync ignores -T there).  As root, DIR on another
+    filesystem (a tmpfs): the files are copied beside their names and renamed, DIR left empty."""
+    w = fresh("temp-dir")
+    old = 1_500_000_000_000_000_000
+    src, dst, tmp = (os.path.join(w, n) for n in ("s", "d", "t"))
+    write(os.path.join(src, "a"), "alpha\n", 0o644, old)
+    write(os.path.join(src, "sub", "b"), "beta\n", 0o640, old)
+    age(src, old)
+    os.makedirs(tmp)
+    rc, out, err = run_as_given("-a", "-q", src + "/", dst)
+
+    def change():
+        write(os.path.join(src, "a"), "alpha two\n", 0o644, old + 10**9)
+        write(os.path.join(src, "sub", "b"), "beta two\n", 0o600, old + 2 * 10**9)
+    change()
+    for flag in (["-T", tmp], ["--temp-dir=" + tmp], ["-T" + tmp]):
+        write(os.path.join(dst, "a"), "stale\n", 0o644, old)
+        write(os.path.join(dst, "sub", "b"), "stale\n", 0o644, old)
+        opens = inotify_opens(tmp)
+        rc, out, err = run_as_given("-a", "-i", *flag, src + "/", dst)
+        n = opens()
+        got = lstate(dst)
+        got.pop(".")
+        want = lstate(src)
+        want.pop(".")
+        check(rc == 0 and got == want and len(itemized(out)) == 2,
+              "%s: the changed files land, DST is SRC's (exit %d, %r, %r)" % (" ".join(flag), rc, out, err))
+        check(n >= 2 and os.listdir(tmp) == [], "%s: each file is made in DIR (%d opens there), DIR empty after (%r)"
+              % (" ".join(flag), n, os.listdir(tmp)))
+    # without -T, DIR is not written
+    write(os.path.join(dst, "a"), "stale\n", 0o644, old)
+    opens = inotify_opens(tmp)
+    rc, out, err = run_as_given("-a", "-q", src + "/", dst)
+    check(rc == 0 and opens() == 0, "without -T nothing is made in DIR")
+
+    # relative: inside the directory mirrored, kept by --delete (not mirrored either)
+    os.makedirs(os.path.join(dst, ".tmp"))
+    write(os.path.join(dst, ".tmp", "leftover"), "x\n")
+    write(os.path.join(dst, "a"), "stale\n", 0o644, old)
+    opens = inotify_opens(os.path.join(dst, ".tmp"))
+    rc, out, err = run_as_given("-a", "-q", "--delete", "-T", ".tmp", src + "/", dst)
+    check(rc == 0 and opens() >= 2 and os.listdir(os.path.join(dst, ".tmp")) == ["leftover"] and
+          open(os.path.join(dst, "a")).read() == "alpha two\n",
+          "-T .tmp --delete: DIR relative to DST, used, never deleted (exit %d, %r)" % (rc, err))
+    shutil.rmtree(os.path.join(dst, ".tmp"))
+
+    # a missing DIR: exit 1 (rsync's "The temp-dir does not exist"), nothing written, -n too
+    write(os.path.join(dst, "a"), "stale\n", 0o644, old)
+    before = lstate(dst)
+    for args in (["-T", os.path.join(w, "nosuch")], ["-T", "nosuch"], ["-n", "-T", "nosuch"]):
+        rc, out, err = run_as_given("-a", "-q", *args, src + "/", dst)
+        check(rc == 1 and "--temp-dir=" in err and "does not exist" in err and lstate(dst) == before,
+              "%s: a missing DIR is refused, exit 1, nothing written (exit %d, %r)" % (" ".join(args), rc, err))
+    if rsync_tool():
+        p = subprocess.run([rsync_tool(), "-a", "-T", "nosuch", src + "/", dst], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE)
+        check(p.returncode == 1 and lstate(dst) == before, "rsync agrees: a missing DIR is exit 1 (%d)" % p.returncode)
+    # a symlink in DIR's path (the caller's own): refused before anything is written (exit 2)
+    os.symlink(tmp, os.path.join(w, "link"))
+    for args in (["-T", os.path.join(w, "link")], ["-T", os.path.join(w, "link") + "/"]):
+        rc, out, err = run_as_given("-a", "-q", *args, src + "/", dst)
+        check(rc == 2 and "--temp-dir=" in err and "symbolic link" in err and lstate(dst) == before,
+              "%s: a symlink in DIR's path is refused, exit 2, nothing written (exit %d, %r)" % (" ".join(args), rc, err))
+    # --inplace: the file is rewritten in place (rsync ignores -T there), DIR untouched
+    ino = os.lstat(os.path.join(dst, "a")).st_ino
+    os.utime(tmp, ns=(old, old))  # a file made in DIR would change its mtime
+    rc, out, err = run_as_given("-a", "-q", "--inplace", "-T", tmp, src + "/", dst)
+    check(rc == 0 and os.lstat(os.path.join(dst, "a")).st_ino == ino and os.stat(tmp).st_mtime_ns == old and
+          open(os.path.join(dst, "a")).read() == "alpha two\n",
+          "--inplace -T: rewritten in place, nothing made in DIR (exit %d, %r)" % (rc, err))
+    # --temp-dir is listed in --help
+    rc, out, err = run_as_given("--help")
+    check(re.search(r"^  -T, --temp-dir=DIR +make each changed file's temporary in DIR", out, re.M) is not None,
+          "--help lists -T, --temp-dir=DIR")
+
+    # as root: DIR on another filesystem
+    if os.geteuid() != 0:
+        print("  SKIPPED (DIR on another filesystem): needs root to mount a tmpfs")
+        return
+    mnt = os.path.join(w, "mnt")
+    os.makedirs(mnt)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "none", mnt], stderr=subprocess.DEVNULL).returncode != 0:
+        print("  SKIPPED (DIR on another filesystem): mount -t tmpfs failed")
+        return
+    try:
+        write(os.path.join(dst, "a"), "stale\n", 0o644, old)
+        write(os.path.join(dst, "sub", "b"), "stale\n", 0o644, old)
+        opens = inotify_opens(mnt)
+        rc, out, err = run_as_given("-a", "-q", "-T", mnt, src + "/", dst)
+        n = opens()
+        got, want = lstate(dst), lstate(src)
+        got.pop(".")
+        want.pop(".")
+        check(rc == 0 and got == want and os.listdir(mnt) == [] and n >= 3 and
+              not [n for n in os.listdir(dst) if n.startswith(".treesync")],
+              "-T on another filesystem: copied beside each name and renamed, DIR and DST hold no temporary "
+              "(exit %d, %r, %r, %d opens in DIR)" % (rc, err, os.listdir(mnt), n))
+    finally:
+        subprocess.run(["umount", mnt])
+
 
 def test_safe_links():
     """--safe-links (rsync's): with -l/-a the links rsync calls unsafe are skipped (counted, listed
@@ -3777,6 +3895,7 @@ GROUPS = {
     "untrusted_links": test_untrusted_links,
     "ignore_times": test_ignore_times,
     "safe_links": test_safe_links,
+    "temp_dir": test_temp_dir,
 }
 
 

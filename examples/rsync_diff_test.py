@@ -93,6 +93,8 @@ def check_shards(plan, n):
 
 
 DEFAULT_JOBS = min(4, max(2, os.cpu_count() or 2))  # a process pool; each case in its own directory
+# --temp-dir as drawn: run_case puts the case's own directory in its place
+TEMP_DIR_OPTION = "--temp-dir=@CASE_TMP@"
 RSYNC_TIMEOUT = 20  # seconds: rsync 3.5 -H can hang (rule rsync_hard_link_failure)
 
 # The documented differences (README, "Where treesync differs from rsync on purpose"), one rule each.
@@ -1296,6 +1298,11 @@ class Runner:
             opts.insert(ignore_times.randrange(len(opts) + 1), "-I")
         if safe_links:  # after the shuffle too, and after -I's draw
             opts.insert(links46.randrange(len(opts) + 1), "--safe-links")
+        # --temp-dir (issue 46 item 3): likewise from a generator of its own; a directory of the case's
+        # own outside DST (run_case makes it), which each tool must leave empty
+        temp_dir = random.Random("%d/%d/46-T" % (seed, k))
+        if "--temp-dir" in self.have and temp_dir.random() < 0.15:
+            opts.insert(temp_dir.randrange(len(opts) + 1), TEMP_DIR_OPTION)
         jobs = rng.choice([None, 1, 2, 4])
         # --state (treesync's own): a state file kept outside DST, then tampered with (an entry named
         # '../canary') and the run repeated: it must be ignored, nothing outside DST deleted
@@ -1379,6 +1386,10 @@ class Runner:
             if dst_tree is not None:
                 materialize(dst_tree, os.path.join(d, who))
         src_arg = "src/" if slash else "src"
+        temp_dir = os.path.join(d, "tmp")
+        if TEMP_DIR_OPTION in opts:
+            os.mkdir(temp_dir)
+            opts = [("--temp-dir=" + temp_dir) if o == TEMP_DIR_OPTION else o for o in opts]
         # treesync's workers (rsync has no such option): the default (4), or one drawn
         t_extra = ["-j%d" % jobs] if jobs else []
         if state_phase:
@@ -1389,6 +1400,7 @@ class Runner:
         src_snap = snapshot(os.path.join(d, "src"), follow_files="-L" in opts)
         started_ns = time.time_ns() - 10**9 if hasattr(time, "time_ns") else int((time.time() - 1) * 1e9)
         tp = subprocess.run(t_cmd, cwd=d, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        temp_left = os.listdir(temp_dir) if os.path.isdir(temp_dir) else []
         rp = run_bounded(r_cmd, d)
         if "-H" in opts and (rp is None or (rp.returncode == 2 and (b"(finish_hard_link)" in rp.stderr or
                                                                    b"(got_flist_entry_status)" in rp.stderr)) or
@@ -1418,6 +1430,8 @@ class Runner:
                                   b"Deletions stopped due to --max-delete limit" in rp.stderr,
                "rule_files_delete": "-F" in opts and "--delete" in opts and "--delete-excluded" not in opts}
         diffs = []
+        if temp_left:
+            diffs.append("--temp-dir: treesync left %r in it" % sorted(temp_left)[:3])
         t_snap = snapshot(os.path.join(d, "t"))
         r_snap = snapshot(os.path.join(d, "r"))
         expected_refusal = None

@@ -7,8 +7,8 @@
 // (examples/cli/; the --json schema at the top of examples/treesync.cpp applies unchanged: "jobs"
 // is the per-rank worker count and the object gains "ranks", "frontier_depth" and "per_rank").
 // This file holds only the distribution.  Options whose meaning spans the whole tree (-H, -x,
-// --backup-dir) or that need a single process (--progress and its synonym --info=progress2) are
-// usage errors.
+// --backup-dir, --temp-dir) or that need a single process (--progress and its synonym
+// --info=progress2) are usage errors.
 //
 // How the work is split (the library's seam for external schedulers, treesync::frontier and
 // treesync::subtree):
@@ -71,8 +71,8 @@ using namespace treesync_cli;
 // The options treesync_mpi refuses (one spelling each: every spelling of the option is refused):
 // they span the whole tree or need one process.
 const std::vector<std::string>& mpi_not_supported() {
-  static const std::vector<std::string> names = {"hard-links", "one-file-system", "backup-dir", "progress",
-                                                 "info",       "state",           "verify"};
+  static const std::vector<std::string> names = {"hard-links", "one-file-system", "backup-dir", "temp-dir",
+                                                 "progress",   "info",            "state",      "verify"};
   return names;
 }
 

@@ -355,6 +355,147 @@ TEST_CASE("subtree makes excludes, the observer and the report see full relative
   CHECK(std::find(paths.begin(), paths.end(), "a/b/keep.txt") != paths.end());
 }
 
+// ---- temp_dir: temporaries made elsewhere, then moved into place -----------------------------
+
+namespace {
+// What /tmpd holds, and whether /dst holds a temporary (a name the run made and left).
+bool dst_has_temporary(mock_fs& fs) {
+  for (const auto& e : fs.tree("/dst"))
+    if (e.first.find(".treesync") != std::string::npos) return true;
+  return false;
+}
+void changed_file(mock_fs& fs) {
+  fs.write("/src/a.txt", "new");
+  fs.write("/dst/a.txt", "old");
+  fs.mkdir("/tmpd");
+  fs.advance(10s);
+}
+}  // namespace
+
+TEST_CASE("temp_dir makes each changed file in the temp directory and moves it into place") {
+  mock_fs fs;
+  tree(fs);
+  (void)treesync::sync(fs, "/src", "/dst");
+  fs.write("/src/a.txt", "alpha 2");
+  fs.write("/src/sub/b.txt", "beta 2");
+  fs.write("/src/sub/deeper/c.txt", "gamma 2");
+  fs.mkdir("/tmpd");
+  fs.advance(10s);
+  std::vector<std::string> written;
+  fs.on_operation([&](op kind, const std::string& path) {
+    if (kind == op::open_write) written.push_back(path);
+  });
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::temp_dir{"/tmpd"});
+  CHECK(r.ok());
+  CHECK(written.size() == 3);
+  for (const auto& w : written) CHECK(w.rfind("/tmpd/", 0) == 0);
+  CHECK(fs.read("/dst/sub/deeper/c.txt") == "gamma 2");
+  CHECK(fs.tree("/tmpd").empty());
+  CHECK_FALSE(dst_has_temporary(fs));
+}
+
+TEST_CASE("a relative temp_dir is taken from the destination root and never deleted as extraneous") {
+  mock_fs fs;
+  changed_file(fs);
+  fs.mkdir("/dst/.tmp");
+  std::vector<std::string> written;
+  fs.on_operation([&](op kind, const std::string& path) {
+    if (kind == op::open_write) written.push_back(path);
+  });
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::temp_dir{".tmp"}, treesync::deletion::extraneous);
+  CHECK(r.ok());
+  REQUIRE(written.size() == 1);
+  CHECK(written[0].rfind("/dst/.tmp/", 0) == 0);
+  CHECK(fs.read("/dst/a.txt") == "new");
+  CHECK(fs.exists("/dst/.tmp"));
+  CHECK(r.deleted == 0);
+}
+
+TEST_CASE("a missing temp_dir refuses the run before anything is touched, also in a dry run") {
+  mock_fs fs;
+  fs.write("/src/a.txt", "new");
+  fs.write("/dst/a.txt", "old");
+  fs.advance(10s);
+  const auto before = fs.tree("/");
+  for (const char* dir : {"/nosuch", "nosuch"}) {
+    CAPTURE(dir);
+    std::error_code ec;
+    fs.reset_counters();
+    (void)treesync::sync(fs, "/src", "/dst", treesync::temp_dir{dir}, ec);
+    CHECK(ec == treesync::errc::temp_dir_missing);
+    CHECK(fs.ops().writes() == 0);
+    (void)treesync::sync(fs, "/src", "/dst", treesync::temp_dir{dir}, treesync::dry_run, ec);
+    CHECK(ec == treesync::errc::temp_dir_missing);
+  }
+  std::error_code ec;  // relative, into a destination the run would make: none there yet
+  (void)treesync::sync(fs, "/src", "/new", treesync::temp_dir{"t"}, ec);
+  CHECK(ec == treesync::errc::temp_dir_missing);
+  CHECK(fs.tree("/") == before);
+}
+
+TEST_CASE("a symlink in temp_dir's path is refused before anything is touched") {
+  mock_fs fs;
+  changed_file(fs);
+  fs.mkdir("/real/t");
+  fs.symlink("/link", "real");
+  fs.symlink("/dst/ln", "../real");
+  const auto before = fs.tree("/");
+  for (const char* dir : {"/link/t", "ln/t", "/dst/a.txt"}) {
+    CAPTURE(dir);
+    std::error_code ec;
+    fs.reset_counters();
+    (void)treesync::sync(fs, "/src", "/dst", treesync::temp_dir{dir}, ec);
+    CHECK(ec == treesync::errc::unsafe_temp_dir);
+    CHECK(fs.ops().writes() == 0);
+  }
+  CHECK(fs.tree("/") == before);
+}
+
+TEST_CASE("temp_dir on another filesystem: the file is copied beside its name and renamed, the temp directory emptied") {
+  mock_fs fs;
+  changed_file(fs);
+  fs.fail(op::rename, 1, std::errc::cross_device_link);  // the move out of /tmpd
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::temp_dir{"/tmpd"});
+  CHECK(r.ok());
+  CHECK(fs.faults_triggered() == 1);
+  CHECK(fs.read("/dst/a.txt") == "new");
+  CHECK(fs.tree("/dst").at("a.txt").mtime_ns == fs.tree("/src").at("a.txt").mtime_ns);
+  CHECK(fs.tree("/tmpd").empty());
+  CHECK_FALSE(dst_has_temporary(fs));
+}
+
+TEST_CASE("a copy into temp_dir cut short leaves nothing at the final name nor in the temp directory") {
+  for (const bool across : {false, true}) {  // cancelled in temp_dir, or in the copy beside the name
+    CAPTURE(across);
+    mock_fs fs;
+    changed_file(fs);
+    if (across) fs.fail(op::rename, 1, std::errc::cross_device_link);
+    std::atomic<bool> cancel{false};
+    fs.on_operation([&](op kind, const std::string& path) {
+      if (kind == op::open_write && path.rfind(across ? "/dst/" : "/tmpd/", 0) == 0) cancel = true;
+    });
+    std::error_code ec;
+    const auto r = treesync::sync(fs, "/src", "/dst", treesync::temp_dir{"/tmpd"}, treesync::cancel_on(cancel), ec);
+    CHECK(ec == std::errc::operation_canceled);
+    CHECK(r.cancelled);
+    CHECK(fs.read("/dst/a.txt") == "old");
+    CHECK(fs.tree("/tmpd").empty());
+    CHECK_FALSE(dst_has_temporary(fs));
+  }
+}
+
+TEST_CASE("a copy into temp_dir that fails leaves the old file and nothing in the temp directory") {
+  mock_fs fs;
+  changed_file(fs);
+  fs.fail(op::rename, 1, std::errc::cross_device_link);
+  fs.fail(op::open_write, 2, std::errc::no_space_on_device);  // the copy beside the name
+  const auto r = treesync::sync(fs, "/src", "/dst", treesync::temp_dir{"/tmpd"});
+  CHECK_FALSE(r.ok());
+  CHECK(fs.read("/dst/a.txt") == "old");
+  CHECK(fs.tree("/tmpd").empty());
+  CHECK_FALSE(dst_has_temporary(fs));
+}
+
 // ---- treesync::options: the same switches chosen at run time ----------------------------------
 
 namespace {

@@ -66,7 +66,7 @@ struct options {
   std::uint32_t umask = 022;     // the process's, read by parse() (--no-perms, --chmod without ugoa)
   std::optional<std::string> backup_dir;
   std::optional<std::string> state;  // --state=FILE
-  bool insecure_links = false;  // --insecure-links: follow any symlink in DST, --*-from, --state, --backup-dir
+  bool insecure_links = false;  // --insecure-links: follow any symlink in DST, --*-from, --state, --backup-dir, --temp-dir
   std::uint64_t state_memory = treesync::default_state_memory;  // --state-memory=SIZE
   treesync::verify_level verify = treesync::verify_level::full;
   // what is printed
@@ -294,17 +294,18 @@ inline const char* help_text() {
       "Jobs: 4 workers overlap the round trips of a network filesystem and help on local disks too;\n"
       "the tool does not guess the filesystem (statfs types are not conclusive).\n"
       "\n"
-      "Exit status: 0 done; 1 usage error (also --state=FILE in a missing directory, and the options\n"
-      "refused together above: refused before anything is written); 2 refused, nothing touched\n"
-      "(same or nested directories, empty source, DST not a directory); 3 DST reached through another\n"
-      "user's symlink (see --insecure-links; rsync's status); 11 the same for --backup-dir, --state=FILE or\n"
-      "an --exclude-from / --include-from file (rsync's \"failed to open exclude file\"), and for rule files\n"
-      "whose merges nest past 32 files (a merge file that merges itself: rsync's \"merge-file include depth\n"
-      "limit (32) exceeded\"); 23 some entries failed, or SRC is missing (as rsync); 24 some source entries\n"
-      "vanished during the run; 25 --max-delete stopped the deletions (as rsync; here none is made, or\n"
-      "under -n the first N are listed); 20 interrupted by SIGINT / SIGTERM, as rsync (every file finished\n"
-      "is kept and the report of what was done is printed; a second signal exits at once; either way no\n"
-      "partial file is left at a final name, and the next run copies only the rest and removes the\n"
+      "Exit status: 0 done; 1 usage error (also --state=FILE in a missing directory, a missing\n"
+      "--temp-dir, and the options refused together above: refused before anything is written); 2\n"
+      "refused, nothing touched (same or nested directories, empty source, DST not a directory); 3 DST\n"
+      "reached through another user's symlink (see --insecure-links; rsync's status); 11 the same for\n"
+      "--backup-dir, --temp-dir, --state=FILE or an --exclude-from / --include-from file (rsync's \"failed\n"
+      "to open exclude file\"), and for rule files whose merges nest past 32 files (a merge file that\n"
+      "merges itself: rsync's \"merge-file include depth limit (32) exceeded\"); 23 some entries failed,\n"
+      "or SRC is missing (as rsync); 24 some source entries vanished during the run; 25 --max-delete\n"
+      "stopped the deletions (as rsync; here none is made, or under -n the first N are listed); 20\n"
+      "interrupted by SIGINT / SIGTERM, as rsync (every file finished is kept and the report of what was\n"
+      "done is printed; a second signal exits at once; either way no partial file is left at a final\n"
+      "name, and the next run copies only the rest and removes the "
       "temporaries).\n"
       "\n"
       "Where treesync differs from rsync (each difference deletes or overwrites nothing rsync would keep):\n"
@@ -319,6 +320,9 @@ inline const char* help_text() {
       "  | --max-delete=N deletes N, then stops   | every other change made, no deletion (exit 25)        |\n"
       "  | an empty SRC empties DST (--delete)    | refused without --allow-empty-source (exit 2)         |\n"
       "  | --backup-dir=REL is relative to DST    | relative to the directory mirrored (DST/NAME for SRC) |\n"
+      "  | --temp-dir=REL is relative to DST      | relative to the directory mirrored (DST/NAME for SRC) |\n"
+      "  | --delete deletes a --temp-dir in DST   | never deleted (rsync's transfers then fail)           |\n"
+      "  | --temp-dir through a symlink: followed | refused, nothing touched (exit 2; 11: another user's) |\n"
       "  | --del/--delete-after/... differ in when | all delete at the end of the run, none after a       |\n"
       "  | they delete                            | source error anywhere (rsync may have deleted some)   |\n"
       "  | -v lists names                         | -v lists create/update/meta/delete/skip and the name  |\n"
@@ -673,6 +677,17 @@ inline const std::vector<cli_option>& cli_options() {
        section::synced,
        "move replaced and deleted DST files into DIR (relative: to DST), same paths;\n"
        "not with --inplace (a usage error naming both)"},
+      {"T,temp-dir=DIR", takes::value,
+       [](s_t& s, n_t, v_t v) {
+         if (v->empty()) return s.fail("--temp-dir: an empty directory name");
+         s.o.lib.temp_dir = *v;
+         return true;
+       },
+       nullptr,
+       section::synced,
+       "make each changed file's temporary in DIR (relative: to DST; it must exist,\n"
+       "else exit 1), then move it into place (from another filesystem: copied beside\n"
+       "the file, then renamed); inside DST it is never deleted"},
       {"state=FILE", takes::value,
        [](s_t& s, n_t, v_t v) {
          if (v->empty()) return s.fail("--state: an empty file name");
@@ -713,9 +728,9 @@ inline const std::vector<cli_option>& cli_options() {
        section::synced,
        "follow any symlink in the paths named on the command line (rsync's opt-out):\n"
        "by default (rsync 3.5's rule) a symlink at any component of DST (DST/NAME\n"
-       "too), --backup-dir, --state or an --exclude-from / --include-from file is\n"
-       "followed only when owned by root or by the user running treesync; one of\n"
-       "another user is refused before anything is written (exit 3 or 11, below)"},
+       "too), --backup-dir, --temp-dir, --state or an --exclude-from / --include-from\n"
+       "file is followed only when owned by root or by the user running treesync; one\n"
+       "of another user is refused before anything is written (exit 3 or 11, below)"},
       {"A,acls", takes::nothing,
        [](s_t& s, n_t, v_t) { return s.unsupported.push_back("-A/--acls (the library has no ACL policy)"), true; },
        nullptr,

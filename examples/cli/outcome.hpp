@@ -30,8 +30,9 @@ namespace treesync_cli {
 
 /// `would_delete`: what the run would delete, for a --max-delete refusal (report::would_delete).
 inline refusal_text describe_refusal(const options& opt, const std::error_code& ec, std::size_t would_delete) {
-  return describe_refusal(refusal_facts{opt.src_root, opt.dst_root, opt.max_delete, would_delete, opt.state}, ec,
-                          spelling::cli);
+  refusal_facts facts{opt.src_root, opt.dst_root, opt.max_delete, would_delete, opt.state, std::nullopt};
+  if (!opt.lib.temp_dir.empty()) facts.temp_dir = opt.lib.temp_dir.string();
+  return describe_refusal(facts, ec, spelling::cli);
 }
 
 /// Whether the command line asks for --json (before any "--"): a usage error then prints JSON too.
@@ -84,9 +85,10 @@ inline outcome decide_outcome(int sig, const std::error_code& refusal, const tre
     out.signal = sig == SIGINT ? "SIGINT" : "SIGTERM";
   } else if (refusal) {
     // rsync's statuses where rsync has one: a missing source is 23 ("some files were not
-    // transferred"), --max-delete 25; any other refusal 2
+    // transferred"), --max-delete 25, a missing --temp-dir 1 (a usage error); any other refusal 2
     out.exit_code = refusal == treesync::errc::source_missing         ? 23
                     : refusal == treesync::errc::max_delete_exceeded ? 25
+                    : refusal == treesync::errc::temp_dir_missing    ? 1
                                                                      : 2;
     out.status = "refused";
     out.refusal = refusal;

@@ -42,6 +42,7 @@ struct refusal_facts {
   std::optional<std::size_t> max_delete;  // as given
   std::size_t would_delete = 0;           // what the run would delete (report::would_delete)
   std::optional<std::string> state;       // the state file, as given
+  std::optional<std::string> temp_dir;    // the temp directory, as given
 };
 
 /// The words of the refusal `ec` of a run with `facts`, its options written as `how` writes them.
@@ -67,6 +68,10 @@ inline refusal_text describe_refusal(const refusal_facts& facts, const std::erro
   if ((ec == treesync::errc::state_not_regular || ec == treesync::errc::state_dir_missing) && facts.state) {
     const std::string shown = display(*facts.state);
     return {option_spelled(how, "state", &shown) + ": " + ec.message() + " (nothing was touched)", *facts.state};
+  }
+  if ((ec == treesync::errc::temp_dir_missing || ec == treesync::errc::unsafe_temp_dir) && facts.temp_dir) {
+    const std::string shown = display(*facts.temp_dir);
+    return {option_spelled(how, "temp_dir", &shown) + ": " + ec.message() + " (nothing was touched)", *facts.temp_dir};
   }
   if (ec == treesync::errc::destination_parent_missing)
     return {"destination " + display(dst) + ": its parent directory does not exist", dst};

@@ -636,6 +636,7 @@ inline bool count_source(const options& opt, const treesync::filter& patterns, p
   counting.lib.dry_run = true;
   counting.itemize = counting.verbose = counting.json = counting.progress = false;
   counting.backup_dir.reset();
+  counting.lib.temp_dir.clear();  // (relative: inside a DST the count never makes)
   counting.state.reset();  // the count reads no state file (it would be another destination's)
   counting.verify = treesync::verify_level::full;
   std::string dst = opt.dst_root;

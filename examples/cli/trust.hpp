@@ -152,7 +152,7 @@ inline std::optional<trust_refusal> walk_destination(const options& o, std::shar
   return std::nullopt;
 }
 
-/// The first of DST (DST/NAME included), --backup-dir (relative: to the directory mirrored) and
+/// The first of DST (DST/NAME included), --backup-dir, --temp-dir (relative: to the directory mirrored) and
 /// --state whose walk meets a symbolic link of another user than root or the caller, or nothing
 /// (also under --insecure-links).  A path missing from some component on is walked as far as it
 /// exists.  `dirs`: what DST's walk reached, for the run (walk_destination; none under
@@ -170,6 +170,12 @@ inline std::optional<trust_refusal> untrusted_operator_path(const options& o,
     const std::string path = b[0] == '/' ? b : join_name(o.dst_root, b);
     if (treesync::meets_untrusted_symlink(path, r))
       return trust_refusal{11, "--backup-dir=" + display(b) + ": " + untrusted_link_reason(r), b};
+  }
+  if (!o.lib.temp_dir.empty()) {
+    const std::string t = o.lib.temp_dir.string();
+    const std::string path = t[0] == '/' ? t : join_name(o.dst_root, t);
+    if (treesync::meets_untrusted_symlink(path, r))
+      return trust_refusal{11, "--temp-dir=" + display(t) + ": " + untrusted_link_reason(r), t};
   }
   if (o.state && treesync::meets_untrusted_symlink(*o.state, r))
     return trust_refusal{11, "--state=" + display(*o.state) + ": " + untrusted_link_reason(r), *o.state};

@@ -158,6 +158,8 @@ enum class errc {
   state_with_hard_links,  ///< a state file with hard_links
   state_with_backup_dir,  ///< a state file with a backup directory
   verify_without_state,   ///< verify other than full without a state file
+  unsafe_temp_dir,        ///< the temp directory's path goes through a symlink or a non-directory
+  temp_dir_missing,       ///< the temp directory does not exist (it is never made)
 };
 
 // [treesync.refusals] ---------------------------------------------------------------------------
@@ -213,6 +215,9 @@ class error_category_impl final : public std::error_category {
       case errc::case_collision: return "collides with another name on a case-insensitive filesystem";
       case errc::unsafe_backup_dir:
         return "backup directory: a component of its path is a symbolic link or not a directory (never followed)";
+      case errc::unsafe_temp_dir:
+        return "temp directory: a component of its path is a symbolic link or not a directory (never followed)";
+      case errc::temp_dir_missing: return "the temp directory does not exist";
       case errc::source_missing: return "source does not exist";
       case errc::destination_parent_missing: return "the destination's parent directory does not exist";
       case errc::destination_dangling_symlink: return "destination is a dangling symbolic link";

@@ -147,7 +147,8 @@ inline namespace v0 {
 //        a hard link `name` in d to `target` in target_dir (hard_links); EEXIST when it exists.
 //   void move(dir_handle& from, const string& name, dir_handle& to, const string& to_name,
 //             error_code&);
-//        rename across directories of the same filesystem (backup_dir); EXDEV is reported.
+//        rename across directories of the same filesystem (backup_dir, temp_dir); EXDEV is
+//        reported (temp_dir then copies the file beside its final name and renames it).
 //   void copy_xattrs(dir_handle& src, dir_handle& dst, error_code&);
 //        a directory's extended attributes (xattrs); without capabilities().xattrs: a no-op.
 //   void sync_dir(dir_handle& d, error_code&);

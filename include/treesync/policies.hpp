@@ -548,6 +548,17 @@ struct backup_dir {
   std::filesystem::path path;
 };
 
+/// Make every changed file's temporary in `path` (relative paths are taken from the destination
+/// root), then move it into place (rsync --temp-dir).  The directory must exist (the run is
+/// refused before anything is touched otherwise: errc::temp_dir_missing), and a symlink or
+/// non-directory in its path is never followed (errc::unsafe_temp_dir).  On another filesystem
+/// the file is copied from it into a temporary beside its final name, then renamed: a final name
+/// never holds a partial file.  Inside the destination it is never deleted as extraneous.  With
+/// write::in_place a file rewritten in place needs no temporary (rsync ignores it there too).
+struct temp_dir {
+  std::filesystem::path path;
+};
+
 /// Executor: how many workers run the sync.  `jobs{1}` (the default) runs it on the calling thread;
 /// `jobs{n}` spreads directory pairs and the entries of each directory over n threads (large files
 /// are not split) with the same outcome as the serial run; `jobs{0}` uses one per hardware thread.
@@ -592,7 +603,7 @@ struct no_observer_t {
 //   auto r = treesync::sync(src, dst, o, treesync::exclude{"*.o"});
 //
 // Given together, an `options` and tags combine: a flag tag turns its switch on, a write or
-// errors policy sets the mode, jobs / cancel_on / backup_dir / subtree / frontier set their value.
+// errors policy sets the mode, jobs / cancel_on / backup_dir / temp_dir / subtree / frontier set their value.
 
 /// rsync's --chmod: comma-separated items, each applied in order to a source entry's permission
 /// bits before anything is compared or written ("as though it were the permissions that the
@@ -732,6 +743,7 @@ struct options {
   unsigned jobs = 1;                           ///< workers; 0: one per hardware thread (see `jobs`)
   const std::atomic<bool>* cancel = nullptr;   ///< see cancel_on; null: never cancelled
   std::filesystem::path backup_dir;            ///< see backup_dir; empty: no backups
+  std::filesystem::path temp_dir;              ///< see temp_dir; empty: each temporary beside its file
   std::string subtree;                         ///< see subtree; empty: the whole mirror
   std::size_t frontier_depth = 0;              ///< see frontier; 0: no frontier
   std::function<void(std::string_view rel)> on_subtree;  ///< see frontier
@@ -771,6 +783,7 @@ inline std::optional<bool> option_set(const options& o, std::string_view key) {
 #undef TREESYNC_FLAG_SET
   if (key == "inplace") return o.write == write_mode::in_place;
   if (key == "backup_dir") return !o.backup_dir.empty();
+  if (key == "temp_dir") return !o.temp_dir.empty();
   if (key == "state") return !o.state.empty();
   if (key == "verify") return o.verify != verify_level::full;
   return std::nullopt;

@@ -39,6 +39,8 @@ void fold_option(options& o, const P& p) {
     o.cancel = p.flag;
   } else if constexpr (std::is_same_v<T, backup_dir>) {
     o.backup_dir = p.path;
+  } else if constexpr (std::is_same_v<T, temp_dir>) {
+    o.temp_dir = p.path;
   } else if constexpr (std::is_same_v<T, state_file>) {
     o.state = p.path;
     o.state_memory = p.max_memory;

@@ -148,7 +148,8 @@ template <class P>
 inline constexpr bool is_flag_policy_v =
     (is_switch_tag_v<P> && !std::is_same_v<std::decay_t<P>, dry_run_t> &&
      !std::is_same_v<std::decay_t<P>, allow_empty_source_t>) ||
-    std::is_same_v<std::decay_t<P>, backup_dir> || std::is_same_v<std::decay_t<P>, frontier> ||
+    std::is_same_v<std::decay_t<P>, backup_dir> || std::is_same_v<std::decay_t<P>, temp_dir> ||
+    std::is_same_v<std::decay_t<P>, frontier> ||
     std::is_same_v<std::decay_t<P>, subtree> || std::is_same_v<std::decay_t<P>, state_file>;
 /// The verify levels (verify::full, verify::dirs, verify::none): one category.
 template <class P>
@@ -335,6 +336,8 @@ constexpr bool check_policies() {
                 "treesync::sync: a switch (durable, specials, max_size, ...: the switch table) given twice");
   static_assert(count_in_pack<is_exactly<backup_dir>::template test, Ps...> <= 1,
                 "treesync::sync: more than one backup_dir given");
+  static_assert(count_in_pack<is_exactly<temp_dir>::template test, Ps...> <= 1,
+                "treesync::sync: more than one temp_dir given");
   static_assert(count_in_pack<is_exactly<frontier>::template test, Ps...> <= 1,
                 "treesync::sync: more than one frontier given");
   static_assert(count_in_pack<is_exactly<subtree>::template test, Ps...> <= 1,

@@ -486,7 +486,7 @@ py::tuple run(const py::dict& o) {
   py::object planned_obj = have_planned ? py::object(py::int_(planned)) : py::object(py::none());
   py::object words = py::none();  // (message, path at fault) of a refused or failed run, the CLI's words
   if (ec) {
-    treesync_cli::refusal_facts facts{src, dst, std::nullopt, planned, std::nullopt};
+    treesync_cli::refusal_facts facts{src, dst, std::nullopt, planned, std::nullopt, std::nullopt};
     if (max_delete >= 0) facts.max_delete = static_cast<std::size_t>(max_delete);
     if (!lib.state.empty()) facts.state = lib.state.string();
     const treesync_cli::refusal_text t = treesync_cli::describe_refusal(facts, ec, treesync_cli::spelling::python);

@@ -687,23 +687,66 @@ class writing_applier final : public applier<S> {
     return true;
   }
 
+  // The directory a file was made in when not its own (temp_dir), and whether its copy set the
+  // owner and group (copied again with them when that directory is on another filesystem).
+  struct made_in {
+    handle* dir;
+    bool owner, group;
+  };
+
   // Puts the entry made as `made` in `d` at `name`.  What the destination held there (`old`)
   // goes first: a directory with its content, anything else into the backup directory when
-  // there is one.  Then `made` is renamed over the name, unless it was made there.  On failure
-  // the made entry is discarded, the failure reported, and false returned.
-  bool install(handle& d, const std::string& made, const std::string& name, file_type old) {
+  // there is one.  Then `made` is renamed over the name, unless it was made there; made in
+  // another directory (`in`: temp_dir), it is moved from there.  On failure the made entry is
+  // discarded, the failure reported, and false returned.
+  bool install(handle& d, const std::string& made, const std::string& name, file_type old, const made_in* in = nullptr) {
+    handle* const from = in ? in->dir : nullptr;
+    handle& at = from ? *from : d;
     if (old == file_type::directory ? !pruner_.replace_dir(d, name) : old != file_type::none && !backup(d, name)) {
-      discard(d, made);
+      discard(at, made);
       return false;
     }
-    if (made == name) return true;
+    if (made == name && !from) return true;
     std::error_code ec;
-    fs_.rename(d, made, name, ec);
+    if (from) {
+      fs_.move(*from, made, d, name, ec);
+      if (ec == std::errc::cross_device_link) return install_across(*in, made, d, name);
+    } else {
+      fs_.rename(d, made, name, ec);
+    }
     if (ec) {  // reported (errors::stop: stopped) first, then cleaned up: see journal::fail
       j_.fail(side::destination, operation::rename, ec);
-      discard(d, made);
+      discard(at, made);
       return false;
     }
+    return true;
+  }
+
+  // temp_dir on another filesystem than `d`: the finished temporary is copied (with the mode,
+  // owner, group, mtime and xattrs it was given) into a temporary beside `name`, which is then
+  // renamed over it, and the one in temp_dir removed.  The final name never holds a partial file.
+  bool install_across(const made_in& in, const std::string& made, handle& d, const std::string& name) {
+    handle& from = *in.dir;
+    std::error_code ec;
+    const stat_info st = fs_.stat(from, made, false, ec);
+    const std::string beside = s_.temp_name();
+    if (!ec) {
+      copy_options opts;
+      opts.sync = s_.opt.durable;
+      opts.xattrs = s_.opt.xattrs;
+      opts.cancel = s_.opt.cancel;
+      opts.owner = in.owner;
+      opts.group = in.group;
+      (void)fs_.copy_file(from, made, d, beside, st, opts, ec);
+    }
+    if (!ec) fs_.rename(d, beside, name, ec);
+    if (ec) {
+      if (!(ec == std::errc::operation_canceled && s_.halted())) j_.fail(side::destination, operation::copy, ec);
+      discard(d, beside);
+      discard(from, made);
+      return false;
+    }
+    discard(from, made);
     return true;
   }
 
@@ -771,7 +814,9 @@ class writing_applier final : public applier<S> {
   // A partial or unfinished new file never reaches a final path: made under a temporary name
   // (or a new name in a staged directory) it is discarded.  Returns whether `d` changed.
   bool write_file(node& n, const std::string& name, const plan& p) {
-    handle& d = n.dst;
+    handle& dir = n.dst;
+    handle* const from = p.temp && s_.have_temp_root ? &s_.temp_root : nullptr;  // temp_dir
+    handle& d = from ? *from : dir;  // where the copy is made
     const std::string made = p.temp ? s_.temp_name() : name;
     const bool discardable = p.temp || p.unseen;
     copy_options opts;
@@ -805,7 +850,8 @@ class writing_applier final : public applier<S> {
         return !discardable;
       }
     }
-    if (!install(d, made, name, p.in_place ? file_type::none : p.old)) return true;
+    const made_in in{from, opts.owner, opts.group};
+    if (!install(dir, made, name, p.in_place ? file_type::none : p.old, from ? &in : nullptr)) return true;
     j_.wrote(p, copied);
     return !p.in_place;
   }

@@ -977,7 +977,15 @@ class engine {
     if (!dst_exists && !s_.opt.state.empty() && s_.state_rel.find('/') != std::string::npos) return errc::state_dir_missing;
     if (auto e = check_nesting(s_.fs, src, ss, dst, dst_exists ? &ds : nullptr))  // resolves DST's parent
       return !dst_exists && is_enoent(e) ? make_error_code(errc::destination_parent_missing) : e;
-    if (s_.backups.enabled() && !s_.backups.relative()) return s_.backups.check(nullptr);
+    if (s_.backups.enabled() && !s_.backups.relative()) {
+      if (auto e = s_.backups.check(nullptr)) return e;
+    }
+    if (s_.temps.enabled() && !s_.temps.relative()) {
+      if (auto e = s_.temps.check(nullptr, &s_.temp_root)) return e;
+      s_.have_temp_root = true;
+    }
+    // a relative temp_dir is inside the destination: one this run makes holds none yet
+    if (s_.temps.enabled() && s_.temps.relative() && !dst_exists) return errc::temp_dir_missing;
     return {};
   }
 
@@ -1010,6 +1018,10 @@ class engine {
       s_.dst_ino = id.ino;
       if (dst_exists && s_.backups.enabled() && s_.backups.relative()) {
         if (auto e = s_.backups.check(&root->dst)) return e;
+      }
+      if (s_.temps.enabled() && s_.temps.relative()) {
+        if (auto e = s_.temps.check(&root->dst, &s_.temp_root)) return e;
+        s_.have_temp_root = true;
       }
       read_time_model(root->dst);
     }

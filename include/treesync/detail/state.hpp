@@ -273,22 +273,25 @@ bool open_dst(FS& fs, Node& n, std::error_code& ec) {
 
 // ---- the backup directory ----------------------------------------------------------------------
 
-/// The directory replaced and deleted entries are moved to (backup_dir): entered one component at
-/// a time without following a link, from the destination root's handle (a relative path) or "/".
+/// The directory replaced and deleted entries are moved to (backup_dir), or the one temporaries
+/// are made in (temp_dir, `must_exist`): entered one component at a time without following a
+/// link, from the destination root's handle (a relative path) or "/".
 template <class FS>
 class backup_tree {
  public:
   using handle = typename FS::dir_handle;
 
-  backup_tree(FS& fs, const std::filesystem::path& dir) : fs_(fs), dir_(dir) {}
+  backup_tree(FS& fs, const std::filesystem::path& dir, errc unsafe = errc::unsafe_backup_dir, bool must_exist = false)
+      : fs_(fs), dir_(dir), unsafe_(unsafe), must_exist_(must_exist) {}
 
   bool enabled() const { return !dir_.empty(); }
   bool relative() const { return dir_.is_relative(); }
 
   /// Refuses the run, before anything is written, when a component of the path that exists is a
-  /// symlink or not a directory (errc::unsafe_backup_dir).  Missing ones are made at the first
-  /// backup (never following a link either).
-  std::error_code check(handle* dst_root) {
+  /// symlink or not a directory (errc::unsafe_backup_dir, or the code given).  Missing ones are
+  /// made at the first backup (never following a link either); with `must_exist` (temp_dir) a
+  /// missing one refuses the run (errc::temp_dir_missing).  `out`, when given, gets the directory.
+  std::error_code check(handle* dst_root, handle* out = nullptr) {
     std::error_code ec;
     handle cur;
     if (!start(dst_root, cur, ec)) return ec;
@@ -296,12 +299,13 @@ class backup_tree {
     std::size_t pos = 0;
     for (std::string comp; next_component(rel, pos, comp);) {
       handle next = fs_.open_dir(cur, comp, false, ec);
-      if (is_enoent(ec)) return {};
+      if (is_enoent(ec)) return must_exist_ ? make_error_code(errc::temp_dir_missing) : std::error_code{};
       if (ec == std::errc::too_many_symbolic_link_levels || ec == std::errc::not_a_directory)
-        return errc::unsafe_backup_dir;
+        return make_error_code(unsafe_);
       if (ec) return ec;
       cur = std::move(next);
     }
+    if (out) *out = std::move(cur);
     return {};
   }
 
@@ -341,6 +345,8 @@ class backup_tree {
 
   FS& fs_;
   std::filesystem::path dir_;
+  errc unsafe_;
+  bool must_exist_;
   std::mutex mu_;
   handle root_;
   bool open_ = false;
@@ -356,7 +362,8 @@ struct run_state {
 
   run_state(FS& f, const policy_view& p, const run_options& op, report& r)
       : fs(f), pol(p), privileged(acts_as_root(f)), opt(as_user(op, privileged)), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
-        racy_window(f.racy_window()), backups(f, op.backup_dir), state(f, op.state, op.verify, op.subtree, op.state_memory) {
+        racy_window(f.racy_window()), backups(f, op.backup_dir),
+        temps(f, op.temp_dir, errc::unsafe_temp_dir, true), state(f, op.state, op.verify, op.subtree, op.state_memory) {
     if constexpr (has_op<op_user_groups, FS>::value) {
       if (!privileged && opt.group) {
         for (const std::int64_t g : f.user_groups()) groups.push_back(g);
@@ -431,6 +438,10 @@ struct run_state {
   std::unique_ptr<node> root;  // the root directory pair, whose handles stay open for the whole run
   backup_tree<FS> backups;
   std::string backup_rel;  // the backup directory's path inside the destination, if it is inside
+  backup_tree<FS> temps;   // temp_dir: checked and opened once, before the first write
+  handle temp_root;        // temp_dir's directory, once opened (have_temp_root)
+  bool have_temp_root = false;
+  std::string temp_rel;    // temp_dir's path inside the destination, if it is inside
   state_keeper<FS> state;
   bool recording = false;  // a state file is written at the end: completed directories are recorded
   std::string state_rel;   // the state file's path inside the destination, if it is inside
@@ -585,6 +596,7 @@ struct run_state {
   /// or unset).
   void locate_backups(const std::filesystem::path& dst) {
     backup_rel = inside(opt.backup_dir, dst, true);
+    temp_rel = inside(opt.temp_dir, dst, true);
     state_rel = inside(opt.state, dst, false);
   }
 

@@ -269,7 +269,9 @@ class walker {
   /// its own entry of that name): its type, and whether the deletion policy removes it.
   verdict consider_removal(node& n, const dir_entry& de, file_type& t) {
     t = de.type;
-    if ((s_.backup_rel == j_.rel && !s_.backup_rel.empty()) || s_.is_state_file(j_.rel)) return verdict::none;
+    if ((s_.backup_rel == j_.rel && !s_.backup_rel.empty()) || (s_.temp_rel == j_.rel && !s_.temp_rel.empty()) ||
+        s_.is_state_file(j_.rel))
+      return verdict::none;
     if (t == file_type::unknown) {
       if (!need_dst(n)) return verdict::none;
       std::error_code ec;
@@ -313,7 +315,9 @@ class walker {
   /// policy that takes it.
   template <class Identity>
   bool removes_within(const std::string& name, file_type t, bool quiet, Identity&& in) {
-    if ((!s_.backup_rel.empty() && j_.rel == s_.backup_rel) || s_.is_state_file(j_.rel)) return false;
+    if ((!s_.backup_rel.empty() && j_.rel == s_.backup_rel) || (!s_.temp_rel.empty() && j_.rel == s_.temp_rel) ||
+        s_.is_state_file(j_.rel))
+      return false;
     if (is_temp_name(name)) return true;
     const bool ex = excluded(t);
     if (s_.pol.removes_wants_dir() ? s_.pol.removes(std::string_view(j_.rel), t, ex, in())
