@@ -312,6 +312,7 @@ treesync::options library_options(const py::dict& o) {
   lib.existing = get<bool>(o, "existing", false);
   lib.ignore_existing = get<bool>(o, "ignore_existing", false);
   lib.backup_dir = bytes_arg(o, "backup_dir");
+  lib.temp_dir = bytes_arg(o, "temp_dir");
   lib.state = bytes_arg(o, "state");
   if (o.contains("state_memory") && !o["state_memory"].is_none())
     lib.state_memory = o["state_memory"].cast<std::uint64_t>();
@@ -489,6 +490,7 @@ py::tuple run(const py::dict& o) {
     treesync_cli::refusal_facts facts{src, dst, std::nullopt, planned, std::nullopt, std::nullopt};
     if (max_delete >= 0) facts.max_delete = static_cast<std::size_t>(max_delete);
     if (!lib.state.empty()) facts.state = lib.state.string();
+    if (!lib.temp_dir.empty()) facts.temp_dir = lib.temp_dir.string();
     const treesync_cli::refusal_text t = treesync_cli::describe_refusal(facts, ec, treesync_cli::spelling::python);
     words = py::make_tuple(t.message, py::bytes(t.path));
   }
@@ -543,6 +545,8 @@ PYBIND11_MODULE(_treesync, m) {
   errc["state_with_hard_links"] = static_cast<int>(treesync::errc::state_with_hard_links);
   errc["state_with_backup_dir"] = static_cast<int>(treesync::errc::state_with_backup_dir);
   errc["verify_without_state"] = static_cast<int>(treesync::errc::verify_without_state);
+  errc["unsafe_temp_dir"] = static_cast<int>(treesync::errc::unsafe_temp_dir);
+  errc["temp_dir_missing"] = static_cast<int>(treesync::errc::temp_dir_missing);
   // the library's switch table (treesync::switch_table): (keyword, CLI spellings, help, takes a value);
   // each is a keyword of sync() (python/treesync/__init__.py reads them from here)
   py::list switches;

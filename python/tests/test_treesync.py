@@ -377,6 +377,29 @@ def test_backup_dir(src, tmp_path):
         treesync.sync(src, dst, backup_dir=bak, inplace=True)
 
 
+def test_temp_dir(src, tmp_path):
+    dst, tmp = tmp_path / "dst", tmp_path / "tmp"
+    tmp.mkdir()
+    treesync.sync(src, dst)
+    write(str(src / "a.txt"), b"ALPHA2")
+    os.utime(str(tmp), ns=(1, 1))
+    r = treesync.sync(src, dst, temp_dir=tmp)
+    assert r.ok and (dst / "a.txt").read_bytes() == b"ALPHA2"
+    assert os.listdir(str(tmp)) == [] and os.stat(str(tmp)).st_mtime_ns != 1  # made there, moved into place
+    # relative: inside dst, never deleted; missing: refused (rsync's "The temp-dir does not exist")
+    (dst / ".tmp").mkdir()
+    write(str(src / "a.txt"), b"ALPHA3")
+    assert treesync.sync(src, dst, temp_dir=".tmp").ok and (dst / ".tmp").is_dir()
+    before = tree(dst)
+    with pytest.raises(treesync.Refused, match="temp_dir=.*does not exist") as info:
+        treesync.sync(src, dst, temp_dir=tmp_path / "nosuch")
+    assert info.value.code == treesync._treesync.errc["temp_dir_missing"] and tree(dst) == before
+    os.symlink(str(tmp), str(tmp_path / "link"))  # the caller's own link: the library follows none
+    with pytest.raises(treesync.Refused, match="symbolic link") as info:
+        treesync.sync(src, dst, temp_dir=tmp_path / "link")
+    assert info.value.code == treesync._treesync.errc["unsafe_temp_dir"] and tree(dst) == before
+
+
 @pytest.mark.parametrize("verify", ["full", "dirs", "none"])
 def test_state_verify(src, tmp_path, verify):
     dst, state = tmp_path / "dst", tmp_path / "state"
@@ -406,7 +429,7 @@ def test_state_memory_ignores_a_larger_state_file_with_a_notice(src, tmp_path):
 def test_errc_names_every_code():
     codes = sorted(treesync._treesync.errc.values())
     assert codes == list(range(1, len(codes) + 1)) and len(codes) >= 25
-    assert treesync._treesync.errc["verify_without_state"] == codes[-1]  # the last code: none left out after it
+    assert treesync._treesync.errc["temp_dir_missing"] == codes[-1]  # the last code: none left out after it
 
 
 def test_option_rules_each_refused_in_the_librarys_words_before_anything_is_touched(src, tmp_path):
@@ -451,6 +474,7 @@ def test_nul_in_a_path_raises_value_error_like_os(src, tmp_path):
         open(bad, "rb")  # Python's own wording (os.lstat(str) has it too)
     cases = [((bad, tmp_path / "d"), {}), ((src, bad), {}), ((src, os.fsdecode(bad)), {}),
              ((src, tmp_path / "d"), {"state": bad}), ((src, tmp_path / "d"), {"backup_dir": bad}),
+             ((src, tmp_path / "d"), {"temp_dir": bad}),
              ((os.fsencode(str(src)) + b"\0x", tmp_path / "d"), {})]
     for args, kw in cases:
         with pytest.raises(ValueError) as info:
@@ -898,6 +922,15 @@ def test_sync_refuses_an_exclude_from_file_behind_another_users_link(src, tmp_pa
     _link_of_another_user(tmp_path / "secret", tmp_path / "rules")
     with pytest.raises(treesync.Refused, match="exclude_from .*owned by uid 65534"):
         treesync.sync(src, tmp_path / "d", exclude_from=tmp_path / "rules")
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to plant a link owned by another user")
+def test_sync_refuses_a_temp_dir_behind_another_users_link(src, tmp_path):
+    (tmp_path / "t").mkdir()
+    _link_of_another_user(tmp_path / "t", tmp_path / "tl")
+    with pytest.raises(treesync.Refused, match="temp_dir .*owned by uid 65534"):
+        treesync.sync(src, tmp_path / "d", temp_dir=tmp_path / "tl")
     assert not (tmp_path / "d").exists()
 
 

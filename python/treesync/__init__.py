@@ -287,7 +287,7 @@ def _choice(table, value, what):
 # the codes of a run refused before anything was touched (treesync.Refused); any other run-level
 # failure is a treesync.Error
 _REFUSED = ("max_delete_exceeded", "empty_source", "same_directory", "nested_directory", "source_missing",
-            "destination_parent_missing", "destination_dangling_symlink")
+            "destination_parent_missing", "destination_dangling_symlink", "temp_dir_missing", "unsafe_temp_dir")
 
 
 def _refusal(ec, ec_category, ec_errno, planned, words, dst):
@@ -342,7 +342,8 @@ def _callback(value, name):
 # by _options().
 _KEYWORDS = {
     "src": _path, "dst": _path, "compare": _choices(_COMPARE), "links": _choices(_LINKS),
-    "verify": _choices(_VERIFY), "inplace": _flag, "jobs": _jobs, "backup_dir": _path, "state": _path,
+    "verify": _choices(_VERIFY), "inplace": _flag, "jobs": _jobs, "backup_dir": _path, "temp_dir": _path,
+    "state": _path,
     "state_memory": _size("a size in bytes above 0 (an int)", 1), "stop_on_error": _flag,
     "existing": _flag, "ignore_existing": _flag, "progress_interval": lambda v, n: float(v), "cancel": lambda v, n: v,
 }
@@ -393,7 +394,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
          links="follow", inplace=False, jobs=0, hard_links=False, owner=False, group=False, one_file_system=False,
          specials=False, xattrs=False, backup_dir=None, state=None, verify="full", durable=False, dry_run=False,
          stop_on_error=False, on_action=None, progress=None, progress_interval=0.1, cancel=None, max_size=None,
-         existing=False, ignore_existing=False, insecure_links=False, state_memory=None, case_collisions=False):
+         existing=False, ignore_existing=False, insecure_links=False, state_memory=None, case_collisions=False,
+         temp_dir=None):
     """Mirrors the contents of ``src`` into ``dst`` and returns a Report.
 
     Keywords (the CLI's option in brackets): delete [--delete / --no-delete], delete_excluded
@@ -405,7 +407,8 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     ("follow" [-L, the default], "preserve" [-l], "copy_unsafe_links", "safe_links" [-l --safe-links:
     links rsync calls unsafe skipped, dst's entry at their name kept], "skip" [--no-links]),
     inplace, jobs [-j: 0 one worker per CPU], hard_links [-H], owner [-o], group [-g],
-    one_file_system [-x], specials [-D], xattrs [-X], backup_dir, state [--state=FILE], verify
+    one_file_system [-x], specials [-D], xattrs [-X], backup_dir, temp_dir [-T: each changed file is made
+    there, then moved into place; it must exist], state [--state=FILE], verify
     ("full", "dirs", "none"), state_memory [--state-memory: the most bytes the state file's records
     may take, default 256 MiB; a larger file is ignored with a notice], durable [--fsync], dry_run [-n], max_size [--max-size: a larger
     file is neither copied nor updated; bytes], existing [--existing: nothing is created, what
@@ -415,7 +418,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
     include, include_from, exclude, exclude_from: the first that matches an entry decides.
 
     The paths you name are walked as the CLI walks them (rsync 3.5's rule): a symbolic link at any
-    component of ``dst``, ``exclude_from``, ``include_from``, ``state`` or ``backup_dir`` is
+    component of ``dst``, ``exclude_from``, ``include_from``, ``state``, ``backup_dir`` or ``temp_dir`` is
     followed only when root or the caller owns it; another user's raises Refused (ELOOP) before
     anything is written.  ``dst`` is then the directory that walk reached (or, missing, is made in
     the directory it reached), whatever its path names by the time the run starts.
@@ -435,7 +438,7 @@ def sync(src, dst, *, delete=True, delete_excluded=False, max_delete=None, exclu
         raise ValueError(refused)
     dst_fd = dst_parent = -1
     if not insecure_links:
-        for what in ("state", "backup_dir"):
+        for what in ("state", "backup_dir", "temp_dir"):
             path = options[what]
             if path:
                 bpath = path if path.startswith(b"/") or what == "state" else _os.path.join(options["dst"], path)

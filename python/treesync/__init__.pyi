@@ -169,6 +169,7 @@ def sync(
     insecure_links: bool = False,
     state_memory: Optional[int] = None,
     case_collisions: bool = False,
+    temp_dir: Optional[_Path] = None,
 ) -> Report: ...
 
 # dst becomes src minus the excluded names (excluded leftovers in dst deleted; delete_excluded=False keeps them)
