@@ -166,13 +166,16 @@ enum class section { synced, printed };
 /// One row of the tool's own options (the library's switches are treesync::switch_table's rows):
 /// `cli`, its spellings as the library table writes them ("c,checksum": letters and long names;
 /// "max-delete=N": the value's name for --help; after a ';', spellings accepted but not listed in
-/// --help's head, e.g. "delete;del"); how it takes a value; what it does when given (`on`, with
+/// --help's head, e.g. "delete;del"); `py`, the keyword of Python's treesync.sync() that means the
+/// same ("delete", "compare=checksum"; "" for none: python/tests walks this column against sync()'s
+/// keywords); how it takes a value; what it does when given (`on`, with
 /// the name as spelled and its value, or nullptr) and when given as --no-NAME (`off`; nullptr: no
 /// such option); where --help lists it and its help (wrapped where it holds '\n', else at 108
 /// columns).  A handler returns false after parse_state::fail().  A row without `on` is help
 /// only (--no-OPTION); the row without `cli` stands for the library's switches, listed there.
 struct cli_option {
   const char* cli;
+  const char* py;  // Python's sync() keyword of the same meaning ("KEYWORD" or "KEYWORD=VALUE"), "" for none
   takes arg;
   bool (*on)(parse_state&, const std::string& name, const std::string* value);
   bool (*off)(parse_state&, const std::string& name);
@@ -517,7 +520,7 @@ inline const std::vector<cli_option>& cli_options() {
   using v_t = const std::string*;
   using n_t = const std::string&;
   static const std::vector<cli_option> rows = {
-      {"a,archive", takes::nothing,
+      {"a,archive", "", takes::nothing,
        [](s_t& s, n_t, v_t) {  // rsync's -rlptgoD; -o only as root, as rsync does
          s.links = 1;
          s.o.perms = true;
@@ -532,10 +535,10 @@ inline const std::vector<cli_option>& cli_options() {
        "devices), and -o (owner) when run as root (as rsync does); -r -t are always on,\n"
        "-p unless --no-perms"},
       // the library's switches (treesync::switch_table), in its order
-      {nullptr, takes::nothing, nullptr, nullptr, section::synced, nullptr},
+      {nullptr, nullptr, takes::nothing, nullptr, nullptr, section::synced, nullptr},
       // rsync's spellings (they differ in when rsync deletes; treesync plans every deletion before
       // the first one); the last of --delete / --no-delete wins; --delete-excluded implies it
-      {"delete;del,delete-before,delete-during,delete-after,delete-delay", takes::nothing,
+      {"delete;del,delete-before,delete-during,delete-after,delete-delay", "delete", takes::nothing,
        [](s_t& s, n_t, v_t) {
          if (s.o.deletion == deletion_mode::keep) s.o.deletion = deletion_mode::extraneous;
          return true;
@@ -545,18 +548,18 @@ inline const std::vector<cli_option>& cli_options() {
        "delete DST entries that SRC lacks (off by default, as in rsync); rsync's\n"
        "--del, --delete-before, --delete-during, --delete-after, --delete-delay\n"
        "are the same here (the deletions come last, at the end of the run)"},
-      {"no-delete", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.deletion = deletion_mode::keep, true; }, nullptr,
+      {"no-delete", "delete=False", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.deletion = deletion_mode::keep, true; }, nullptr,
        section::synced,
        "keep DST entries that SRC lacks (the default; the last of --delete /\n"
        "--no-delete wins)"},
-      {"delete-excluded", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.deletion = deletion_mode::excluded, true; },
+      {"delete-excluded", "delete_excluded", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.deletion = deletion_mode::excluded, true; },
        [](s_t& s, n_t) {
          if (s.o.deletion == deletion_mode::excluded) s.o.deletion = deletion_mode::extraneous;
          return true;
        },
        section::synced,
        "also delete excluded entries from DST (implies --delete)"},
-      {"max-delete=N", takes::value,
+      {"max-delete=N", "max_delete", takes::value,
        [](s_t& s, n_t, v_t v) {
          unsigned long long n = 0;
          if (!detail::parse_count(*v, n)) return s.fail("--max-delete: not a count: " + display(*v));
@@ -567,20 +570,20 @@ inline const std::vector<cli_option>& cli_options() {
        section::synced,
        "delete nothing if the run would delete more than N: every other change\n"
        "is made, then exit 25; with -n: list the first N deletions, exit 25 as rsync"},
-      {"exclude=PATTERN", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::exclude, *v}), true; },
+      {"exclude=PATTERN", "exclude", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::exclude, *v}), true; },
        nullptr,
        section::synced,
        "exclude what matches PATTERN: neither copied nor deleted (see Filter rules)"},
-      {"include=PATTERN", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::include, *v}), true; },
+      {"include=PATTERN", "include", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::include, *v}), true; },
        nullptr,
        section::synced,
        "include what matches PATTERN (a rule before it may still exclude it)"},
-      {"f,filter=RULE", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::rule, *v}), true; },
+      {"f,filter=RULE", "filter", takes::value, [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::rule, *v}), true; },
        nullptr,
        section::synced,
        "one rule: '+ PATTERN', '- PATTERN', 'dir-merge NAME' (': NAME'), '!' (clear)"},
       // rsync: the first -F reads .rsync-filter files, the second also excludes them
-      {"F", takes::nothing,
+      {"F", "filter", takes::nothing,
        [](s_t& s, n_t, v_t) {
          s.o.filters.push_back(
              {filter_arg::rule, ++s.rule_file_flags == 1 ? "dir-merge .rsync-filter" : "- .rsync-filter"});
@@ -590,63 +593,63 @@ inline const std::vector<cli_option>& cli_options() {
        section::synced,
        "the same as --filter='dir-merge .rsync-filter'; twice (-FF): also\n"
        "--filter='- .rsync-filter' (the rule files themselves are not copied)"},
-      {"exclude-from=FILE", takes::value,
+      {"exclude-from=FILE", "exclude_from", takes::value,
        [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::exclude_from, *v}), true; }, nullptr,
        section::synced,
        "exclude patterns from FILE, one per line; '+ ' / '- ' prefixes are honoured;\n"
        "blank lines and lines starting with '#' or ';' are skipped; '-' is stdin"},
-      {"include-from=FILE", takes::value,
+      {"include-from=FILE", "include_from", takes::value,
        [](s_t& s, n_t, v_t v) { return s.o.filters.push_back({filter_arg::include_from, *v}), true; }, nullptr,
        section::synced,
        "include patterns from FILE, read the same way"},
-      {"ignore-errors", takes::nothing, detail::set_on<&options::ignore_errors>, detail::set_off<&options::ignore_errors>,
+      {"ignore-errors", "", takes::nothing, detail::set_on<&options::ignore_errors>, detail::set_off<&options::ignore_errors>,
        section::synced,
        "delete even after an error reading SRC (by default, as in rsync, a source\n"
        "error stops the deletions: IO error encountered -- skipping file deletion;\n"
        "they wait for the end of the run, so an error anywhere stops every one)"},
-      {"L,copy-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.copy_links = true; },
+      {"L,copy-links", "links=follow", takes::nothing, [](s_t& s, n_t, v_t) { return s.copy_links = true; },
        [](s_t& s, n_t) { return s.copy_links = false, true; },
        section::synced,
        "copy what a symlink in SRC points to"},
-      {"l,links", takes::nothing, [](s_t& s, n_t, v_t) { return s.links = 1, true; },
+      {"l,links", "links=preserve", takes::nothing, [](s_t& s, n_t, v_t) { return s.links = 1, true; },
        [](s_t& s, n_t) { return s.links = 0, true; },
        section::synced,
        "recreate symlinks as symlinks (-L wins over -l, as in rsync)"},
-      {"copy-unsafe-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.copy_unsafe = true; },
+      {"copy-unsafe-links", "links=copy_unsafe_links", takes::nothing, [](s_t& s, n_t, v_t) { return s.copy_unsafe = true; },
        [](s_t& s, n_t) { return s.copy_unsafe = false, true; },
        section::synced,
        "keep symlinks that stay inside SRC, copy what the others point to"},
-      {"safe-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.safe_links = true; },
+      {"safe-links", "links=safe_links", takes::nothing, [](s_t& s, n_t, v_t) { return s.safe_links = true; },
        [](s_t& s, n_t) { return s.safe_links = false, true; },
        section::synced,
        "with -l (-a): skip symlinks unsafe to rsync: absolute, or climbing above SRC/\n"
        "(SRC's parent for SRC without a slash) or with '..' after a name; DST's entry\n"
        "there is kept, -v lists each as skipped (--copy-unsafe-links and -L win)"},
-      {"no-links", takes::nothing, [](s_t& s, n_t, v_t) { return s.links = 0, true; }, nullptr,
+      {"no-links", "links=skip", takes::nothing, [](s_t& s, n_t, v_t) { return s.links = 0, true; }, nullptr,
        section::synced,
        "skip symlinks, each named on stderr: skipping non-regular file \"NAME\" (the\n"
        "default without -l, -L, -a or --copy-unsafe-links, as in rsync)"},
-      {"c,checksum", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::checksum), true; },
+      {"c,checksum", "compare=checksum", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::checksum), true; },
        [](s_t& s, n_t) { return s.reset_compare(compare_mode::checksum), true; },
        section::synced,
        "a DST file is current when size and content match (reads both)"},
-      {"size-only", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::size_only), true; },
+      {"size-only", "compare=size_only", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::size_only), true; },
        [](s_t& s, n_t) { return s.reset_compare(compare_mode::size_only), true; },
        section::synced,
        "a DST file is current when its size matches"},
-      {"u,update", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::newer), true; },
+      {"u,update", "compare=update", takes::nothing, [](s_t& s, n_t, v_t) { return s.set_compare(compare_mode::newer), true; },
        [](s_t& s, n_t) { return s.reset_compare(compare_mode::newer), true; },
        section::synced,
        "leave DST files newer than SRC's alone (data, mode, owner, times);\n"
        "otherwise compare size and time"},
       // rsync's -I: its quick check takes no file for current; -c and --size-only decide before it
       // does (rsync's order), -u's newer files are left alone before any check (parse() settles it)
-      {"I,ignore-times", takes::nothing, detail::set_on<&options::ignore_times>,
+      {"I,ignore-times", "compare=ignore_times", takes::nothing, detail::set_on<&options::ignore_times>,
        detail::set_off<&options::ignore_times>,
        section::synced,
        "rewrite every file, even one whose size and time match; -c and --size-only\n"
        "win over it, and with -u a newer DST file is still left alone (as rsync)"},
-      {"modify-window=SECS", takes::value,
+      {"modify-window=SECS", "modify_window", takes::value,
        [](s_t& s, n_t, v_t v) {
          return detail::parse_seconds(*v, s.o.modify_window_ns) ||
                 s.fail("--modify-window: not a number of seconds: " + display(*v));
@@ -654,10 +657,10 @@ inline const std::vector<cli_option>& cli_options() {
        nullptr,
        section::synced,
        "times within SECS seconds (fractions allowed) count as equal (FAT: 2)"},
-      {"inplace", takes::nothing, detail::set_on<&options::inplace>, detail::set_off<&options::inplace>,
+      {"inplace", "inplace", takes::nothing, detail::set_on<&options::inplace>, detail::set_off<&options::inplace>,
        section::synced,
        "write into existing DST files instead of a temporary renamed into place"},
-      {"j,jobs=N", takes::value,
+      {"j,jobs=N", "jobs", takes::value,
        [](s_t& s, n_t, v_t v) {
          unsigned long long n = 0;
          if (!detail::parse_count(*v, n) || n > 1024) return s.fail("--jobs: not a worker count (0-1024): " + display(*v));
@@ -667,7 +670,7 @@ inline const std::vector<cli_option>& cli_options() {
        nullptr,
        section::synced,
        "N parallel workers (default 4: see Jobs below; 1 serial; 0 one per CPU)"},
-      {"backup-dir=DIR", takes::value,
+      {"backup-dir=DIR", "backup_dir", takes::value,
        [](s_t& s, n_t, v_t v) {
          if (v->empty()) return s.fail("--backup-dir: an empty directory name");
          s.o.backup_dir = *v;
@@ -677,7 +680,7 @@ inline const std::vector<cli_option>& cli_options() {
        section::synced,
        "move replaced and deleted DST files into DIR (relative: to DST), same paths;\n"
        "not with --inplace (a usage error naming both)"},
-      {"T,temp-dir=DIR", takes::value,
+      {"T,temp-dir=DIR", "temp_dir", takes::value,
        [](s_t& s, n_t, v_t v) {
          if (v->empty()) return s.fail("--temp-dir: an empty directory name");
          s.o.lib.temp_dir = *v;
@@ -688,7 +691,7 @@ inline const std::vector<cli_option>& cli_options() {
        "make each changed file's temporary in DIR (relative: to DST; it must exist,\n"
        "else exit 1), then move it into place (from another filesystem: copied beside\n"
        "the file, then renamed); inside DST it is never deleted"},
-      {"state=FILE", takes::value,
+      {"state=FILE", "state", takes::value,
        [](s_t& s, n_t, v_t v) {
          if (v->empty()) return s.fail("--state: an empty file name");
          s.o.state = *v;
@@ -699,7 +702,7 @@ inline const std::vector<cli_option>& cli_options() {
        "keep a state file: what the run left in DST, written at the end of a run that\n"
        "was not stopped, removed before its first write (FILE outside DST is best;\n"
        "inside DST it is never deleted or mirrored); --verify says how far it is trusted"},
-      {"verify=LEVEL", takes::value,
+      {"verify=LEVEL", "verify", takes::value,
        [](s_t& s, n_t, v_t v) {
          if (*v == "full") s.o.verify = treesync::verify_level::full;
          else if (*v == "dirs") s.o.verify = treesync::verify_level::dirs;
@@ -714,7 +717,7 @@ inline const std::vector<cli_option>& cli_options() {
        "stamps are unchanged from FILE: it misses a file edited in place or chmod'ed\n"
        "in DST; none reads nothing of DST that FILE vouches for: it misses anything\n"
        "done to DST since the last run with FILE (deleted, added, edited entries)"},
-      {"state-memory=SIZE", takes::value,
+      {"state-memory=SIZE", "state_memory", takes::value,
        [](s_t& s, n_t, v_t v) {
          return (detail::parse_switch_value(*v, s.o.state_memory) && s.o.state_memory != 0) ||
                 s.fail("--state-memory=" + display(*v) + ": expected a size above 0 (K, M, G: powers of 1024)");
@@ -723,7 +726,7 @@ inline const std::vector<cli_option>& cli_options() {
        section::synced,
        "the most memory FILE's records may take (default 256M, about 1.3 million\n"
        "entries; K, M, G: powers of 1024): a larger FILE is ignored (a notice)"},
-      {"insecure-links", takes::nothing, detail::set_on<&options::insecure_links>,
+      {"insecure-links", "insecure_links", takes::nothing, detail::set_on<&options::insecure_links>,
        detail::set_off<&options::insecure_links>,
        section::synced,
        "follow any symlink in the paths named on the command line (rsync's opt-out):\n"
@@ -731,27 +734,27 @@ inline const std::vector<cli_option>& cli_options() {
        "too), --backup-dir, --temp-dir, --state or an --exclude-from / --include-from\n"
        "file is followed only when owned by root or by the user running treesync; one\n"
        "of another user is refused before anything is written (exit 3 or 11, below)"},
-      {"A,acls", takes::nothing,
+      {"A,acls", "", takes::nothing,
        [](s_t& s, n_t, v_t) { return s.unsupported.push_back("-A/--acls (the library has no ACL policy)"), true; },
        nullptr,
        section::synced,
        "not supported yet (a usage error, never silently ignored)"},
-      {"r,recursive", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on,
+      {"r,recursive", "", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on,
        section::synced,
        "always on (accepted for rsync habits)"},
-      {"t,times", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on,
+      {"t,times", "", takes::nothing, [](s_t&, n_t, v_t) { return true; }, detail::always_on,
        section::synced,
        "always on: modification times are kept (accepted for rsync habits)"},
-      {"p,perms", takes::nothing, detail::set_on<&options::perms>, detail::set_off<&options::perms>,
+      {"p,perms", "", takes::nothing, detail::set_on<&options::perms>, detail::set_off<&options::perms>,
        section::synced,
        "permission bits are kept (on by default, unlike rsync; -a sets it too);\n"
        "set-user-ID only with SRC's owner (-o, or run as that owner), set-group-ID\n"
        "only with SRC's group (-g, or run as that owner, not root): see below"},
-      {"no-perms,no-p", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.perms = false, true; }, nullptr,
+      {"no-perms,no-p", "", takes::nothing, [](s_t& s, n_t, v_t) { return s.o.perms = false, true; }, nullptr,
        section::synced,
        "existing DST entries keep their permission bits (also when rewritten); new\n"
        "ones get SRC's under the umask, without set-ID/sticky bits (as rsync)"},
-      {"chmod=CHMOD", takes::value,
+      {"chmod=CHMOD", "", takes::value,
        [](s_t& s, n_t, v_t v) {
          std::string why;
          return s.o.chmod.parse(*v, &why) || s.fail("--chmod=" + display(*v) + ": " + why);
@@ -761,31 +764,31 @@ inline const std::vector<cli_option>& cli_options() {
        "change SRC's permission bits as the run sees them, as rsync: comma-separated\n"
        "[ugoa][+-=][rwxXst] or [ugoa][+-=][ugo] items, octal modes, D (directories\n"
        "only) or F (the others) in front; no class named: the umask's bits stay"},
-      {"existing;ignore-non-existing", takes::nothing, detail::set_on<&options::existing>,
+      {"existing;ignore-non-existing", "existing", takes::nothing, detail::set_on<&options::existing>,
        detail::set_off<&options::existing>,
        section::synced,
        "create nothing in DST, only update what exists (a new directory is not entered)"},
-      {"ignore-existing", takes::nothing, detail::set_on<&options::ignore_existing>,
+      {"ignore-existing", "ignore_existing", takes::nothing, detail::set_on<&options::ignore_existing>,
        detail::set_off<&options::ignore_existing>,
        section::synced,
        "change nothing that exists in DST, only create (directories are still entered)"},
-      {"no-OPTION", takes::nothing, nullptr, nullptr,
+      {"no-OPTION", "", takes::nothing, nullptr, nullptr,
        section::synced,
        "turn OPTION off (--no-l, --no-D, --no-inplace, ...): the last one given wins"},
-      {"i,itemize-changes", takes::nothing, detail::set_on<&options::itemize>, detail::set_off<&options::itemize>,
+      {"i,itemize-changes", "", takes::nothing, detail::set_on<&options::itemize>, detail::set_off<&options::itemize>,
        section::printed,
        "one line per change: rsync's 11-character code, then the path"},
-      {"v,verbose", takes::nothing, detail::set_on<&options::verbose>, detail::set_off<&options::verbose>,
+      {"v,verbose", "", takes::nothing, detail::set_on<&options::verbose>, detail::set_off<&options::verbose>,
        section::printed,
        "one line per action: create, update, meta, delete or skip, then the path"},
-      {"q,quiet", takes::nothing, detail::set_on<&options::quiet>, detail::set_off<&options::quiet>,
+      {"q,quiet", "", takes::nothing, detail::set_on<&options::quiet>, detail::set_off<&options::quiet>,
        section::printed,
        "no summary line, no --progress (what -i, -v, --stats, --json ask for is still\n"
        "printed)"},
-      {"stats", takes::nothing, detail::set_on<&options::stats>, detail::set_off<&options::stats>,
+      {"stats", "", takes::nothing, detail::set_on<&options::stats>, detail::set_off<&options::stats>,
        section::printed,
        "counts, bytes copied, elapsed time and rate, instead of the summary line"},
-      {"progress[=WHEN]", takes::attached,  // --progress=WHEN; a bare --progress is auto
+      {"progress[=WHEN]", "", takes::attached,  // --progress=WHEN; a bare --progress is auto
        [](s_t& s, n_t, v_t v) {
          const std::string when = v ? *v : std::string("auto");
          if (when != "auto" && when != "always" && when != "never")
@@ -801,7 +804,7 @@ inline const std::vector<cli_option>& cli_options() {
        "from a count of SRC run alongside, marked '+' (and no % or ETA) until it\n"
        "ends.  WHEN always: also when stdout is not a terminal, a line a second;\n"
        "never: off.  Never with -q or --json"},
-      {"info=progress2", takes::value,
+      {"info=progress2", "", takes::value,
        [](s_t& s, n_t, v_t v) {
          if (*v != "progress2")
            return s.fail("--info=" + display(*v) +
@@ -811,15 +814,15 @@ inline const std::vector<cli_option>& cli_options() {
        nullptr,
        section::printed,
        "the same as --progress (no other --info flag is supported)"},
-      {"json", takes::nothing, detail::set_on<&options::json>, detail::set_off<&options::json>,
+      {"json", "", takes::nothing, detail::set_on<&options::json>, detail::set_off<&options::json>,
        section::printed,
        "the report as one JSON object on stdout, nothing else (actions too with -i/-v);\n"
        "usage errors and refusals too (status \"usage\" / \"refused\", the path at fault)"},
-      {"h,human-readable", takes::nothing, detail::set_on<&options::human_readable>,
+      {"h,human-readable", "", takes::nothing, detail::set_on<&options::human_readable>,
        detail::set_off<&options::human_readable>,
        section::printed,
        "the summary line's byte count in units (K, M, G: powers of 1024)"},
-      {"help", takes::nothing,
+      {"help", "", takes::nothing,
        [](s_t& s, n_t, v_t) {
          s.r.exit_now = true;
          s.r.message = s.tool.help();
@@ -828,7 +831,7 @@ inline const std::vector<cli_option>& cli_options() {
        nullptr,
        section::printed,
        "this help (so is -h given alone, as in rsync)"},
-      {"version", takes::nothing,
+      {"version", "", takes::nothing,
        [](s_t& s, n_t, v_t) {
          s.r.exit_now = true;
          s.r.message = std::string(s.tool.name) + ' ' + TREESYNC_VERSION_STRING + "\n";

@@ -9,7 +9,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "../../examples/cli/refusal.hpp"  // the refusal words the CLI says, with Python's names
+#include "../../examples/cli/refusal.hpp"
+#include "../../examples/cli/options.hpp"  // the CLI's option table: its Python keyword column  // the refusal words the CLI says, with Python's names
 #include <treesync/treesync.hpp>
 
 #include <atomic>
@@ -552,6 +553,12 @@ PYBIND11_MODULE(_treesync, m) {
   py::list switches;
   for (const auto& row : treesync::switch_table) switches.append(py::make_tuple(row.member, row.cli, row.help, row.value));
   m.attr("switches") = switches;
+  // the CLI's own options (examples/cli/options.hpp cli_options()): (spellings, Python keyword or
+  // "KEYWORD=VALUE", "" for none), for the test that walks them against sync()'s keywords
+  py::list cli_rows;
+  for (const auto& row : treesync_cli::cli_options())
+    if (row.cli && row.on) cli_rows.append(py::make_tuple(row.cli, row.py));
+  m.attr("cli_options") = cli_rows;
   // the options refused together: (code, first keyword, second keyword, needs, why)
   py::list rules;
   for (const auto& r : treesync::option_rules)

@@ -116,6 +116,27 @@ def test_every_switch_of_the_library_table_is_a_keyword_documented_and_stubbed()
         assert member in treesync._KEYWORDS, member
 
 
+# sync()'s keywords no CLI option has: the callbacks, their interval, the cancel event, errors::stop
+_PYTHON_ONLY = {"on_action", "progress", "progress_interval", "cancel", "stop_on_error"}
+
+
+def test_the_cli_table_names_each_python_keyword_and_every_keyword_has_a_row(src, tmp_path):
+    params = inspect.signature(treesync.sync).parameters
+    keywords = {n for n, p in params.items() if p.kind is p.KEYWORD_ONLY}
+    named = set()
+    for cli, py in treesync._treesync.cli_options:
+        if not py:
+            continue
+        keyword, _, value = py.partition("=")
+        assert keyword in keywords, (cli, py)
+        named.add(keyword)
+        if value:  # the value is one sync() takes: a dry run with it is not refused
+            arg = {"False": False, "True": True}.get(value, value)
+            treesync.sync(src, tmp_path / "d", dry_run=True, **{keyword: arg})
+    switches = {member for member, _cli, _help, _value in treesync._treesync.switches}
+    assert keywords - named - switches == _PYTHON_ONLY
+
+
 def test_case_collisions_reports_names_that_differ_only_in_case(tmp_path):
     s = tmp_path / "s"
     write(str(s / "Readme"), b"a")
