@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <string_view>
@@ -604,6 +605,36 @@ void with_links(mock_fs& fs) {
   fs.symlink("/src/abs", "/outside.txt");
   settle(fs);
 }
+
+// What a link at `path` in the destination tree `t` became: its type and its data (a link's target).
+struct link_row {
+  const char* path;
+  file_type type;
+  const char* data;
+};
+template <class Tree>
+void check_landed(const Tree& t, std::initializer_list<link_row> rows) {
+  for (const link_row& row : rows) {
+    const std::string path = row.path;
+    CAPTURE(path);
+    REQUIRE(t.count(path) == 1u);
+    CHECK(t.at(path).type == row.type);
+    CHECK(t.at(path).data == row.data);
+  }
+}
+
+// Each link of `paths` is absent from `t` and reported as a skipped symlink in `log`.
+template <class Tree>
+void check_skipped(const Tree& t, const std::vector<seen>& log, std::initializer_list<const char*> paths) {
+  for (const char* p : paths) {
+    CAPTURE(p);
+    CHECK(t.count(p) == 0u);
+    const seen* s = find_action(log, p);
+    REQUIRE(s != nullptr);
+    CHECK(s->kind == action_kind::skip);
+    CHECK(s->type == file_type::symlink);
+  }
+}
 }  // namespace
 
 TEST_CASE("links::dereference (default): a link is replaced by what it points to") {
@@ -692,14 +723,7 @@ TEST_CASE("links::skip: a link is neither followed nor copied, and is reported a
   CHECK(r.ok());
   CHECK(r.skipped == 5u);
   const auto t = fs.tree("/dst");
-  for (const char* p : {"to_file", "to_dir", "d/up", "out", "abs"}) {
-    CAPTURE(p);
-    CHECK(t.count(p) == 0u);
-    const seen* s = find_action(log, p);
-    REQUIRE(s != nullptr);
-    CHECK(s->kind == action_kind::skip);
-    CHECK(s->type == file_type::symlink);
-  }
+  check_skipped(t, log, {"to_file", "to_dir", "d/up", "out", "abs"});
   CHECK(t.at("a.txt").data == "alpha");
 }
 
@@ -708,24 +732,11 @@ TEST_CASE("links::dereference_unsafe: a link inside the source stays a link, one
   with_links(fs);
   const treesync::report r = treesync::sync(fs, "/src", "/dst", treesync::links::dereference_unsafe);
   CHECK(r.ok());
-  const auto t = fs.tree("/dst");
-  struct link_row {
-    const char* path;
-    file_type type;
-    const char* data;
-  };
-  const link_row rows[] = {
-      {"to_file", file_type::symlink, "a.txt"},   {"to_dir", file_type::symlink, "d"},
-      {"d/up", file_type::symlink, "../a.txt"},   {"out", file_type::regular, "outside"},
-      {"abs", file_type::regular, "outside"},
-  };
-  for (const link_row& row : rows) {
-    const std::string path = row.path;
-    CAPTURE(path);
-    REQUIRE(t.count(path) == 1u);
-    CHECK(t.at(path).type == row.type);
-    CHECK(t.at(path).data == row.data);
-  }
+  check_landed(fs.tree("/dst"), {{"to_file", file_type::symlink, "a.txt"},
+                                 {"to_dir", file_type::symlink, "d"},
+                                 {"d/up", file_type::symlink, "../a.txt"},
+                                 {"out", file_type::regular, "outside"},
+                                 {"abs", file_type::regular, "outside"}});
 }
 
 TEST_CASE("links::preserve_safe: a link inside the source stays a link, one going outside is skipped and reported") {
@@ -736,22 +747,10 @@ TEST_CASE("links::preserve_safe: a link inside the source stays a link, one goin
   CHECK(r.ok());
   CHECK(r.skipped == 2u);
   const auto t = fs.tree("/dst");
-  const std::pair<const char*, const char*> kept[] = {{"to_file", "a.txt"}, {"to_dir", "d"}, {"d/up", "../a.txt"}};
-  for (const auto& link : kept) {
-    const std::string path = link.first;
-    CAPTURE(path);
-    REQUIRE(t.count(path) == 1u);
-    CHECK(t.at(path).type == file_type::symlink);
-    CHECK(t.at(path).data == link.second);
-  }
-  for (const char* p : {"out", "abs"}) {
-    CAPTURE(p);
-    CHECK(t.count(p) == 0u);
-    const seen* s = find_action(log, p);
-    REQUIRE(s != nullptr);
-    CHECK(s->kind == action_kind::skip);
-    CHECK(s->type == file_type::symlink);
-  }
+  check_landed(t, {{"to_file", file_type::symlink, "a.txt"},
+                   {"to_dir", file_type::symlink, "d"},
+                   {"d/up", file_type::symlink, "../a.txt"}});
+  check_skipped(t, log, {"out", "abs"});
   REQUIRE(r.skipped_entries.size() == 2u);
   for (const treesync::entry_error& e : r.skipped_entries) CHECK(e.code == treesync::errc::skipped_symlink);
 }
