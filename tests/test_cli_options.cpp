@@ -235,3 +235,25 @@ TEST_CASE("cli options: -I is compare::always alone; -c and --size-only win over
   const auto refused = parse({"-u", "-I", "--size-only"});  // -u with --size-only stays refused
   CHECK((refused.exit_now && refused.exit_code == 1));
 }
+
+TEST_CASE("cli options: an empty path for --backup-dir, --temp-dir, -T or --state is a usage error naming the option") {
+  const std::pair<std::vector<std::string>, std::string> cases[] = {
+      {{"--backup-dir="}, "--backup-dir: an empty directory name"},
+      {{"--temp-dir="}, "--temp-dir: an empty directory name"},
+      {{"-T", ""}, "--temp-dir: an empty directory name"},
+      {{"--state="}, "--state: an empty file name"},
+  };
+  for (const auto& c : cases) {
+    const std::string& message = c.second;
+    CAPTURE(message);
+    const auto r = parse(c.first);
+    CHECK(r.exit_now);
+    CHECK(r.exit_code == 1);
+    CHECK(r.message.rfind("treesync: " + message + "\n", 0) == 0);
+  }
+  const auto given = parse({"--temp-dir=t", "--backup-dir=b"});
+  CHECK_FALSE(given.exit_now);
+  CHECK(given.opt.lib.temp_dir == "t");
+  CHECK(given.opt.backup_dir == std::optional<std::string>("b"));
+  CHECK(parse({"--state=st"}).opt.state == std::optional<std::string>("st"));
+}

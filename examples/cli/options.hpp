@@ -507,6 +507,14 @@ bool set_off(parse_state& s, const std::string&) {
   s.o.*Member = false;
   return true;
 }
+// a handler that sets the path an option names (`to`): an empty one is a usage error, "--NAME: an
+// empty WHAT name"
+template <class T>
+bool set_path(parse_state& s, const std::string& name, const std::string& value, const char* what, T& to) {
+  if (value.empty()) return s.fail("--" + name + ": an empty " + what + " name");
+  to = value;
+  return true;
+}
 inline bool always_on(parse_state& s, const std::string& name) {
   return s.fail("--no-" + name + ": treesync always recurses and keeps times");
 }
@@ -671,32 +679,20 @@ inline const std::vector<cli_option>& cli_options() {
        section::synced,
        "N parallel workers (default 4: see Jobs below; 1 serial; 0 one per CPU)"},
       {"backup-dir=DIR", "backup_dir", takes::value,
-       [](s_t& s, n_t, v_t v) {
-         if (v->empty()) return s.fail("--backup-dir: an empty directory name");
-         s.o.backup_dir = *v;
-         return true;
-       },
+       [](s_t& s, n_t, v_t v) { return detail::set_path(s, "backup-dir", *v, "directory", s.o.backup_dir); },
        nullptr,
        section::synced,
        "move replaced and deleted DST files into DIR (relative: to DST), same paths;\n"
        "not with --inplace (a usage error naming both)"},
       {"T,temp-dir=DIR", "temp_dir", takes::value,
-       [](s_t& s, n_t, v_t v) {
-         if (v->empty()) return s.fail("--temp-dir: an empty directory name");
-         s.o.lib.temp_dir = *v;
-         return true;
-       },
+       [](s_t& s, n_t, v_t v) { return detail::set_path(s, "temp-dir", *v, "directory", s.o.lib.temp_dir); },
        nullptr,
        section::synced,
        "make each changed file's temporary in DIR (relative: to DST; it must exist,\n"
        "else exit 1), then move it into place (from another filesystem: copied beside\n"
        "the file, then renamed); inside DST it is never deleted"},
       {"state=FILE", "state", takes::value,
-       [](s_t& s, n_t, v_t v) {
-         if (v->empty()) return s.fail("--state: an empty file name");
-         s.o.state = *v;
-         return true;
-       },
+       [](s_t& s, n_t, v_t v) { return detail::set_path(s, "state", *v, "file", s.o.state); },
        nullptr,
        section::synced,
        "keep a state file: what the run left in DST, written at the end of a run that\n"
