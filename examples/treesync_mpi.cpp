@@ -7,8 +7,8 @@
 // (examples/cli/; the --json schema at the top of examples/treesync.cpp applies unchanged: "jobs"
 // is the per-rank worker count and the object gains "ranks", "frontier_depth" and "per_rank").
 // This file holds only the distribution.  Options whose meaning spans the whole tree (-H, -x,
-// --backup-dir, --temp-dir) or that need a single process (--progress and its synonym
-// --info=progress2) are usage errors.
+// --backup-dir, --temp-dir, --state, --verify) or that need a single process (--progress and its
+// synonym --info=progress2) are usage errors: the option rows say which (whole_tree_options()).
 //
 // How the work is split (the library's seam for external schedulers, treesync::frontier and
 // treesync::subtree):
@@ -70,12 +70,6 @@ using namespace treesync_cli;
 
 // The options treesync_mpi refuses (one spelling each: every spelling of the option is refused):
 // they span the whole tree or need one process.
-const std::vector<std::string>& mpi_not_supported() {
-  static const std::vector<std::string> names = {"hard-links", "one-file-system", "backup-dir", "temp-dir",
-                                                 "progress",   "info",            "state",      "verify"};
-  return names;
-}
-
 const char* mpi_help_text() {
   static const std::string text =
       "usage: mpirun -np N treesync_mpi [OPTIONS] SRC DST\n"
@@ -86,7 +80,7 @@ const char* mpi_help_text() {
       "  -j, --jobs=N              N worker threads in each rank (default 4; 0 = one per hardware thread)\n"
       "      --max-delete=N        holds for the whole run, summed over the ranks\n"
       "      --exclude-from=FILE   and --include-from: '-' is the stdin of rank 0\n"
-      "  " + options_list(mpi_not_supported()) + ": usage errors (they span the whole tree\n"
+      "  " + options_list(whole_tree_options()) + ": usage errors (they span the whole tree\n"
       "                            or need one process)\n"
       "      --insecure-links      as the CLI's: DST and the --*-from files follow only root's or the\n"
       "                            caller's symlinks without it (exit 3 / 11, rank 0 decides)\n"
@@ -758,7 +752,7 @@ int main(int argc, char** argv) {
   tool_info tool;
   tool.name = "treesync_mpi";
   tool.help = mpi_help_text;
-  tool.not_supported = mpi_not_supported();
+  tool.not_supported = whole_tree_options();
   tool.not_supported_why = " (use the treesync CLI)";
   const parse_result parsed = parse(argc, argv, tool);
   if (parsed.exit_now) return finish(rank == 0 ? parse_exit(tool, parsed, argc, argv) : parsed.exit_code);

@@ -171,6 +171,22 @@ TEST_CASE("cli options: a tool refuses every spelling of an option it does not s
   CHECK(treesync_cli::options_list(tool.not_supported) == "-H, --backup-dir, --progress");
 }
 
+TEST_CASE("cli options: the options reaching over the whole tree come from the rows, the library's switches included") {
+  // what treesync_mpi refuses and lists in its --help: rows marked reach::whole_tree and the
+  // library's switches with switch_whole_tree, in --help's order
+  CHECK(treesync_cli::options_list(treesync_cli::whole_tree_options()) ==
+        "-x, -H, --backup-dir, -T, --state, --verify, --progress, --info");
+  treesync_cli::tool_info tool;
+  tool.name = "tool";
+  tool.not_supported = treesync_cli::whole_tree_options();
+  for (const char* arg : {"-x", "--hard-links", "--backup-dir=b", "-T", "--state=f", "--verify=dirs", "--progress",
+                          "--info=progress2"}) {
+    CAPTURE(arg);
+    CHECK(parse({arg, "t"}, tool).message.find("not supported by tool") != std::string::npos);
+  }
+  CHECK(!parse({"-a", "--delete", "-c"}, tool).exit_now);  // options over the entries stay
+}
+
 TEST_CASE("cli options: each of the library's option_rules is a usage error in its words, with the command line's spellings") {
   // the command line that sets an option_rules key away from its default
   const auto args_for = [](std::string_view key) -> std::vector<std::string> {

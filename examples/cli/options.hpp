@@ -163,6 +163,12 @@ enum class takes { nothing, value, attached };
 /// Where --help lists an option.
 enum class section { synced, printed };
 
+/// How far an option reaches: over the entries one at a time, or over the whole tree in one
+/// process (a state file, a backup or temporary directory checked once, the live line; the
+/// library's switches say so with treesync::switch_whole_tree).  A tool that shares a mirror out
+/// in subtrees (treesync_mpi) refuses the latter: whole_tree_options().
+enum class reach { entries, whole_tree };
+
 /// One row of the tool's own options (the library's switches are treesync::switch_table's rows):
 /// `cli`, its spellings as the library table writes them ("c,checksum": letters and long names;
 /// "max-delete=N": the value's name for --help; after a ';', spellings accepted but not listed in
@@ -171,8 +177,8 @@ enum class section { synced, printed };
 /// keywords); how it takes a value; what it does when given (`on`, with
 /// the name as spelled and its value, or nullptr) and when given as --no-NAME (`off`; nullptr: no
 /// such option); where --help lists it and its help (wrapped where it holds '\n', else at 108
-/// columns).  A handler returns false after parse_state::fail().  A row without `on` is help
-/// only (--no-OPTION); the row without `cli` stands for the library's switches, listed there.
+/// columns); how far it reaches (reach::entries unless written).  A handler returns false
+/// after parse_state::fail().  A row without `on` is help only (--no-OPTION); the row without `cli` stands for the library's switches, listed there.
 struct cli_option {
   const char* cli;
   const char* py;  // Python's sync() keyword of the same meaning ("KEYWORD" or "KEYWORD=VALUE"), "" for none
@@ -181,6 +187,7 @@ struct cli_option {
   bool (*off)(parse_state&, const std::string& name);
   section where;
   const char* help;
+  reach extent = reach::entries;
 };
 
 /// The tool's options, in --help's order (below parse_state).
@@ -683,21 +690,24 @@ inline const std::vector<cli_option>& cli_options() {
        nullptr,
        section::synced,
        "move replaced and deleted DST files into DIR (relative: to DST), same paths;\n"
-       "not with --inplace (a usage error naming both)"},
+       "not with --inplace (a usage error naming both)",
+       reach::whole_tree},
       {"T,temp-dir=DIR", "temp_dir", takes::value,
        [](s_t& s, n_t, v_t v) { return detail::set_path(s, "temp-dir", *v, "directory", s.o.lib.temp_dir); },
        nullptr,
        section::synced,
        "make each changed file's temporary in DIR (relative: to DST; it must exist,\n"
        "else exit 1), then move it into place (from another filesystem: copied beside\n"
-       "the file, then renamed); inside DST it is never deleted"},
+       "the file, then renamed); inside DST it is never deleted",
+       reach::whole_tree},
       {"state=FILE", "state", takes::value,
        [](s_t& s, n_t, v_t v) { return detail::set_path(s, "state", *v, "file", s.o.state); },
        nullptr,
        section::synced,
        "keep a state file: what the run left in DST, written at the end of a run that\n"
        "was not stopped, removed before its first write (FILE outside DST is best;\n"
-       "inside DST it is never deleted or mirrored); --verify says how far it is trusted"},
+       "inside DST it is never deleted or mirrored); --verify says how far it is trusted",
+       reach::whole_tree},
       {"verify=LEVEL", "verify", takes::value,
        [](s_t& s, n_t, v_t v) {
          if (*v == "full") s.o.verify = treesync::verify_level::full;
@@ -712,7 +722,8 @@ inline const std::vector<cli_option>& cli_options() {
        "written; dirs stats each DST directory and takes the entries of one whose\n"
        "stamps are unchanged from FILE: it misses a file edited in place or chmod'ed\n"
        "in DST; none reads nothing of DST that FILE vouches for: it misses anything\n"
-       "done to DST since the last run with FILE (deleted, added, edited entries)"},
+       "done to DST since the last run with FILE (deleted, added, edited entries)",
+       reach::whole_tree},
       {"state-memory=SIZE", "state_memory", takes::value,
        [](s_t& s, n_t, v_t v) {
          return (detail::parse_switch_value(*v, s.o.state_memory) && s.o.state_memory != 0) ||
@@ -799,7 +810,8 @@ inline const std::vector<cli_option>& cli_options() {
        "percentage, rate, ETA, to-chk=LEFT/ENTRIES, the latest entry; totals come\n"
        "from a count of SRC run alongside, marked '+' (and no % or ETA) until it\n"
        "ends.  WHEN always: also when stdout is not a terminal, a line a second;\n"
-       "never: off.  Never with -q or --json"},
+       "never: off.  Never with -q or --json",
+       reach::whole_tree},
       {"info=progress2", "", takes::value,
        [](s_t& s, n_t, v_t v) {
          if (*v != "progress2")
@@ -809,7 +821,8 @@ inline const std::vector<cli_option>& cli_options() {
        },
        nullptr,
        section::printed,
-       "the same as --progress (no other --info flag is supported)"},
+       "the same as --progress (no other --info flag is supported)",
+       reach::whole_tree},
       {"json", "", takes::nothing, detail::set_on<&options::json>, detail::set_off<&options::json>,
        section::printed,
        "the report as one JSON object on stdout, nothing else (actions too with -i/-v);\n"
@@ -866,6 +879,25 @@ inline found_option find_option(const std::string& name) {
       if (row.cli && row.on && detail::spelled(row.cli, f.base) && (!f.negated || row.off)) return f.row = &row, f;
   }
   return found_option{};
+}
+
+/// The options that reach over the whole tree (reach::whole_tree; the library's switches with
+/// treesync::switch_whole_tree), one spelling each, in --help's order: what a tool that shares a
+/// mirror out in subtrees refuses (tool_info::not_supported).
+inline std::vector<std::string> whole_tree_options() {
+  const auto first = [](std::string_view cli) {
+    return std::string(cli.substr(0, std::min(cli.find_first_of(",;=["), cli.size())));
+  };
+  std::vector<std::string> names;
+  for (const auto& row : cli_options()) {
+    if (!row.cli) {  // the library's switches stand here
+      for (const auto& lib : treesync::switch_table)
+        if (lib.whole_tree) names.push_back(first(lib.cli));
+    } else if (row.extent == reach::whole_tree) {
+      names.push_back(first(row.cli));
+    }
+  }
+  return names;
 }
 
 /// The options `names` (one spelling each) as a list for a help text: each by its letter where it

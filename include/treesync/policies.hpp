@@ -464,32 +464,41 @@ struct state_file {
 // spellings and --help line (examples/cli), and whether the switch is part of what a state file
 // vouches for (its identity).  Adding a switch is one row here plus its behaviour.
 //
-// TREESYNC_FLAGS(X): X(member, tag, state, cli, help)
+// TREESYNC_FLAGS(X): X(member, tag, traits, cli, help)
 //   a flag: `bool options::member = false`; the constant `tag` of type `tag_t` sets it.
-// TREESYNC_VALUES(X): X(member, type, default, tag, state, cli, help)
+// TREESYNC_VALUES(X): X(member, type, default, tag, traits, cli, help)
 //   a value: `type options::member = default`; `tag{v}` sets it.
-// state: a run with another setting may leave the destination otherwise (a state file written
-// under one is not trusted under another).  cli: the command line's spellings, comma-separated
-// (one letter: a short option; a value switch's spelling ends in =ARG), "" for none.
+// traits: switch_identity, switch_whole_tree (below), or-ed, or 0.  cli: the command line's
+// spellings, comma-separated (one letter: a short option; a value switch's spelling ends in
+// =ARG), "" for none.
+/// The traits column's bits.  switch_identity: a run with another setting may leave the
+/// destination otherwise (a state file written under one is not trusted under another).
+/// switch_whole_tree: what it does spans the whole tree (a hard link joins files anywhere in it;
+/// -x compares each directory's filesystem with the root's), so a run of one subtree
+/// (treesync::subtree) cannot honour it alone; a front end that shares a mirror out in subtrees
+/// (treesync_mpi) refuses it.
+inline constexpr unsigned switch_identity = 1;
+inline constexpr unsigned switch_whole_tree = 2;
+
 #define TREESYNC_FLAGS(X)                                                                                             \
-  X(dry_run, dry_run, false, "n,dry-run", "show what would be done (with -i or -v), change nothing")                                   \
-  X(allow_empty_source, allow_empty_source, false, "allow-empty-source",                                           \
+  X(dry_run, dry_run, 0, "n,dry-run", "show what would be done (with -i or -v), change nothing")                                   \
+  X(allow_empty_source, allow_empty_source, 0, "allow-empty-source",                                           \
     "let an empty SRC empty a non-empty DST (refused by default: an unmounted SRC must not wipe the mirror)")        \
-  X(durable, durable, false, "fsync",                                                                                \
+  X(durable, durable, 0, "fsync",                                                                                \
     "fsync every written file and changed directory (survives a power cut)")                           \
-  X(one_file_system, one_file_system, true, "x,one-file-system",                                                     \
+  X(one_file_system, one_file_system, switch_identity | switch_whole_tree, "x,one-file-system",                                                     \
     "do not enter directories on another filesystem than SRC (reported)")                                            \
-  X(specials, specials, true, "D,specials,devices",                                                                  \
+  X(specials, specials, switch_identity, "D,specials,devices",                                                                  \
     "recreate FIFOs, sockets and, as root, devices (else skipped, counted, and named on stderr: skipping non-regular file \"NAME\"; exit status 0)")                      \
-  X(owner, preserve_owner, true, "o,owner", "give copies the source's owner (as root; ignored otherwise, as rsync)")       \
-  X(group, preserve_group, true, "g,group", "give copies the source's group (not root: only the user's own groups, the others silently left)") \
-  X(hard_links, hard_links, false, "H,hard-links", "keep hard-linked files hard-linked (linked at the end of the run)")      \
-  X(xattrs, xattrs, true, "X,xattrs", "copy extended attributes of what is written (an xattr-only change is not seen)")                   \
-  X(case_collisions, detect_case_collisions, false, "",                                                                \
+  X(owner, preserve_owner, switch_identity, "o,owner", "give copies the source's owner (as root; ignored otherwise, as rsync)")       \
+  X(group, preserve_group, switch_identity, "g,group", "give copies the source's group (not root: only the user's own groups, the others silently left)") \
+  X(hard_links, hard_links, switch_whole_tree, "H,hard-links", "keep hard-linked files hard-linked (linked at the end of the run)")      \
+  X(xattrs, xattrs, switch_identity, "X,xattrs", "copy extended attributes of what is written (an xattr-only change is not seen)")                   \
+  X(case_collisions, detect_case_collisions, 0, "",                                                                \
     "report SRC names of one directory that differ only in case (they collide on a case-insensitive DST)")
 
 #define TREESYNC_VALUES(X)                                                                                           \
-  X(max_size, std::uint64_t, ::treesync::no_size_limit, max_size, true, "max-size=SIZE",                                         \
+  X(max_size, std::uint64_t, ::treesync::no_size_limit, max_size, switch_identity, "max-size=SIZE",                                         \
     "do not copy or update a file larger than SIZE bytes (K, M, G: powers of 1024); DST's is left alone")
 
 /// max_size's default: no file is too large.
@@ -513,11 +522,14 @@ struct switch_row {
   const char* member;  ///< the options member
   const char* cli;     ///< spellings, comma-separated; "" for none
   const char* help;
-  bool value;  ///< a value switch (else a flag)
-  bool state;  ///< part of a state file's identity
+  bool value;       ///< a value switch (else a flag)
+  bool state;       ///< part of a state file's identity (switch_identity)
+  bool whole_tree;  ///< spans the whole tree (switch_whole_tree)
 };
-#define TREESYNC_FLAG_ROW(member, tag, state, cli, help) switch_row{#member, cli, help, false, state},
-#define TREESYNC_VALUE_ROW(member, type, def, tag, state, cli, help) switch_row{#member, cli, help, true, state},
+#define TREESYNC_FLAG_ROW(member, tag, traits, cli, help) \
+  switch_row{#member, cli, help, false, ((traits) & switch_identity) != 0, ((traits) & switch_whole_tree) != 0},
+#define TREESYNC_VALUE_ROW(member, type, def, tag, traits, cli, help) \
+  switch_row{#member, cli, help, true, ((traits) & switch_identity) != 0, ((traits) & switch_whole_tree) != 0},
 inline constexpr switch_row switch_table[] = {TREESYNC_FLAGS(TREESYNC_FLAG_ROW) TREESYNC_VALUES(TREESYNC_VALUE_ROW)};
 #undef TREESYNC_FLAG_ROW
 #undef TREESYNC_VALUE_ROW

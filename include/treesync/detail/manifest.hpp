@@ -916,12 +916,12 @@ inline std::string state_identity(const std::string& version, const std::filesys
   add(dst.string());
   id += policy_keys;  // each line starts with its '\n'
   std::string f(1, o.write == write_mode::atomic ? '1' : '0');
-#define TREESYNC_FLAG_STATE(member, tag, state, cli, help) \
-  if (state) f += o.member ? '1' : '0';
+#define TREESYNC_FLAG_STATE(member, tag, traits, cli, help) \
+  if ((traits) & switch_identity) f += o.member ? '1' : '0';
   TREESYNC_FLAGS(TREESYNC_FLAG_STATE)
 #undef TREESYNC_FLAG_STATE
-#define TREESYNC_VALUE_STATE(member, type, def, tag, state, cli, help) \
-  if (state && !(o.member == def)) f += " " #member "=" + std::to_string(o.member);
+#define TREESYNC_VALUE_STATE(member, type, def, tag, traits, cli, help) \
+  if (((traits) & switch_identity) && !(o.member == def)) f += " " #member "=" + std::to_string(o.member);
   TREESYNC_VALUES(TREESYNC_VALUE_STATE)
 #undef TREESYNC_VALUE_STATE
   add(f);
