@@ -3,9 +3,12 @@
 #include <doctest/doctest.h>
 
 #include "../examples/cli/options.hpp"
+#include "../examples/cli/refusal.hpp"
 
+#include <cerrno>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -169,6 +172,24 @@ TEST_CASE("cli options: a tool refuses every spelling of an option it does not s
   CHECK(parse({"--progress=always"}, tool).exit_code == 1);
   CHECK(!parse({"--no-hard-links", "--no-progress", "-n"}, tool).exit_now);  // turning one off is no use of it
   CHECK(treesync_cli::options_list(tool.not_supported) == "-H, --backup-dir, --progress");
+}
+
+TEST_CASE("cli refusal: the library's codes are refusals by rule with rsync's statuses, an errno the system's failure") {
+  using treesync::errc;
+  using treesync_cli::classify_refusal;
+  const auto kind = [](std::error_code ec) { return std::make_pair(classify_refusal(ec).exit_code, classify_refusal(ec).by_rule); };
+  CHECK(kind(errc::source_missing) == std::make_pair(23, true));
+  CHECK(kind(errc::max_delete_exceeded) == std::make_pair(25, true));
+  CHECK(kind(errc::temp_dir_missing) == std::make_pair(1, true));
+  for (const errc e : {errc::same_directory, errc::nested_directory, errc::empty_source, errc::unsafe_backup_dir,
+                       errc::unsafe_temp_dir, errc::state_dir_missing, errc::state_not_regular,
+                       errc::destination_parent_missing, errc::unsupported}) {
+    CAPTURE(static_cast<int>(e));
+    CHECK(kind(e) == std::make_pair(2, true));  // Python: treesync.Refused
+  }
+  // the system's failures (Python: treesync.Error), whatever the errno, even one a code compares equal to
+  CHECK(kind(std::error_code(EACCES, std::system_category())) == std::make_pair(2, false));
+  CHECK(kind(std::make_error_code(std::errc::no_such_file_or_directory)) == std::make_pair(2, false));
 }
 
 TEST_CASE("cli options: the options reaching over the whole tree come from the rows, the library's switches included") {

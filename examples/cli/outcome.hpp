@@ -84,12 +84,7 @@ inline outcome decide_outcome(int sig, const std::error_code& refusal, const tre
     out.status = "interrupted";
     out.signal = sig == SIGINT ? "SIGINT" : "SIGTERM";
   } else if (refusal) {
-    // rsync's statuses where rsync has one: a missing source is 23 ("some files were not
-    // transferred"), --max-delete 25, a missing --temp-dir 1 (a usage error); any other refusal 2
-    out.exit_code = refusal == treesync::errc::source_missing         ? 23
-                    : refusal == treesync::errc::max_delete_exceeded ? 25
-                    : refusal == treesync::errc::temp_dir_missing    ? 1
-                                                                     : 2;
+    out.exit_code = classify_refusal(refusal).exit_code;  // rsync's statuses where rsync has one
     out.status = "refused";
     out.refusal = refusal;
   } else if (!r.errors.empty()) {

@@ -1,6 +1,7 @@
-// examples/cli/refusal.hpp - a refused run in words: what the treesync CLI, the MPI tool and the
-// Python package (python/src/_treesync.cpp) say when sync() refuses a run, each naming its options
-// its own way (--max-delete=5, max_delete=5).  Part of the front ends' kit (examples/cli).
+// examples/cli/refusal.hpp - a refused run in words and in kind: what the treesync CLI, the MPI
+// tool and the Python package (python/src/_treesync.cpp) say when sync() refuses a run, each
+// naming its options its own way (--max-delete=5, max_delete=5), and how it ends (the CLI's exit
+// status, Python's exception class).  Part of the front ends' kit (examples/cli).
 #ifndef TREESYNC_CLI_REFUSAL_HPP
 #define TREESYNC_CLI_REFUSAL_HPP
 
@@ -17,6 +18,23 @@
 #include <unistd.h>
 
 namespace treesync_cli {
+
+/// How a run that failed as a whole ends, for every front end: the CLI's (and the MPI tool's) exit
+/// status, rsync's where rsync has one (a missing source 23, over --max-delete 25, a missing
+/// --temp-dir 1, as a usage error; any other 2), and whether the library refused it by a rule of
+/// its own (a code of treesync's category: Python raises treesync.Refused) or the system failed it
+/// (an errno: treesync.Error, as the builtin OSError class of the errno).
+struct refusal_kind {
+  int exit_code;
+  bool by_rule;
+};
+inline refusal_kind classify_refusal(const std::error_code& ec) {
+  const bool by_rule = ec.category() == treesync::error_category();
+  if (ec == treesync::errc::source_missing) return {23, by_rule};
+  if (ec == treesync::errc::max_delete_exceeded) return {25, by_rule};
+  if (ec == treesync::errc::temp_dir_missing) return {1, by_rule};
+  return {2, by_rule};
+}
 
 /// A refusal in a front end's words: the message and the path at fault ("" when the refusal is
 /// about both).

@@ -486,14 +486,16 @@ py::tuple run(const py::dict& o) {
   const auto cond = ec.default_error_condition();
   if (ec && cond.category() == std::generic_category()) ec_errno = py::int_(cond.value());
   py::object planned_obj = have_planned ? py::object(py::int_(planned)) : py::object(py::none());
-  py::object words = py::none();  // (message, path at fault) of a refused or failed run, the CLI's words
+  // (message, path at fault, refused by the library's own rule) of a run that failed as a whole:
+  // the CLI's words and kind (examples/cli/refusal.hpp)
+  py::object words = py::none();
   if (ec) {
     treesync_cli::refusal_facts facts{src, dst, std::nullopt, planned, std::nullopt, std::nullopt};
     if (max_delete >= 0) facts.max_delete = static_cast<std::size_t>(max_delete);
     if (!lib.state.empty()) facts.state = lib.state.string();
     if (!lib.temp_dir.empty()) facts.temp_dir = lib.temp_dir.string();
     const treesync_cli::refusal_text t = treesync_cli::describe_refusal(facts, ec, treesync_cli::spelling::python);
-    words = py::make_tuple(t.message, py::bytes(t.path));
+    words = py::make_tuple(t.message, py::bytes(t.path), treesync_cli::classify_refusal(ec).by_rule);
   }
   return py::make_tuple(report, ec.value(), ec ? ec.category().name() : "", ec ? error_message(ec) : std::string(),
                         ec_errno, planned_obj, words);

@@ -162,8 +162,9 @@ class Error(OSError):
 
 
 class Refused(Error):
-    """The run was refused before anything was touched: same or nested directories, an empty source
-    over a non-empty destination, a missing source; or it would delete more than max_delete
+    """The library refused the run by a rule of its own, before anything was touched: same or nested
+    directories, an empty source over a non-empty destination, a missing source or parent of dst,
+    a backup, temporary or state file path it may not use; or it would delete more than max_delete
     (``count``: how many): then every other change was made and none of the deletions."""
 
     def __init__(self, errno, message, path=None, *, count=None, **kw):
@@ -286,18 +287,15 @@ def _choice(table, value, what):
 
 # the codes of a run refused before anything was touched (treesync.Refused); any other run-level
 # failure is a treesync.Error
-_REFUSED = ("max_delete_exceeded", "empty_source", "same_directory", "nested_directory", "source_missing",
-            "destination_parent_missing", "destination_dangling_symlink", "temp_dir_missing", "unsafe_temp_dir")
-
-
 def _refusal(ec, ec_category, ec_errno, planned, words, dst):
-    """The exception for a run that failed as a whole, in the CLI's words (examples/cli/refusal.hpp,
-    with the keywords' names): (message, path at fault) from the binding."""
-    message, path = words[0], _os.fsdecode(words[1] or dst)
-    names = [name for name in _REFUSED if _treesync.errc[name] == ec]
-    if ec_category != _treesync.category or not names:
+    """The exception for a run that failed as a whole, in the CLI's words and of the kind the CLI's
+    kit says (examples/cli/refusal.hpp, with the keywords' names): (message, path at fault, refused
+    by the library's own rule) from the binding.  Refused for the library's rules, Error for the
+    system's failures."""
+    message, path, by_rule = words[0], _os.fsdecode(words[1] or dst), words[2]
+    if not by_rule:
         return _error(Error, ec_errno, message, path, code=ec, category=ec_category)
-    count = planned if names == ["max_delete_exceeded"] else None
+    count = planned if ec == _treesync.errc["max_delete_exceeded"] else None
     return _error(Refused, ec_errno, message, path, count=count, code=ec, category=ec_category)
 
 
