@@ -23,6 +23,8 @@
 //   detail/apply.hpp     the applier (every write, one install path) and the pruner
 //   detail/walk.hpp      the walker (lists, merges, decides)
 //   detail/engine.hpp    the worker, the scheduler, one run
+//   detail/posix_io.hpp  the POSIX backend's toolkit: descriptor guards, stat conversion, data copy
+//   detail/posix_roots.hpp  the POSIX backend's roots pinned to descriptors
 //   posix_fs.hpp         the POSIX backend (handle based, *at() calls)
 //   std_fs.hpp           the portable backend (std::filesystem only)
 //   sync.hpp             sync(...): policies and options folded, the run
@@ -83,6 +85,7 @@
 #include "detail/walk.hpp"
 #include "detail/engine.hpp"
 #include "detail/posix_io.hpp"
+#include "detail/posix_roots.hpp"
 #include "posix_fs.hpp"
 #include "trusted_path.hpp"
 #include "std_fs.hpp"
