@@ -13,6 +13,7 @@ per example.  Needs Python 3.6+ and nothing else.
 
 import argparse
 import ctypes
+import difflib
 import fcntl
 import hashlib
 import json
@@ -755,11 +756,14 @@ def test_progress_tty():
           "80 columns: a long name is shortened from the left with '...', the line fits (%r)" % (segments[-1:],))
 
     # -i and -v print the same lines, in the same order, with and without --progress
-    rc_a, plain, _ = run("-i", src, dst + "-i1")
-    rc_b, out, _ = run_pty(["-i", "--progress", src, dst + "-i2"])
+    rc_a, plain, err_a = run("-i", src, dst + "-i1")
+    rc_b, out, err_b = run_pty(["-i", "--progress", src, dst + "-i2"])
     segments, rest = tty_segments(out)
-    check(rc_a == 0 and rc_b == 0 and no_summary(rest) == no_summary(plain),
-          "-i: after the progress line, exactly what -i prints without --progress")
+    if not check(rc_a == 0 and rc_b == 0 and no_summary(rest) == no_summary(plain),
+                 "-i: after the progress line, exactly what -i prints without --progress"):
+        print("    exit %d and %d; stderr %r and %r" % (rc_a, rc_b, err_a[-300:], err_b[-300:]))
+        print("\n".join("    " + x for x in difflib.unified_diff(no_summary(plain), no_summary(rest), "without",
+                                                                 "with --progress", lineterm="")))
     rc_a, plain, _ = run("-v", src, dst + "-v1")
     rc_b, out, _ = run_pty(["-v", "--info=progress2", src, dst + "-v2"])
     check(rc_a == 0 and rc_b == 0 and no_summary(tty_segments(out)[1]) == no_summary(plain),
