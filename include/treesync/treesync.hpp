@@ -13,7 +13,9 @@
 //   core.hpp             file_type, stat_info, action, report, error codes, file_pair
 //   policies.hpp         compare, deletion, links, write, errors, the flags, treesync::options
 //   detail/glob.hpp      the pattern matchers (glob's, rsync's wildmatch)
-//   detail/filter_rules.hpp  filter's machinery: rule syntax, matching, rule files, contexts
+//   detail/rule_files.hpp    filter's rule files read (the one reader, no link followed)
+//   detail/filter_syntax.hpp filter's rules: rsync's syntax parsed, a rule matched
+//   detail/filter_rules.hpp  filter's machinery: the rules, their budget, rule files parsed, contexts
 //   filter.hpp           exclusion: glob, exclude, filter (rsync rules), predicate combinators
 //   detail/dst_rules.hpp DST's per-directory rule files read up front (-F / dir-merge with --delete)
 //   filesystem.hpp       the filesystem contract (what a backend must do), capability flags

@@ -1,4 +1,5 @@
-// treesync/detail/filter_rules.hpp - treesync::filter's machinery: rule syntax, matching, rule files
+// treesync/detail/filter_rules.hpp - treesync::filter's machinery: the rules, their budget, the
+// rule files parsed, the directory contexts
 //
 // SPDX-License-Identifier: MIT
 // Copyright (c) treesync authors
@@ -8,7 +9,9 @@
 #define TREESYNC_DETAIL_FILTER_RULES_HPP
 
 #include "../core.hpp"
+#include "filter_syntax.hpp"
 #include "glob.hpp"
+#include "rule_files.hpp"
 
 #include <iterator>
 #include <map>
@@ -17,36 +20,18 @@
 namespace treesync {
 inline namespace v0 {
 
-/// A rule file treesync cannot use: a line that is no rule it knows (rsync's "Unknown filter
-/// rule"), a rule file larger than filter::max_rule_file_size, merges nested too deep
-/// (merge_depth_error).  Thrown by filter::excluded() when it reads such a file; the run stops
-/// (sync() rethrows it).
-class filter_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// The filter_error of a rule file whose `merge` / `.` lines nest more than max_merge_depth files
-/// deep (a merge file that merges itself): rsync's "merge-file include depth limit (32) exceeded",
-/// which stops rsync with its file-I/O status, 11 (the CLI's too).
-class merge_depth_error : public filter_error {
- public:
-  static constexpr int max_merge_depth = 32;
-  using filter_error::filter_error;
-};
-
 namespace detail {
 
 // [treesync.detail.filter] ----------------------------------------------------------------------
 //
-// What treesync::filter (filter.hpp, the documentation of the semantics) is made of: its rules,
-// their syntax and matching (rsync's), the rule files read for the per-directory merges and the
-// per-thread chains of directory contexts.  filter derives from it privately and adds the API.
-class filter_rules {
+// What treesync::filter (filter.hpp, the documentation of the semantics) is made of: its rules
+// (their syntax and matching: filter_syntax.hpp), the rule files read for the per-directory
+// merges (rule_files.hpp), parsed into the rule budget, and the per-thread chains of directory
+// contexts.  filter derives from it privately and adds the API.
+class filter_rules : protected rule_file_reader, protected rule_matcher {
  protected:
   /// See filter::loader.
   using loader = std::function<std::string(std::string_view dir, std::string_view name)>;
-  static constexpr std::size_t max_file_size = std::size_t{4} << 20;
   static constexpr int max_merges_per_file = 1024;  // `merge` lines read for one rule file, nested or not
   // A rule parsed from a rule file counts once in the budget, and once more for each further
   // `pattern_unit` bytes of its pattern: what the budget counts bounds what the rules hold, the
@@ -73,130 +58,6 @@ class filter_rules {
   filter_rules& operator=(filter_rules&&) noexcept = default;
   ~filter_rules() = default;
 
-  // [treesync.detail.filter.read] -----------------------------------------------------------
-  //
-  // The one rule-file reader (SRC's, DST's, merged files): nothing is opened for reading before
-  // it is known to be a regular file.  With O_PATH: the name is opened O_PATH|O_NOFOLLOW (which
-  // does nothing to the object: a FIFO, a device or a socket is not opened for I/O), fstat'ed, and
-  // a regular file reopened through /proc/self/fd/N (without /proc: by name, O_NONBLOCK|O_NOCTTY),
-  // then fstat'ed again: the same device and inode or nothing is read.  Without O_PATH: opened
-  // O_NONBLOCK|O_NOCTTY|O_NOFOLLOW and refused without a read unless regular.
-
-  /// A descriptor open for reading on the regular file `name` of the directory `at` (the last
-  /// component not followed), or -1 (missing, not a regular file, unreadable, swapped).
-  static int open_regular(int at, const char* name) {
-    struct stat a;
-    struct stat b;
-#ifdef O_PATH
-    const int p = ::openat(at, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-    if (p < 0) return -1;
-    if (::fstat(p, &a) != 0 || !S_ISREG(a.st_mode)) {
-      ::close(p);
-      return -1;
-    }
-    const std::string self = "/proc/self/fd/" + std::to_string(p);
-    int fd = ::open(self.c_str(), O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0 && errno == ENOENT)  // no /proc
-      fd = ::openat(at, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    ::close(p);
-#else
-    const int fd = ::openat(at, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd >= 0 && ::fstat(fd, &a) != 0) a.st_mode = 0;
-#endif
-    if (fd < 0) return -1;
-    if (::fstat(fd, &b) != 0 || !S_ISREG(b.st_mode) || !S_ISREG(a.st_mode) || a.st_dev != b.st_dev ||
-        a.st_ino != b.st_ino) {
-      ::close(fd);
-      return -1;
-    }
-    return fd;
-  }
-
-  /// The text of the file open as `fd` (closed here); `what` names it in the error for a file
-  /// larger than max_file_size.
-  static std::string read_open(int fd, const std::string& what) {
-    std::string out;
-    if (fd < 0) return out;
-    struct stat st;
-    bool too_large = ::fstat(fd, &st) != 0 || static_cast<std::uintmax_t>(st.st_size) > max_file_size;
-    char buf[8192];
-    while (!too_large) {
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        if (n < 0) out.clear();
-        break;
-      }
-      out.append(buf, static_cast<std::size_t>(n));
-      too_large = out.size() > max_file_size;
-    }
-    ::close(fd);
-    if (too_large)
-      throw filter_error("rule file " + what + " is larger than " + std::to_string(max_file_size >> 20) + " MiB");
-    return out;
-  }
-
-  /// See filter::read_rule_file.
-  static std::string read_file(const char* path, int at = AT_FDCWD) { return read_open(open_regular(at, path), path); }
-
-  /// Whether `name` is a name a rule file may merge: a relative path of components below the rule
-  /// file's directory ("x", "sub/x"); never absolute, never a "." or ".." component, no empty one.
-  static bool merge_name_ok(std::string_view name) {
-    if (name.empty() || name.front() == '/') return false;
-    std::size_t pos = 0;
-    for (;;) {
-      std::size_t end = name.find('/', pos);
-      if (end == std::string_view::npos) end = name.size();
-      const std::string_view c = name.substr(pos, end - pos);
-      if (c.empty() || c == "." || c == "..") return false;
-      if (end == name.size()) return true;
-      pos = end + 1;
-    }
-  }
-
-  /// A descriptor on the directory `rel` (components below `at`, "" for `at` itself), each
-  /// component opened from its parent's descriptor with O_NOFOLLOW (a symlink is not followed);
-  /// -1 when one is missing, a symlink or no directory.  `at` itself is duplicated for "".
-  static int open_dir_below(int at, std::string_view rel) {
-    int cur = ::fcntl(at, F_DUPFD_CLOEXEC, 0);
-    std::size_t pos = 0;
-    while (cur >= 0 && pos < rel.size()) {
-      std::size_t end = rel.find('/', pos);
-      if (end == std::string_view::npos) end = rel.size();
-      const std::string c(rel.substr(pos, end - pos));
-      pos = end + 1;
-      if (c.empty() || c == ".") continue;
-      int next = -1;
-      if (c != "..") {
-#ifdef O_PATH
-        next = ::openat(cur, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-#else
-        next = ::openat(cur, c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-#endif
-      }
-      ::close(cur);
-      cur = next;
-    }
-    return cur;
-  }
-
-  /// See filter::read_rule_file_below.
-  static std::string read_below(int at, std::string_view dir, std::string_view name) {
-    if (!merge_name_ok(name)) return std::string();
-    const auto slash = name.rfind('/');
-    std::string sub(dir);
-    if (slash != std::string_view::npos) {
-      if (!sub.empty()) sub += '/';
-      sub.append(name.data(), slash);
-    }
-    const int d = open_dir_below(at, sub);
-    if (d < 0) return std::string();
-    const std::string last(slash == std::string_view::npos ? name : name.substr(slash + 1));
-    const int fd = open_regular(d, last.c_str());
-    ::close(d);
-    return read_open(fd, std::string(name));
-  }
-
   // The budget of parsed rules (filter::max_rules): shared by every context and thread of the
   // filters that share it (filter::share_rule_budget), counting the rules the contexts hold now.
   struct budget_state {
@@ -206,37 +67,6 @@ class filter_rules {
   };
   enum class past_budget { refuse, keep_all };
   struct over_budget {};
-
-  enum : unsigned {
-    mod_exclude = 1,    // '-': every line an exclude pattern
-    mod_include = 2,    // '+': every line an include pattern
-    mod_cvs = 4,        // 'C'
-    mod_self = 8,       // 'e'
-    mod_no_inherit = 16,  // 'n'
-    mod_words = 32,     // 'w'
-    mod_negate = 64,    // '!' on an include/exclude rule
-  };
-  enum rule_kind { kind_include, kind_exclude, kind_merge, kind_dir_merge, kind_clear };
-
-  struct rule {
-    std::string pattern;  // without the leading '/' of an anchored pattern and the trailing '/'
-    bool include = false;
-    bool merge = false;
-    bool anchored = false;
-    bool dirs_only = false;
-    bool negate = false;
-    bool wild = false;    // holds '*', '?' or '['
-    bool wild2 = false;   // holds "**"
-    bool wild2_prefix = false;
-    bool wild3_suffix = false;
-    unsigned mods = 0;        // a dir-merge rule's modifiers
-    std::size_t slashes = 0;  // '/' in the pattern, the leading one counted, the trailing one not
-  };
-  struct parsed {
-    rule_kind kind = kind_exclude;
-    unsigned mods = 0;
-    std::string_view arg;
-  };
 
   // One rule file as read for one directory: its rules (single-instance merges read in place).
   struct rule_file {
@@ -324,68 +154,6 @@ class filter_rules {
     }
   };
 
-  // filter::reading()'s loader: per thread, the directory it read from last, open.
-  struct dir_reader {
-    struct place {
-      std::string dir;
-      int fd = -1;
-    };
-    std::filesystem::path root;
-    std::mutex mu;
-    std::vector<std::pair<std::thread::id, std::shared_ptr<place>>> places;
-
-    ~dir_reader() {
-      for (auto& p : places)
-        if (p.second->fd >= 0) ::close(p.second->fd);
-    }
-
-    std::shared_ptr<place> mine() {
-      const auto me = std::this_thread::get_id();
-      std::lock_guard<std::mutex> lock(mu);
-      for (auto& p : places)
-        if (p.first == me) return p.second;
-      if (places.size() >= 64) {  // threads of runs gone by
-        for (auto& p : places)
-          if (p.second->fd >= 0) ::close(p.second->fd);
-        places.clear();
-      }
-      places.emplace_back(me, std::make_shared<place>());
-      return places.back().second;
-    }
-
-    std::string read(std::string_view dir, std::string_view name) {
-      // an absolute name: only a command-line dir-merge rule's (a rule file's are refused by
-      // parse_file); the operator named it
-      if (!name.empty() && name.front() == '/') return read_file(std::string(name).c_str());
-      const std::shared_ptr<place> p = mine();
-      std::size_t pos = 0;  // what is left to descend to from p->fd
-      const bool below = p->fd >= 0 && (p->dir.empty() || (dir.size() >= p->dir.size() &&
-                                                           dir.compare(0, p->dir.size(), p->dir) == 0 &&
-                                                           (dir.size() == p->dir.size() || dir[p->dir.size()] == '/')));
-      if (below) {
-        pos = p->dir.size();
-      } else {
-        if (p->fd >= 0) ::close(p->fd);
-        p->dir.clear();
-        p->fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (p->fd < 0) return std::string();
-      }
-      while (pos < dir.size()) {
-        if (dir[pos] == '/') ++pos;
-        std::size_t end = dir.find('/', pos);
-        if (end == std::string_view::npos) end = dir.size();
-        const std::string comp(dir.substr(pos, end - pos));
-        const int next = ::openat(p->fd, comp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (next < 0) return std::string();  // p->dir still names p->fd
-        ::close(p->fd);
-        p->fd = next;
-        p->dir.assign(dir.data(), end);
-        pos = end;
-      }
-      return read_below(p->fd, std::string_view(), name);  // components below, no symlink followed
-    }
-  };
-
   struct shared_state {
     loader load;
     std::shared_ptr<budget_state> budget = std::make_shared<budget_state>();
@@ -455,124 +223,10 @@ class filter_rules {
     return shared_->cursors.back().second;
   }
 
-  static std::string_view basename(std::string_view name) {
-    const auto slash = name.rfind('/');
-    return slash == std::string_view::npos ? name : name.substr(slash + 1);
-  }
-
-  // rsync's rule syntax: `+ PAT`, `-! PAT`, `:n- NAME`, `dir-merge,e NAME`, `!`...
-  static bool parse_rule(std::string_view line, parsed& out) {
-    if (line.empty()) return false;
-    std::size_t i = 0;
-    const char c = line[0];
-    static constexpr std::pair<std::string_view, rule_kind> words[] = {
-        {"include", kind_include}, {"exclude", kind_exclude}, {"merge", kind_merge},
-        {"dir-merge", kind_dir_merge}, {"clear", kind_clear}};
-    bool found = false;
-    for (const auto& w : words) {
-      if (line.compare(0, w.first.size(), w.first) == 0 &&
-          (line.size() == w.first.size() || line[w.first.size()] == ',' || line[w.first.size()] == ' ' ||
-           line[w.first.size()] == '_')) {
-        out.kind = w.second;
-        i = w.first.size();
-        if (i < line.size() && line[i] == ',') ++i;
-        found = true;
-        break;
-      }
-    }
-    if (!found) {
-      switch (c) {
-        case '+': out.kind = kind_include; break;
-        case '-': out.kind = kind_exclude; break;
-        case '.': out.kind = kind_merge; break;
-        case ':': out.kind = kind_dir_merge; break;
-        case '!': out.kind = kind_clear; break;
-        default: return false;
-      }
-      i = 1;
-    }
-    const bool merging = out.kind == kind_merge || out.kind == kind_dir_merge;
-    for (; i < line.size() && line[i] != ' ' && line[i] != '_'; ++i) {
-      const char m = line[i];
-      if (merging && m == '-') out.mods |= mod_exclude;
-      else if (merging && m == '+') out.mods |= mod_include;
-      else if (merging && m == 'C') out.mods |= mod_cvs | mod_no_inherit | mod_words | mod_exclude;
-      else if (merging && m == 'e') out.mods |= mod_self;
-      else if (merging && m == 'n') out.mods |= mod_no_inherit;
-      else if (merging && m == 'w') out.mods |= mod_words;
-      else if (!merging && out.kind != kind_clear && m == '!') out.mods |= mod_negate;
-      else return false;
-    }
-    if ((out.mods & mod_exclude) && (out.mods & mod_include)) return false;
-    if (i < line.size()) ++i;  // the separator
-    out.arg = line.substr(i);
-    if (out.kind == kind_clear) return out.arg.empty();
-    if (out.arg.empty()) {
-      if (out.kind == kind_dir_merge && (out.mods & mod_cvs)) out.arg = ".cvsignore";
-      else return false;
-    }
-    return true;
-  }
-
-  static rule merge_rule(std::string_view name, unsigned mods) {
-    rule r;
-    r.merge = true;
-    r.mods = mods;
-    r.pattern = std::string(name);
-    return r;
-  }
-
-  template <class F>
-  static void for_each_line(std::string_view text, F&& f) {
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-      std::size_t end = text.find('\n', pos);
-      if (end == std::string_view::npos) end = text.size();
-      std::string_view line = text.substr(pos, end - pos);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (!line.empty() && line.front() != '#' && line.front() != ';') f(line);
-      pos = end + 1;
-    }
-  }
-
-  static rule make_rule(bool include_it, std::string_view pat, bool negate = false) {
-    rule r;
-    r.include = include_it;
-    r.negate = negate;
-    if (pat.size() > 1 && pat.back() == '/') {
-      r.dirs_only = true;
-      pat.remove_suffix(1);
-    }
-    for (char c : pat)
-      if (c == '/') ++r.slashes;
-    if (!pat.empty() && pat.front() == '/') {
-      r.anchored = true;
-      pat.remove_prefix(1);
-    }
-    r.wild = pat.find_first_of("*?[") != std::string_view::npos;
-    if (r.wild) {
-      const auto two = pat.find("**");
-      r.wild2 = two != std::string_view::npos;
-      r.wild2_prefix = two == 0 && !r.anchored;
-      r.wild3_suffix = pat.size() >= 3 && pat.substr(pat.size() - 3) == "***";
-    }
-    r.pattern = std::string(pat);
-    return r;
-  }
-
   void add(bool include_it, std::string_view pat, bool negate = false) {
     if (pat.empty()) return;
     rules_.push_back(make_rule(include_it, pat, negate));
     changed();  // a context's slots point into rules_
-  }
-
-  // A `merge` / `.` / `dir-merge` / `:` name in a rule file: resolved below the directory of the
-  // rule file, as the file itself (merge_name_ok); anything else (absolute, a ".." component) is a
-  // bad line, refused before anything is opened.  The line's text is not quoted.
-  static void check_merge_name(std::string_view name, const std::string& where, std::size_t lineno) {
-    if (!merge_name_ok(name))
-      throw filter_error("merge file not below the rule file's directory (absolute, or a '..' component): <rule from " +
-                         where + " line " + std::to_string(lineno) + ">");
   }
 
   // The text of the rule file `name` of `dir` parsed as the merge modifiers `mods` say, into
@@ -715,54 +369,6 @@ class filter_rules {
     else
       made->slots = std::make_shared<const std::vector<slot>>(std::move(slots));
     return made;
-  }
-
-  // rsync's rule_matches(), for a path relative to the transfer root; `base`: the length of the
-  // directory prefix anchored patterns start after.
-  static bool matches(const rule& r, std::string_view rel, file_type type, std::size_t base) {
-    const bool is_dir = type == file_type::directory;
-    if (r.dirs_only && !is_dir) return false;
-    if (rel.empty()) return false;
-    if (r.anchored && base > 0) {  // anchored at a per-directory file's directory
-      if (rel.size() <= base) return false;
-      rel.remove_prefix(base);
-    }
-    std::string_view name = rel;
-    if (r.slashes == 0 && !r.wild2) {
-      const auto slash = name.rfind('/');
-      if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
-    }
-    const auto whole = [&](std::string_view t) {
-      return r.wild ? detail::wild_match(r.pattern, t) : t == r.pattern;
-    };
-    std::string buffer;  // only for the two forms that add a character
-    std::string_view text = name;
-    if (r.wild2_prefix || (is_dir && r.wild3_suffix)) {
-      if (r.wild2_prefix) buffer += '/';
-      buffer += name;
-      if (is_dir && r.wild3_suffix) buffer += '/';
-      text = buffer;
-    }
-    if (!r.anchored && r.slashes > 0 && !r.wild2) {  // the last slashes+1 components
-      std::size_t need = r.slashes;
-      std::size_t start = text.size();
-      while (start > 0) {
-        if (text[start - 1] == '/') {
-          if (need == 0) break;
-          --need;
-        }
-        --start;
-      }
-      if (need > 0) return false;
-      return whole(text.substr(start));
-    }
-    if (!r.anchored && r.wild2 && !r.wild2_prefix) {  // from the start or after any '/'
-      if (whole(text)) return true;
-      for (std::size_t i = 0; i < text.size(); ++i)
-        if (text[i] == '/' && whole(text.substr(i + 1))) return true;
-      return false;
-    }
-    return whole(text);
   }
 
   // 1 included, 0 excluded, -1 no rule matched.
