@@ -111,9 +111,8 @@ bool has(const step_result& r, const std::string& line) {
   return std::find(r.lines.begin(), r.lines.end(), line) != r.lines.end();
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The example's directory: argv[1] (emptied), or a new one under $TMPDIR; empty on failure.
+fs::path work_root(int argc, char** argv) {
   fs::path root;
   if (argc > 1) {
     root = argv[1];
@@ -122,11 +121,14 @@ int main(int argc, char** argv) {
   } else {
     const char* tmp = std::getenv("TMPDIR");
     std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/treesync-copy-back.XXXXXX";
-    if (!::mkdtemp(templ.data())) return std::perror("mkdtemp"), 1;
+    if (!::mkdtemp(templ.data())) return std::perror("mkdtemp"), fs::path();
     root = templ;
   }
-  const fs::path build = root / "build", checkout = root / "checkout";
+  return root;
+}
 
+// The checkout (sources only) and the tree of the first build.
+void make_trees(const fs::path& checkout, const fs::path& build) {
   // the checkout: sources only
   put(checkout / "pyproject.toml", "[project]\nname = \"pkg\"\n");
   put(checkout / "src" / "pkg" / "__init__.py", "from ._core import *\n");
@@ -142,6 +144,15 @@ int main(int argc, char** argv) {
   put(build / "include" / "pkg" / "version.h", "#define PKG_VERSION 1\n");
   put(build / "include" / "pkg" / "detail" / "old.h", "/* removed in the next build */\n");
   put(build / "gen" / "_version.py", "version = '1.0'\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const fs::path root = work_root(argc, argv);
+  if (root.empty()) return 1;
+  const fs::path build = root / "build", checkout = root / "checkout";
+  make_trees(checkout, build);
 
   step_result r = copy_back(build, checkout);
   show("first build, copy-back:", r);

@@ -80,7 +80,8 @@ static void expect(bool ok, const char* what) {
   if (!ok) ++failures;
 }
 
-int main(int argc, char** argv) {
+// The example's directory: argv[1] (emptied), or a new one under $TMPDIR; empty on failure.
+static fs::path work_root(int argc, char** argv) {
   fs::path root;
   if (argc > 1) {
     root = argv[1];
@@ -89,11 +90,14 @@ int main(int argc, char** argv) {
   } else {
     const char* tmp = std::getenv("TMPDIR");
     std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/treesync-custom-policy.XXXXXX";
-    if (!::mkdtemp(templ.data())) return std::perror("mkdtemp"), 1;
+    if (!::mkdtemp(templ.data())) return std::perror("mkdtemp"), fs::path();
     root = templ;
   }
-  const fs::path src = root / "src", dst = root / "dst";
+  return root;
+}
 
+// The source tree: files to keep, editor junk and an object directory to exclude, a symlink.
+static void make_source(const fs::path& src) {
   put(src / "config.ini", "threads=4\n");
   put(src / "notes.txt", "remember the milk\n");
   put(src / "notes.txt~", "editor backup\n");
@@ -107,6 +111,13 @@ int main(int argc, char** argv) {
   const auto an_hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
   for (const auto& e : fs::recursive_directory_iterator(src))
     if (!e.is_symlink()) fs::last_write_time(e.path(), an_hour_ago);
+}
+
+int main(int argc, char** argv) {
+  const fs::path root = work_root(argc, argv);
+  if (root.empty()) return 1;
+  const fs::path src = root / "src", dst = root / "dst";
+  make_source(src);
 
   // ---- 2. an exclusion predicate: any callable `bool(std::string_view rel, treesync::file_type)` ----
   auto editor_junk = [](std::string_view rel, treesync::file_type t) {
