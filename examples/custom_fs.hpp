@@ -160,29 +160,7 @@ class memory_fs {
     const node* n = find(p, ec);
     return n ? info(*n) : stat_info{};
   }
-  dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
-    const std::lock_guard<std::mutex> lock(mu_);
-    if (name == "..") {  // by path: the parent of the name the handle was opened as
-      if (!is_dir(parent_of(d.path)))
-        return fail(ec, std::errc::no_such_file_or_directory), dir_handle{};
-      return ec.clear(), dir_handle{parent_of(d.path)};
-    }
-    std::string p = at(d, name);
-    const auto it = nodes_.find(p);
-    if (it == nodes_.end())
-      return fail(ec, std::errc::no_such_file_or_directory), dir_handle{};
-    if (it->second.type == file_type::symlink) {
-      if (!follow)
-        return fail(ec, std::errc::too_many_symbolic_link_levels), dir_handle{};
-      p = resolve(p, true, ec);
-      if (ec)
-        return {};
-    }
-    if (!is_dir(p))
-      return fail(ec, std::errc::not_a_directory), dir_handle{};
-    ec.clear();
-    return {p};
-  }
+  dir_handle open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const;
   std::string read_link(dir_handle& d, const std::string& name, std::error_code& ec) const {
     const std::lock_guard<std::mutex> lock(mu_);
     const node* n = find(at(d, name), ec);
@@ -208,50 +186,7 @@ class memory_fs {
 
   treesync::copy_result copy_file(dir_handle& sd, const std::string& name, dir_handle& dd,
                                   const std::string& dst_name, const stat_info& expected,
-                                  const treesync::copy_options& opt, std::error_code& ec) {
-    const std::lock_guard<std::mutex> lock(mu_);
-    treesync::copy_result res;
-    res.method = treesync::copy_method::memory;
-    ec.clear();
-    const auto src_it = nodes_.find(at(sd, name));
-    if (src_it == nodes_.end())
-      return fail(ec, std::errc::no_such_file_or_directory), res;
-    const node* src = &src_it->second;
-    if (src->type == file_type::symlink) {
-      if (!opt.follow)
-        return fail(ec, std::errc::too_many_symbolic_link_levels), res;
-      src = find(resolve(at(sd, name), true, ec), ec);
-      if (!src)
-        return res;
-    }
-    if (src->type != file_type::regular)
-      return fail(ec, treesync::errc::special_file), res;
-    if (opt.cancel && opt.cancel->load())
-      return fail(ec, std::errc::operation_canceled), res;
-    const std::string to = at(dd, dst_name);
-    const auto old = nodes_.find(to);
-    res.destination_failed = true;
-    if (old != nodes_.end() && (!opt.replace || old->second.type != file_type::regular))
-      return fail(ec, old->second.type == file_type::directory ? std::errc::is_a_directory
-                                                               : std::errc::file_exists),
-             res;
-    if (old == nodes_.end())
-      create(dd, dst_name, file_type::regular, 0600, ec);
-    if (ec)
-      return res;
-    node& out = nodes_.at(to);
-    out.data = src->data;
-    out.ctime = now();
-    res.bytes = out.data.size();
-    // the source cannot change during a copy under our lock; a real backend reads, then checks
-    if (src->data.size() != expected.size || src->mtime != expected.mtime_ns)
-      return res.destination_failed = false, fail(ec, treesync::errc::changed_during_copy), res;
-    out.mode = expected.mode & 07777;
-    out.mtime = expected.mtime_ns;
-    res.destination_failed = false;
-    ec.clear();
-    return res;
-  }
+                                  const treesync::copy_options& opt, std::error_code& ec);
   void set_mode(dir_handle& d, const std::string& name, std::uint32_t mode, std::error_code& ec) {
     const std::lock_guard<std::mutex> lock(mu_);
     if (node* n = find(at(d, name), ec))
@@ -412,87 +347,10 @@ class memory_fs {
   // A path (absolute; a relative one is taken from "/") with every link resolved, the last one
   // only when follow_last; "." and ".." handled.  ENOENT for a missing component, ENOTDIR for a
   // non-directory in the middle, ELOOP after 40 links.
-  std::string resolve(const std::string& path, bool follow_last, std::error_code& ec) const {
-    std::vector<std::string> todo;  // components still to walk, the next one last
-    const auto push_path = [&todo](const std::string& p) {
-      std::vector<std::string> parts;
-      for (std::size_t i = 0; i <= p.size();) {
-        const std::size_t j = std::min(p.find('/', i), p.size());
-        if (j > i)
-          parts.push_back(p.substr(i, j - i));
-        i = j + 1;
-      }
-      todo.insert(todo.end(), parts.rbegin(), parts.rend());
-    };
-    push_path(path);
-    std::string cur = "/";
-    int links = 0;
-    while (!todo.empty()) {
-      const std::string c = todo.back();
-      todo.pop_back();
-      if (c == ".")
-        continue;
-      if (c == "..") {
-        cur = parent_of(cur);
-        continue;
-      }
-      if (!is_dir(cur))
-        return fail(ec, std::errc::not_a_directory), std::string();
-      const std::string next = join(cur, c);
-      const auto it = nodes_.find(next);
-      if (it == nodes_.end())
-        return fail(ec, std::errc::no_such_file_or_directory), std::string();
-      if (it->second.type == file_type::symlink && (follow_last || !todo.empty())) {
-        if (++links > 40)
-          return fail(ec, std::errc::too_many_symbolic_link_levels), std::string();
-        if (!it->second.data.empty() && it->second.data[0] == '/')
-          cur = "/";
-        push_path(it->second.data);
-        continue;
-      }
-      cur = next;
-    }
-    ec.clear();
-    return cur;
-  }
+  std::string resolve(const std::string& path, bool follow_last, std::error_code& ec) const;
 
   // rename and move: `to` replaced atomically (we hold the lock); a directory moves with its subtree
-  void relocate(const std::string& from, const std::string& to, std::error_code& ec) {
-    const node* f = find(from, ec);
-    if (!f)
-      return;
-    if (!is_dir(parent_of(to)))
-      return fail(ec, std::errc::no_such_file_or_directory);
-    if (from == to)
-      return;
-    const bool dir = f->type == file_type::directory;
-    if (dir && starts_with(to, from + "/"))
-      return fail(ec, std::errc::invalid_argument);
-    if (const auto old = nodes_.find(to); old != nodes_.end()) {
-      const bool old_dir = old->second.type == file_type::directory;
-      if (old_dir && !dir)
-        return fail(ec, std::errc::is_a_directory);
-      if (!old_dir && dir)
-        return fail(ec, std::errc::not_a_directory);
-      bool empty = true;
-      for_children(to, [&](const std::string&, const node&) { empty = false; });
-      if (old_dir && !empty)
-        return fail(ec, std::errc::directory_not_empty);
-      nodes_.erase(old);
-    }
-    std::vector<std::pair<std::string, node>> moving;
-    moving.emplace_back(to, nodes_.at(from));
-    const std::string prefix = from + "/";
-    for (auto it = nodes_.lower_bound(prefix); dir && it != nodes_.end() && starts_with(it->first, prefix);
-         ++it)
-      moving.emplace_back(to + it->first.substr(from.size()), it->second);
-    erase_tree(from);
-    for (auto& [p, n] : moving)
-      nodes_.emplace(p, std::move(n));
-    nodes_.at(to).ctime = now();
-    touch(parent_of(from));
-    touch(parent_of(to));
-  }
+  void relocate(const std::string& from, const std::string& to, std::error_code& ec);
   void erase_tree(const std::string& path) {
     nodes_.erase(path);
     const std::string prefix = path + "/";
@@ -516,6 +374,158 @@ class memory_fs {
   std::map<std::string, node> nodes_;
   std::uint64_t last_ino_ = 0;
 };
+
+inline memory_fs::dir_handle memory_fs::open_dir(dir_handle& d, const std::string& name, bool follow, std::error_code& ec) const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  if (name == "..") {  // by path: the parent of the name the handle was opened as
+    if (!is_dir(parent_of(d.path)))
+      return fail(ec, std::errc::no_such_file_or_directory), dir_handle{};
+    return ec.clear(), dir_handle{parent_of(d.path)};
+  }
+  std::string p = at(d, name);
+  const auto it = nodes_.find(p);
+  if (it == nodes_.end())
+    return fail(ec, std::errc::no_such_file_or_directory), dir_handle{};
+  if (it->second.type == file_type::symlink) {
+    if (!follow)
+      return fail(ec, std::errc::too_many_symbolic_link_levels), dir_handle{};
+    p = resolve(p, true, ec);
+    if (ec)
+      return {};
+  }
+  if (!is_dir(p))
+    return fail(ec, std::errc::not_a_directory), dir_handle{};
+  ec.clear();
+  return {p};
+}
+
+inline treesync::copy_result memory_fs::copy_file(dir_handle& sd, const std::string& name, dir_handle& dd,
+                                                  const std::string& dst_name, const stat_info& expected,
+                                                  const treesync::copy_options& opt, std::error_code& ec) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  treesync::copy_result res;
+  res.method = treesync::copy_method::memory;
+  ec.clear();
+  const auto src_it = nodes_.find(at(sd, name));
+  if (src_it == nodes_.end())
+    return fail(ec, std::errc::no_such_file_or_directory), res;
+  const node* src = &src_it->second;
+  if (src->type == file_type::symlink) {
+    if (!opt.follow)
+      return fail(ec, std::errc::too_many_symbolic_link_levels), res;
+    src = find(resolve(at(sd, name), true, ec), ec);
+    if (!src)
+      return res;
+  }
+  if (src->type != file_type::regular)
+    return fail(ec, treesync::errc::special_file), res;
+  if (opt.cancel && opt.cancel->load())
+    return fail(ec, std::errc::operation_canceled), res;
+  const std::string to = at(dd, dst_name);
+  const auto old = nodes_.find(to);
+  res.destination_failed = true;
+  if (old != nodes_.end() && (!opt.replace || old->second.type != file_type::regular))
+    return fail(ec, old->second.type == file_type::directory ? std::errc::is_a_directory
+                                                             : std::errc::file_exists),
+           res;
+  if (old == nodes_.end())
+    create(dd, dst_name, file_type::regular, 0600, ec);
+  if (ec)
+    return res;
+  node& out = nodes_.at(to);
+  out.data = src->data;
+  out.ctime = now();
+  res.bytes = out.data.size();
+  // the source cannot change during a copy under our lock; a real backend reads, then checks
+  if (src->data.size() != expected.size || src->mtime != expected.mtime_ns)
+    return res.destination_failed = false, fail(ec, treesync::errc::changed_during_copy), res;
+  out.mode = expected.mode & 07777;
+  out.mtime = expected.mtime_ns;
+  res.destination_failed = false;
+  ec.clear();
+  return res;
+}
+
+inline std::string memory_fs::resolve(const std::string& path, bool follow_last, std::error_code& ec) const {
+  std::vector<std::string> todo;  // components still to walk, the next one last
+  const auto push_path = [&todo](const std::string& p) {
+    std::vector<std::string> parts;
+    for (std::size_t i = 0; i <= p.size();) {
+      const std::size_t j = std::min(p.find('/', i), p.size());
+      if (j > i)
+        parts.push_back(p.substr(i, j - i));
+      i = j + 1;
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  push_path(path);
+  std::string cur = "/";
+  int links = 0;
+  while (!todo.empty()) {
+    const std::string c = todo.back();
+    todo.pop_back();
+    if (c == ".")
+      continue;
+    if (c == "..") {
+      cur = parent_of(cur);
+      continue;
+    }
+    if (!is_dir(cur))
+      return fail(ec, std::errc::not_a_directory), std::string();
+    const std::string next = join(cur, c);
+    const auto it = nodes_.find(next);
+    if (it == nodes_.end())
+      return fail(ec, std::errc::no_such_file_or_directory), std::string();
+    if (it->second.type == file_type::symlink && (follow_last || !todo.empty())) {
+      if (++links > 40)
+        return fail(ec, std::errc::too_many_symbolic_link_levels), std::string();
+      if (!it->second.data.empty() && it->second.data[0] == '/')
+        cur = "/";
+      push_path(it->second.data);
+      continue;
+    }
+    cur = next;
+  }
+  ec.clear();
+  return cur;
+}
+
+inline void memory_fs::relocate(const std::string& from, const std::string& to, std::error_code& ec) {
+  const node* f = find(from, ec);
+  if (!f)
+    return;
+  if (!is_dir(parent_of(to)))
+    return fail(ec, std::errc::no_such_file_or_directory);
+  if (from == to)
+    return;
+  const bool dir = f->type == file_type::directory;
+  if (dir && starts_with(to, from + "/"))
+    return fail(ec, std::errc::invalid_argument);
+  if (const auto old = nodes_.find(to); old != nodes_.end()) {
+    const bool old_dir = old->second.type == file_type::directory;
+    if (old_dir && !dir)
+      return fail(ec, std::errc::is_a_directory);
+    if (!old_dir && dir)
+      return fail(ec, std::errc::not_a_directory);
+    bool empty = true;
+    for_children(to, [&](const std::string&, const node&) { empty = false; });
+    if (old_dir && !empty)
+      return fail(ec, std::errc::directory_not_empty);
+    nodes_.erase(old);
+  }
+  std::vector<std::pair<std::string, node>> moving;
+  moving.emplace_back(to, nodes_.at(from));
+  const std::string prefix = from + "/";
+  for (auto it = nodes_.lower_bound(prefix); dir && it != nodes_.end() && starts_with(it->first, prefix);
+       ++it)
+    moving.emplace_back(to + it->first.substr(from.size()), it->second);
+  erase_tree(from);
+  for (auto& [p, n] : moving)
+    nodes_.emplace(p, std::move(n));
+  nodes_.at(to).ctime = now();
+  touch(parent_of(from));
+  touch(parent_of(to));
+}
 
 }  // namespace custom
 
