@@ -352,60 +352,54 @@ class backup_tree {
   bool open_ = false;
 };
 
-// ---- the shared state of a run -----------------------------------------------------------------
+// ---- who the run acts as (a service of the run) ------------------------------------------------
 
+/// The identity a run acts as: root, or a user other than root with the user's groups, and what
+/// that allows under the run's options.  True root where the filesystem does not tell the user
+/// (user_id), as on a filesystem without other users.  As a user other than root (rsync's meaning
+/// of -o, -g, -D run unprivileged): preserve_owner is off (no owner is changed, nor reported as
+/// changing), preserve_group gives an entry the source's group only where it is one of the
+/// user's groups (group_kept), and devices are skipped as without specials (FIFOs and sockets
+/// are made).
+/// Its users: run_state (the options as the user: as_user), the walker (the owner and group a
+/// plan gives an entry, whether a special is made, whether a read-only directory is opened up),
+/// the applier (the group of new entries, set-group-ID modes) and metadata_changes (state.hpp).
 template <class FS>
-struct run_state {
-  using fs_type = FS;
-  using handle = typename FS::dir_handle;
-  using node = dir_node<handle>;
-
-  run_state(FS& f, const policy_view& p, const run_options& op, report& r)
-      : fs(f), pol(p), privileged(acts_as_root(f)), opt(as_user(op, privileged)), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
-        racy_window(f.racy_window()), backups(f, op.backup_dir),
-        temps(f, op.temp_dir, errc::unsafe_temp_dir, true), state(f, op.state, op.verify, op.subtree, op.state_memory) {
+class run_identity {
+ public:
+  run_identity(FS& f, const run_options& o)
+      : privileged(acts_as_root(f)), fs_(f), group_(o.group), specials_(o.specials) {
     if constexpr (has_op<op_user_groups, FS>::value) {
-      if (!privileged && opt.group) {
-        for (const std::int64_t g : f.user_groups()) groups.push_back(g);
-        std::sort(groups.begin(), groups.end());
-        groups_known = true;
+      if (!privileged && group_) {
+        for (const std::int64_t g : f.user_groups()) groups_.push_back(g);
+        std::sort(groups_.begin(), groups_.end());
+        groups_known_ = true;
       }
     }
   }
 
-  FS& fs;
-  const policy_view pol;  // compare, deletion, links, exclude, observer
-  // Whether the run acts as root: true where the filesystem does not tell the user (user_id), as
-  // on a filesystem without other users.  A user other than root (rsync's meaning of -o, -g, -D
-  // run unprivileged): preserve_owner is off (no owner is changed, nor reported as changing),
-  // preserve_group gives an entry the source's group only where it is one of the user's groups
-  // (group_kept), and devices are skipped as without specials (FIFOs and sockets are made).
   const bool privileged;
-  const run_options opt;  // as the caller gave them, preserve_owner off unless privileged
-  std::vector<std::int64_t> groups;  // !privileged: the user's groups (user_groups), sorted
-  bool groups_known = false;
 
- private:
-  mutable std::once_flag own_group_once_;
-  mutable std::int64_t own_group_ = -1;
-
- public:
-
+  /// The options `o` as this identity runs them: preserve_owner off unless privileged.
+  run_options as_user(run_options o) const {
+    if (!privileged) o.owner = false;
+    return o;
+  }
   /// preserve_group for an entry whose source group is `gid`: the run gives it that group
   /// (and compares and reports it) only where the user may: as root, or one of the user's groups.
   bool group_kept(std::uint32_t gid) const {
-    return opt.group && (!groups_known || std::binary_search(groups.begin(), groups.end(), std::int64_t(gid)));
+    return group_ && (!groups_known_ || std::binary_search(groups_.begin(), groups_.end(), std::int64_t(gid)));
   }
   /// preserve_group, with every group settable (as root): what the run makes never needs the
   /// group a set-group-ID directory gives it.
-  bool sets_every_group() const { return opt.group && privileged; }
+  bool sets_every_group() const { return group_ && privileged; }
   /// The group the run's new entries get outside a set-group-ID directory: the first of the
   /// filesystem's user_groups() (the effective group); -1 where it does not say.  Asked once, at
   /// the first set-group-ID file (a run without one makes no system call for it).
   std::int64_t own_group() const {
     if constexpr (has_op<op_user_groups, FS>::value) {
       std::call_once(own_group_once_, [this] {
-        const std::vector<std::int64_t> g = fs.user_groups();
+        const std::vector<std::int64_t> g = fs_.user_groups();
         if (!g.empty()) own_group_ = g.front();
       });
       return own_group_;
@@ -416,18 +410,50 @@ struct run_state {
   /// Whether an entry of type `t` can be made by this run under preserve_specials: a device
   /// node only as root (rsync, as a user, skips it: "skipping non-regular file").
   bool makes_special(file_type t) const {
-    return opt.specials && (privileged || (t != file_type::block && t != file_type::character));
+    return specials_ && (privileged || (t != file_type::block && t != file_type::character));
   }
 
+ private:
   static bool acts_as_root(const FS& f) {
     if constexpr (has_op<op_user_id, FS>::value) return f.user_id() == 0;
     (void)f;
     return true;
   }
-  static run_options as_user(run_options o, bool privileged) {
-    if (!privileged) o.owner = false;
-    return o;
-  }
+
+  FS& fs_;
+  const bool group_;     // preserve_group
+  const bool specials_;  // preserve_specials
+  std::vector<std::int64_t> groups_;  // !privileged: the user's groups (user_groups), sorted
+  bool groups_known_ = false;
+  mutable std::once_flag own_group_once_;
+  mutable std::int64_t own_group_ = -1;
+};
+
+// ---- the shared state of a run -----------------------------------------------------------------
+
+template <class FS>
+struct run_state {
+  using fs_type = FS;
+  using handle = typename FS::dir_handle;
+  using node = dir_node<handle>;
+
+  run_state(FS& f, const policy_view& p, const run_options& op, report& r)
+      : fs(f), pol(p), who(f, op), opt(who.as_user(op)), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
+        racy_window(f.racy_window()), backups(f, op.backup_dir),
+        temps(f, op.temp_dir, errc::unsafe_temp_dir, true), state(f, op.state, op.verify, op.subtree, op.state_memory) {}
+
+  FS& fs;
+  const policy_view pol;  // compare, deletion, links, exclude, observer
+  const run_identity<FS> who;  // root or a user, and the user's groups
+  const run_options opt;       // as the caller gave them, preserve_owner off unless who.privileged
+
+  // Forwarders to `who`, until the walker and the applier ask it themselves (issue 47, item 2).
+  const bool privileged = who.privileged;
+  bool group_kept(std::uint32_t gid) const { return who.group_kept(gid); }
+  bool sets_every_group() const { return who.sets_every_group(); }
+  std::int64_t own_group() const { return who.own_group(); }
+  bool makes_special(file_type t) const { return who.makes_special(t); }
+
   const unsigned jobs;
   report& out;
   const std::int64_t racy_window;
