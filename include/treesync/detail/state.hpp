@@ -429,6 +429,49 @@ class run_identity {
   mutable std::int64_t own_group_ = -1;
 };
 
+// ---- the cycle set and the temporary names (services of the run) -------------------------------
+
+/// The source directories of the nodes alive, a multiset by device and inode: every ancestor of
+/// a node is alive, so a directory that is not live cannot close a cycle (a followed symlink
+/// that leads back up).  Thread-safe.  Its users: the worker (a node's directory is added when
+/// the node is made, removed when it is done) and the walker (a directory to enter that is live
+/// closes a cycle: skipped, errc::symlink_cycle; otherwise added).
+class cycle_set {
+ public:
+  bool live(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return live_.count({st.dev, st.ino}) != 0;
+  }
+  void add(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++live_[{st.dev, st.ino}];
+  }
+  void remove(const stat_info& st) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = live_.find({st.dev, st.ino});
+    if (it != live_.end() && --it->second == 0) live_.erase(it);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> live_;
+};
+
+/// The names of a run's temporaries: temp_prefix, then `<pid>-<run>-<n>` (is_temp_name), unique
+/// to the run: the process, and which of its runs.  A run stopped midway can leave a staged
+/// directory behind; a later run in the same process must never make a temporary of that name
+/// before it removes the leftover (jobs{n}: another worker may get there first).  Thread-safe.
+/// Its user: the applier (each temporary it makes: a file's, a link's, a directory staged).
+class temp_names {
+ public:
+  std::string next() { return stem_ + std::to_string(++counter_); }
+
+ private:
+  std::atomic<std::uint64_t> counter_{0};
+  const std::string stem_ =
+      std::string(temp_prefix) + std::to_string(process_token()) + "-" + std::to_string(run_serial()) + "-";
+};
+
 // ---- the shared state of a run -----------------------------------------------------------------
 
 template <class FS>
@@ -574,21 +617,11 @@ struct run_state {
   /// The racy window of a source mtime has passed.
   bool settled(std::int64_t mtime_ns) const { return fs.now() > mtime_ns + racy_window; }
 
-  /// The source directories of the nodes alive (a multiset by dev+ino): every ancestor of a node
-  /// is alive, so a directory that is not live cannot close a cycle.
-  bool live(const stat_info& st) {
-    std::lock_guard<std::mutex> lock(live_mu_);
-    return live_.count({st.dev, st.ino}) != 0;
-  }
-  void live_add(const stat_info& st) {
-    std::lock_guard<std::mutex> lock(live_mu_);
-    ++live_[{st.dev, st.ino}];
-  }
-  void live_remove(const stat_info& st) {
-    std::lock_guard<std::mutex> lock(live_mu_);
-    const auto it = live_.find({st.dev, st.ino});
-    if (it != live_.end() && --it->second == 0) live_.erase(it);
-  }
+  cycle_set cycles;  // the source directories of the nodes alive
+  // Forwarders to `cycles`, until the walker and the worker ask it themselves (issue 47, item 2).
+  bool live(const stat_info& st) { return cycles.live(st); }
+  void live_add(const stat_info& st) { cycles.add(st); }
+  void live_remove(const stat_info& st) { cycles.remove(st); }
 
   /// Stopped by errors::stop, an exception, or the cancel flag.
   bool halted() const noexcept {
@@ -616,7 +649,8 @@ struct run_state {
     if (opt.on_subtree) opt.on_subtree(rel);
   }
 
-  std::string temp_name() { return temp_stem_ + std::to_string(++temp_counter_); }
+  temp_names temp_namer;  // the names of the run's temporaries
+  std::string temp_name() { return temp_namer.next(); }  // forwarder (issue 47, item 2)
 
   /// The backup directory's and the state file's paths inside the destination ("" when outside
   /// or unset).
@@ -643,14 +677,6 @@ struct run_state {
   }
 
   std::mutex observer_mu_;  // observers need not be thread-safe
-  std::mutex live_mu_;
-  std::map<std::pair<std::uint64_t, std::uint64_t>, std::size_t> live_;
-  std::atomic<std::uint64_t> temp_counter_{0};
-  // Unique to this run: the process, and which of its runs.  A run stopped midway can leave a
-  // staged directory behind; a later run in the same process must never make a temporary of that
-  // name before it removes the leftover (jobs{n}: another worker may get there first).
-  const std::string temp_stem_ = std::string(temp_prefix) + std::to_string(process_token()) + "-" +
-                                 std::to_string(run_serial()) + "-";
 };
 
 // ---- the journal -------------------------------------------------------------------------------
