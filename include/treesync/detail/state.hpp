@@ -429,6 +429,49 @@ class run_identity {
   mutable std::int64_t own_group_ = -1;
 };
 
+// ---- the time model (a service of the run) -----------------------------------------------------
+
+/// The destination's time model (time_model: its timestamps' resolution, whether it keeps a
+/// ctime, whether a link's own time can be set), asked once at the start of the run (the engine
+/// assigns it), and the racy window of the filesystem: when a copy may predate a change its
+/// source's size and mtime do not show.  Its users: the engine (it reads the model, the state
+/// file's identity names it, a directory's record is settled or not), the walker (equal mtimes, racily clean copies, link metadata), the
+/// applier (smudged copies, link metadata) and the journal (a settled copy re-stamped).
+template <class FS>
+class time_rules : public time_model {
+ public:
+  explicit time_rules(FS& f) : racy_window(f.racy_window()), fs_(f) {}
+  time_rules& operator=(const time_model& m) {
+    time_model::operator=(m);
+    return *this;
+  }
+
+  const std::int64_t racy_window;
+
+  /// Equal mtimes at the destination's timestamp resolution.
+  bool same_mtime(const stat_info& a, const stat_info& b) const noexcept {
+    const std::int64_t d = a.mtime_ns - b.mtime_ns;
+    return (d < 0 ? -d : d) < resolution_ns;
+  }
+  /// The destination copy `d` of source file `s` may predate a change the source's size and mtime
+  /// do not show (file_pair::racy).  With a ctime: it was written within the racy window of the
+  /// source's mtime.  Without one: it carries the smudge mark its writer gave it.  A file whose
+  /// ctime differs from its mtime has a ctime of its own, whatever the filesystem was taken for.
+  bool racily_clean(const stat_info& s, const stat_info& d) const noexcept {
+    if (ctime || d.ctime_ns != d.mtime_ns) return d.ctime_ns <= s.mtime_ns + racy_window;
+    const std::int64_t m = smudged_mtime(s.mtime_ns) - d.mtime_ns;
+    return (m < 0 ? -m : m) < resolution_ns;
+  }
+  /// A copy made now of a source last modified at `mtime_ns` is racy: the source may still change
+  /// within its timestamp tick.  On a destination without ctime it must be smudged.
+  bool smudge_copy(std::int64_t mtime_ns) const { return !ctime && fs_.now() <= mtime_ns + racy_window; }
+  /// The racy window of a source mtime has passed.
+  bool settled(std::int64_t mtime_ns) const { return fs_.now() > mtime_ns + racy_window; }
+
+ private:
+  FS& fs_;
+};
+
 // ---- the cycle set and the temporary names (services of the run) -------------------------------
 
 /// The source directories of the nodes alive, a multiset by device and inode: every ancestor of
@@ -482,7 +525,7 @@ struct run_state {
 
   run_state(FS& f, const policy_view& p, const run_options& op, report& r)
       : fs(f), pol(p), who(f, op), opt(who.as_user(op)), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
-        racy_window(f.racy_window()), backups(f, op.backup_dir),
+        time(f), backups(f, op.backup_dir),
         temps(f, op.temp_dir, errc::unsafe_temp_dir, true), state(f, op.state, op.verify, op.subtree, op.state_memory) {}
 
   FS& fs;
@@ -499,8 +542,7 @@ struct run_state {
 
   const unsigned jobs;
   report& out;
-  const std::int64_t racy_window;
-  time_model time;  // the destination's, asked once at the start of the run
+  time_rules<FS> time;  // the destination's time model (asked once at the start) and the racy window
   std::uint64_t root_dev = 0;
   bool dst_known = false;  // the destination root's identity, once it exists
   std::uint64_t dst_dev = 0, dst_ino = 0;
@@ -597,25 +639,11 @@ struct run_state {
   std::atomic<std::size_t> deletions_counted{0};
   std::atomic<bool> over_limit{false};
 
-  /// Equal mtimes at the destination's timestamp resolution.
-  bool same_mtime(const stat_info& a, const stat_info& b) const noexcept {
-    const std::int64_t d = a.mtime_ns - b.mtime_ns;
-    return (d < 0 ? -d : d) < time.resolution_ns;
-  }
-  /// The destination copy `d` of source file `s` may predate a change the source's size and mtime
-  /// do not show (file_pair::racy).  With a ctime: it was written within the racy window of the
-  /// source's mtime.  Without one: it carries the smudge mark its writer gave it.  A file whose
-  /// ctime differs from its mtime has a ctime of its own, whatever the filesystem was taken for.
-  bool racily_clean(const stat_info& s, const stat_info& d) const noexcept {
-    if (time.ctime || d.ctime_ns != d.mtime_ns) return d.ctime_ns <= s.mtime_ns + racy_window;
-    const std::int64_t m = smudged_mtime(s.mtime_ns) - d.mtime_ns;
-    return (m < 0 ? -m : m) < time.resolution_ns;
-  }
-  /// A copy made now of a source last modified at `mtime_ns` is racy: the source may still change
-  /// within its timestamp tick.  On a destination without ctime it must be smudged.
-  bool smudge_copy(std::int64_t mtime_ns) const { return !time.ctime && fs.now() <= mtime_ns + racy_window; }
-  /// The racy window of a source mtime has passed.
-  bool settled(std::int64_t mtime_ns) const { return fs.now() > mtime_ns + racy_window; }
+  // Forwarders to `time`, until the walker and the applier ask it themselves (issue 47, item 2).
+  bool same_mtime(const stat_info& a, const stat_info& b) const noexcept { return time.same_mtime(a, b); }
+  bool racily_clean(const stat_info& s, const stat_info& d) const noexcept { return time.racily_clean(s, d); }
+  bool smudge_copy(std::int64_t mtime_ns) const { return time.smudge_copy(mtime_ns); }
+  bool settled(std::int64_t mtime_ns) const { return time.settled(mtime_ns); }
 
   cycle_set cycles;  // the source directories of the nodes alive
   // Forwarders to `cycles`, until the walker and the worker ask it themselves (issue 47, item 2).
