@@ -102,7 +102,6 @@ class pruner {
     return r == removal::done;
   }
 
-
  private:
   // One directory of a tree being deleted.
   struct level {
@@ -268,7 +267,6 @@ class pruner {
     if (ec) fail(operation::chmod, ec);
   }
   static constexpr std::uint32_t no_mode = static_cast<std::uint32_t>(-1);
-
 
   // An entry to delete that was not there (a record under verify::none may list names the
   // destination no longer has): not a deletion, counted for one notice (state_keeper::gone).
@@ -460,232 +458,43 @@ class writing_applier final : public applier<S> {
 
   writing_applier(S& s, journal<S>& j, pruner<S>& p) : applier<S>(p), s_(s), fs_(s.fs), j_(j) {}
 
-  bool apply(node& n, const std::string& name, const plan& p) override {
-    if (!s_.before_write()) return false;
-    if (p.what == plan::step::meta) return touch(n.dst, name, p), false;
-    prepare_write(n);
-    switch (p.type) {
-      case file_type::regular: return write_file(n, name, p);
-      case file_type::symlink: return write_link(n.dst, name, p);
-      default: return write_special(n.dst, name, p);
-    }
-  }
+  bool apply(node& n, const std::string& name, const plan& p) override;
 
-  // Mode 0700 until it is finished, as any directory the run makes.
-  bool make_root(const std::filesystem::path& dst, std::error_code& ec) override {
-    if (!s_.before_write()) return ec = s_.state_error, false;
-    fs_.make_root(dst, 0700, ec);
-    if (is_enoent(ec)) ec = errc::destination_parent_missing;
-    return !ec;
-  }
+  // Makes the missing destination root: mode 0700 until it is finished, as any directory the run makes.
+  bool make_root(const std::filesystem::path& dst, std::error_code& ec) override;
 
-  /// Makes a directory the source has and the destination lacks, in its parent opened for the
-  /// write, once what was at its name is gone: under a temporary name when the walker staged it
-  /// (node::stage), else at its final name.
-  bool make_dir(node& n, const plan& made_as) override {
-    node& p = *n.parent;
-    if (!open_for_write(p) || !this->clear_for_dir(n, made_as)) return false;
-    if (!s_.before_write()) return false;
-    std::error_code ec;
-    const bool stage = n.stage;
-    const std::string made = stage ? s_.temp_name() : n.name;
-    fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
-    if (ec) return j_.fail(side::destination, operation::mkdir, ec), false;
-    p.modified.store(true);
-    if (stage) n.staged = made;
-    n.unseen = stage || p.unseen;
-    n.dst = fs_.open_dir(p.dst, made, false, ec);
-    if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
-    if constexpr (has_op<op_check_made_dir, typename S::fs_type>::value) {
-      // swapped between the mkdir and the open: never filled, chowned or chmodded (nor, staged,
-      // removed as a leftover of this run).  Not inside a directory this run made and has not
-      // finished (p.unseen): that one is ours and 0700 until its content, this one included, is
-      // complete, so nobody else can swap anything in it (a cold run checks its top level only).
-      if (!p.unseen) fs_.check_made_dir(n.dst, ec);
-      if (ec) {
-        n.dst = handle{};
-        n.staged.clear();
-        return j_.fail(side::destination, operation::mkdir, ec), false;
-      }
-    }
-    n.have_dst = true;
-    if (s_.opt.xattrs) {
-      fs_.copy_xattrs(n.src, n.dst, ec);
-      if (ec) j_.fail(side::destination, operation::xattr, ec);
-    }
-    return true;
-  }
+  /// Makes a directory the destination lacks, under a temporary name when the walker staged it.
+  bool make_dir(node& n, const plan& made_as) override;
 
-  /// A directory's metadata, once its content is complete; a staged one then takes its name,
-  /// even when its metadata failed (reported): what it holds is complete, and kept.
-  bool finish_dir(node& n, const dir_plan& p) override {
-    if (!reach(n) || !s_.before_write()) return false;
-    const bool meta = set_dir_meta(n, p);
-    if (!n.staged.empty()) {  // into place (the parent's handle is open: see make_dir)
-      std::error_code ec;
-      fs_.rename(n.parent->dst, n.staged, n.name, ec);
-      if (ec) return j_.fail(side::destination, operation::rename, ec), false;  // left under its temporary name: the next run removes it
-      n.staged.clear();
-    }
-    return meta;
-  }
+  /// A directory's metadata, once its content is complete; a staged one then takes its name.
+  bool finish_dir(node& n, const dir_plan& p) override;
 
-  /// Another name for a file already in the destination (hard_links), installed at `name` in `d`
-  /// (what is there, `old`, replaced).  The directory gets back the mtime it had, the one it was
-  /// finished with (the source directory's is not read again: under links::dereference the
-  /// source path may go through symlinks, which the walk followed and a descent from the root
-  /// would not).
-  bool link_into(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) override {
-    std::error_code ec;
-    const stat_info before = fs_.stat(d, ".", false, ec);
-    if (ec) return j_.fail(side::destination, operation::stat, ec), false;
-    if (!s_.before_write()) return false;
-    // a directory finished without write permission (a read-only source directory): as a user
-    // other than root it is opened up for the link and gets its mode back after (root writes
-    // there anyway); rsync links into it too
-    const bool opened = !s_.privileged && (before.mode & 0200) == 0;
-    if (opened) {
-      fs_.set_mode(d, ".", (before.mode & 07777) | 0700, ec);
-      if (ec) return j_.fail(side::destination, operation::chmod, ec), false;
-    }
-    const std::string made = s_.temp_name();
-    fs_.link(fdir, fname, d, made, ec);
-    const bool made_link = !ec;
-    if (ec) j_.fail(side::destination, operation::link, ec);
-    // installed, or discarded when what is at the name cannot go (a non-empty directory): either
-    // way the directory changed, and gets its mtime back (rsync's too)
-    const bool linked = made_link && install(d, made, name, old);
-    if (!s_.before_write()) return linked;
-    std::error_code ec2;
-    if (opened) fs_.set_mode(d, ".", before.mode & 07777, ec2);
-    if (ec2) j_.fail(side::destination, operation::chmod, ec2);
-    if (!made_link) return false;
-    fs_.set_mtime(d, ".", before.mtime_ns, ec);
-    if (ec) j_.fail(side::destination, operation::utime, ec);
-    return linked;
-  }
+  /// hard_links: another name for a file already in the destination, installed at `name` in `d`.
+  bool link_into(handle& fdir, const std::string& fname, handle& d, const std::string& name, file_type old) override;
 
-  /// A leftover of an interrupted run (a temporary name) in `n`, removed whatever the deletion
-  /// policy says (a staged directory with everything in it), unless someone else owns it
-  /// (leftover_ours: not ours to purge; then `failed`).  `t` becomes its type.
-  removal clean(node& n, const std::string& name, file_type& t) override {
-    if (!pruner_.leftover_ours(n.dst, name, t)) return removal::failed;
-    prepare_write(n);
-    if (t == file_type::directory || t == file_type::unknown) {  // a staged directory
-      const removal r = pruner_.remove_entry(n.dst, name, t, false, true);
-      if (r == removal::done) t = file_type::directory;
-      return r;
-    }
-    return remove_file(n.dst, name, false) ? removal::done : removal::failed;
-  }
+  /// Removes a leftover of an interrupted run (a temporary name) in `n`, unless someone else owns it.
+  removal clean(node& n, const std::string& name, file_type& t) override;
 
   /// The destination directory of `n` opened (if deferred) and made writable for a change in it.
-  bool open_for_write(node& n) override {
-    if (n.dst_deferred && !reach(n)) return false;
-    prepare_write(n);
-    return true;
-  }
+  bool open_for_write(node& n) override;
 
-  /// A directory whose deferred deletions are done (`changed`) or that was opened up for them
-  /// (`opened`) gets back the mtime and mode it had (`before`).
-  void restore_dir(handle& h, const stat_info& before, bool changed, bool opened) override {
-    if (!s_.before_write()) return;
-    std::error_code ec;
-    if (changed) fs_.set_mtime(h, ".", before.mtime_ns, ec);
-    if (ec) j_.fail(side::destination, operation::utime, ec);
-    ec.clear();
-    if (opened) fs_.set_mode(h, ".", before.mode & 07777, ec);
-    if (ec) j_.fail(side::destination, operation::chmod, ec);
-  }
+  /// Gives a directory back the mtime and mode it had (`before`) once its deferred deletions are done.
+  void restore_dir(handle& h, const stat_info& before, bool changed, bool opened) override;
 
   /// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
-  bool remove_file(handle& d, const std::string& name, bool keep_copy) override {
-    this->gone = false;
-    if (!s_.before_write()) return false;
-    if (keep_copy && s_.opt.backup_dir.empty() == false && !is_temp_name(name)) return backup(d, name);
-    std::error_code ec;
-    fs_.remove(d, name, ec);
-    if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::unlink, ec), false;
-    this->gone = is_enoent(ec);
-    return true;
-  }
-  bool remove_dir(handle& parent, const std::string& name) override {
-    if (!s_.before_write()) return false;
-    std::error_code ec;
-    fs_.remove_dir(parent, name, ec);
-    if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::rmdir, ec), false;
-    return true;
-  }
-  /// A directory about to be emptied is made writable first.  Returns its mode before, or -1
-  /// when it was not changed.
-  std::uint32_t open_up(handle& d) override {
-    std::error_code ec;
-    const stat_info self = fs_.stat(d, ".", false, ec);
-    if (ec || (self.mode & 0200) != 0 || !s_.before_write()) return static_cast<std::uint32_t>(-1);
-    fs_.set_mode(d, ".", self.mode | 0700, ec);
-    return ec ? static_cast<std::uint32_t>(-1) : self.mode & 07777;
-  }
+  bool remove_file(handle& d, const std::string& name, bool keep_copy) override;
+  bool remove_dir(handle& parent, const std::string& name) override;
+  /// Makes a directory about to be emptied writable; returns its mode before, or -1 when not changed.
+  std::uint32_t open_up(handle& d) override;
 
-  /// A destination directory without write permission is made writable before its first change;
-  /// finish_dir restores the source's mode.
-  void prepare_write(node& n) override {
-    if (n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0 || !s_.before_write()) return;
-    std::lock_guard<std::mutex> lock(n.mu);
-    if (n.made_writable) return;
-    std::error_code ec;
-    n.mode_before_writable = n.dst_st.mode;
-    fs_.set_mode(n.dst, ".", setgid_now(n, n.dst_st.mode | 0700), ec);
-    n.made_writable = !ec;
-  }
+  /// Makes a destination directory without write permission writable before its first change.
+  void prepare_write(node& n) override;
 
-  /// rsync sets an existing directory's permissions before it fills it, so what it creates there
-  /// without -g gets the group the set-group-ID bit it then has gives; treesync sets them once
-  /// the content is complete (finish_dir).  The one bit that decides the group of what is made in
-  /// the directory, set-group-ID, is set (or cleared) first, before its entries are processed.
-  /// A directory this run made (0700) has the bit when its parent had it (the parent's own
-  /// setgid_first, or for the root, a stat).
-  void setgid_first(node& n) override {
-    if (s_.sets_every_group() || !n.dst_exists()) return;
-    std::error_code ec;
-    std::uint32_t now = n.dst_st.mode & 07777;  // what the directory has
-    if (n.cold && n.parent) {
-      now = 0700 | (n.parent->src_st.mode & 02000);
-    } else if (n.cold) {
-      if (!n.have_dst) return;
-      now = fs_.stat(n.dst, ".", false, ec).mode & 07777;
-      if (ec) return j_.fail(side::destination, operation::stat, ec);
-    }
-    if (((now ^ n.src_st.mode) & 02000) == 0) return;
-    if (!open_dst(fs_, n, ec)) return j_.fail(side::destination, operation::opendir, ec ? ec : std::make_error_code(std::errc::bad_file_descriptor));
-    if (!s_.before_write()) return;
-    fs_.set_mode(n.dst, ".", setgid_now(n, now), ec);
-    if (ec) j_.fail(side::destination, operation::chmod, ec);
-  }
+  /// Sets (or clears) a directory's set-group-ID bit before its entries are made, as rsync does.
+  void setgid_first(node& n) override;
  private:
   // finish_dir's metadata, up to the first failure (reported).
-  bool set_dir_meta(node& n, const dir_plan& p) {
-    const stat_info& st = n.src_st;
-    handle& d = n.dst;
-    std::error_code ec;
-    if (!n.created && n.dst_type == file_type::directory && n.dst_st.ino != 0 && (p.owner || p.group || p.mode || p.mtime)) {
-      // an existing directory, opened by name after the walk's stat: its metadata only on the
-      // directory the walk saw (one exchanged for it in between is never chowned or chmodded)
-      const stat_info now = fs_.stat(d, ".", false, ec);
-      if (!ec && now.ino != n.dst_st.ino) ec = std::make_error_code(std::errc::file_exists);
-      if (ec) return j_.fail(side::destination, operation::chown, ec), false;
-    }
-    if (p.owner || p.group) {  // before the chmod, which a chown may undo
-      fs_.set_owner(d, ".", p.owner ? std::int64_t(st.uid) : -1, p.group ? std::int64_t(st.gid) : -1, ec);
-      if (ec) return j_.fail(side::destination, operation::chown, ec), false;
-    }
-    if (p.mode) fs_.set_mode(d, ".", st.mode, ec);
-    if (ec) return j_.fail(side::destination, operation::chmod, ec), false;
-    if (p.mtime) fs_.set_mtime(d, ".", st.mtime_ns, ec);
-    if (ec) return j_.fail(side::destination, operation::utime, ec), false;
-    if (p.fsync) fs_.sync_dir(d, ec);
-    if (ec) return j_.fail(side::destination, operation::fsync, ec), false;
-    return true;
-  }
+  bool set_dir_meta(node& n, const dir_plan& p);
 
   // The directory a file was made in when not its own (temp_dir), and whether its copy set the
   // owner and group (copied again with them when that directory is on another filesystem).
@@ -694,61 +503,11 @@ class writing_applier final : public applier<S> {
     bool owner, group;
   };
 
-  // Puts the entry made as `made` in `d` at `name`.  What the destination held there (`old`)
-  // goes first: a directory with its content, anything else into the backup directory when
-  // there is one.  Then `made` is renamed over the name, unless it was made there; made in
-  // another directory (`in`: temp_dir), it is moved from there.  On failure the made entry is
-  // discarded, the failure reported, and false returned.
-  bool install(handle& d, const std::string& made, const std::string& name, file_type old, const made_in* in = nullptr) {
-    handle* const from = in ? in->dir : nullptr;
-    handle& at = from ? *from : d;
-    if (old == file_type::directory ? !pruner_.replace_dir(d, name) : old != file_type::none && !backup(d, name)) {
-      discard(at, made);
-      return false;
-    }
-    if (made == name && !from) return true;
-    std::error_code ec;
-    if (from) {
-      fs_.move(*from, made, d, name, ec);
-      if (ec == std::errc::cross_device_link) return install_across(*in, made, d, name);
-    } else {
-      fs_.rename(d, made, name, ec);
-    }
-    if (ec) {  // reported (errors::stop: stopped) first, then cleaned up: see journal::fail
-      j_.fail(side::destination, operation::rename, ec);
-      discard(at, made);
-      return false;
-    }
-    return true;
-  }
+  // Puts the entry made as `made` in `d` at `name`, what was there going first; false on failure.
+  bool install(handle& d, const std::string& made, const std::string& name, file_type old, const made_in* in = nullptr);
 
-  // temp_dir on another filesystem than `d`: the finished temporary is copied (with the mode,
-  // owner, group, mtime and xattrs it was given) into a temporary beside `name`, which is then
-  // renamed over it, and the one in temp_dir removed.  The final name never holds a partial file.
-  bool install_across(const made_in& in, const std::string& made, handle& d, const std::string& name) {
-    handle& from = *in.dir;
-    std::error_code ec;
-    const stat_info st = fs_.stat(from, made, false, ec);
-    const std::string beside = s_.temp_name();
-    if (!ec) {
-      copy_options opts;
-      opts.sync = s_.opt.durable;
-      opts.xattrs = s_.opt.xattrs;
-      opts.cancel = s_.opt.cancel;
-      opts.owner = in.owner;
-      opts.group = in.group;
-      (void)fs_.copy_file(from, made, d, beside, st, opts, ec);
-    }
-    if (!ec) fs_.rename(d, beside, name, ec);
-    if (ec) {
-      if (!(ec == std::errc::operation_canceled && s_.halted())) j_.fail(side::destination, operation::copy, ec);
-      discard(d, beside);
-      discard(from, made);
-      return false;
-    }
-    discard(from, made);
-    return true;
-  }
+  // temp_dir on another filesystem than `d`: copied beside `name`, then renamed over it.
+  bool install_across(const made_in& in, const std::string& made, handle& d, const std::string& name);
 
   // `mode` with the set-group-ID bit the directory `n` has while its entries are made
   // (setgid_first): the source's, unless the run sets the group of everything it makes (group).
@@ -762,180 +521,514 @@ class writing_applier final : public applier<S> {
   }
 
   // The destination directory of `n`, opened if it was deferred; false (reported) when it cannot be.
-  bool reach(node& n) {
-    std::error_code ec;
-    if (open_dst(fs_, n, ec)) return true;
-    j_.fail(side::destination, operation::opendir, ec ? ec : std::make_error_code(std::errc::bad_file_descriptor));
-    return false;
-  }
+  bool reach(node& n);
 
-  // Moves the destination entry at rel (about to be replaced or deleted) into the backup
-  // directory.  True when there is no backup directory or the move worked.
-  bool backup(handle& d, const std::string& name) {
-    if (s_.opt.backup_dir.empty()) return true;
-    std::error_code ec;
-    handle parent;
-    if (s_.backups.parent_of(s_.root && s_.root->have_dst ? &s_.root->dst : nullptr, j_.rel, parent, ec))
-      fs_.move(d, name, parent, name, ec);
-    if (ec) return j_.fail(side::destination, operation::backup, ec), false;
-    return true;
-  }
+  // Moves the destination entry at rel into the backup directory; true when there is none or it moved.
+  bool backup(handle& d, const std::string& name);
 
-  void touch(handle& d, const std::string& name, const plan& p) {
-    std::error_code ec;
-    if constexpr (has_op<op_touch_seen, typename S::fs_type>::value) {
-      // on the entry the walk stat'ed (p.dst: its type and inode), not on one exchanged for it
-      fs_.touch_seen(d, name, p.dst, p.set_mtime, p.src.mtime_ns, p.set_mode, p.src.mode, ec);
-    } else {
-      if (p.set_mtime) fs_.set_mtime(d, name, p.src.mtime_ns, ec);
-      if (!ec && p.set_mode) fs_.set_mode(d, name, p.src.mode, ec);  // the file's own: the directory is not written
-    }
-    if (ec) return j_.fail(side::destination, p.op, ec);
-    j_.touched(p);
-  }
+  void touch(handle& d, const std::string& name, const plan& p);
 
-  // The owner and group a new node gets: the source's where the run keeps them (owner, group).
-  // A node written afresh for its metadata only (plan::current), where rsync chowns or chmods the
-  // existing one in place, keeps the destination's for the ones the run does not set, where the
-  // run can give them (as root, or on a filesystem without users): a file that had other links,
-  // or whose group alone changes, is not handed to the user the run acts as.
-  void ids(const plan& p, stat_info& st, bool& owner, bool& group) const {
-    owner = s_.opt.owner;  // never as a user other than root (run_state::privileged)
-    group = s_.group_kept(st.gid);  // as a user, only one of the user's groups
-    if (!p.current || p.old != p.type || (owner && group)) return;
-    if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
-      if (fs_.user_id() != 0) return;
-    }
-    if (!owner) st.uid = p.dst.uid;
-    if (!group) st.gid = p.dst.gid;
-    owner = group = true;
-  }
+  // The owner and group a new node gets: which ones are set (`owner`, `group`) and to what (`st`).
+  void ids(const plan& p, stat_info& st, bool& owner, bool& group) const;
 
-  // A partial or unfinished new file never reaches a final path: made under a temporary name
-  // (or a new name in a staged directory) it is discarded.  Returns whether `d` changed.
-  bool write_file(node& n, const std::string& name, const plan& p) {
-    handle& dir = n.dst;
-    handle* const from = p.temp && s_.have_temp_root ? &s_.temp_root : nullptr;  // temp_dir
-    handle& d = from ? *from : dir;  // where the copy is made
-    const std::string made = p.temp ? s_.temp_name() : name;
-    const bool discardable = p.temp || p.unseen;
-    copy_options opts;
-    opts.follow = p.follow;
-    opts.replace = p.in_place;
-    opts.sync = s_.opt.durable;
-    opts.xattrs = s_.opt.xattrs;
-    opts.cancel = s_.opt.cancel;
-    stat_info want = p.src;  // with the destination's owner and group, for a copy made for its metadata
-    ids(p, want, opts.owner, opts.group);
-    std::error_code ec;
-    const copy_result copied = fs_.copy_file(n.src, name, d, made, want, opts, ec);
-    if (ec) {  // reported first, then cleaned up: see journal::fail
-      if (ec == std::errc::operation_canceled && s_.halted()) {
-        // cancel_on: the run reports it; the partial copy goes
-      } else if (ec == errc::changed_during_copy) {
-        j_.vanish(operation::copy, ec);
-      } else if (copied.destination_failed) {
-        j_.fail(side::destination, operation::copy, ec);
-      } else {
-        j_.source_failure(n.src, name, operation::copy, ec);
-      }
-      if (discardable) discard(d, made);
-      return !discardable;
-    }
-    if (s_.smudge_copy(p.src.mtime_ns)) {  // no ctime will tell the next run this copy was racy
-      fs_.set_mtime(d, made, smudged_mtime(p.src.mtime_ns), ec);
-      if (ec) {
-        j_.fail(side::destination, operation::utime, ec);
-        if (discardable) discard(d, made);
-        return !discardable;
-      }
-    }
-    const made_in in{from, opts.owner, opts.group};
-    if (!install(dir, made, name, p.in_place ? file_type::none : p.old, from ? &in : nullptr)) return true;
-    j_.wrote(p, copied);
-    return !p.in_place;
-  }
+  // Writes a file (a partial one never reaches a final path); returns whether `d` changed.
+  bool write_file(node& n, const std::string& name, const plan& p);
 
-  bool write_link(handle& d, const std::string& name, const plan& p) {
-    const std::string made = p.unseen ? name : s_.temp_name();
-    std::error_code ec;
-    fs_.make_symlink(d, made, p.target, ec);
-    if (ec) return j_.fail(side::destination, operation::symlink, ec), false;
-    // owner and group of the link itself (rsync -o/-g; set_owner never follows a link), then its
-    // own mtime (rsync -t): never followed
-    // (only where the filesystem sets a link's own metadata: time_model::link_meta)
-    stat_info want = p.src;
-    bool owner = false, group = false;
-    ids(p, want, owner, group);
-    if constexpr (has_op<op_settle_link, typename S::fs_type>::value) {
-      // on the link just made, through a descriptor: a name exchanged for another file in
-      // between is never chowned nor restamped (issue 33, 5), and left where it is
-      if (s_.time.link_meta) {
-        fs_.settle_link(d, made, p.target, want, owner, group, true, ec);
-        if (ec) {
-          j_.fail(side::destination, owner || group ? operation::chown : operation::utime, ec);
-          if (ec != std::errc::file_exists) discard(d, made);  // not what was made: left alone
-          return false;
-        }
-      }
-      return install_link(d, made, name, p);
-    }
-    if ((owner || group) && s_.time.link_meta) {
-      fs_.set_owner(d, made, owner ? std::int64_t(want.uid) : -1, group ? std::int64_t(want.gid) : -1, ec);
-      if (ec) {
-        j_.fail(side::destination, operation::chown, ec);
-        discard(d, made);
-        return false;
-      }
-    }
-    if (s_.time.link_meta) fs_.set_mtime(d, made, p.src.mtime_ns, ec);
-    if (ec) {
-      j_.fail(side::destination, operation::utime, ec);
-      discard(d, made);
-      return false;
-    }
-    return install_link(d, made, name, p);
-  }
+  bool write_link(handle& d, const std::string& name, const plan& p);
 
-  bool install_link(handle& d, const std::string& made, const std::string& name, const plan& p) {
-    if (!install(d, made, name, p.old)) return true;
-    j_.wrote(p, {});
-    return true;
-  }
+  bool install_link(handle& d, const std::string& made, const std::string& name, const plan& p);
 
   // A FIFO, socket or device node, made (never opened) with its owner, mode and mtime.
-  bool write_special(handle& d, const std::string& name, const plan& p) {
-    stat_info st = p.src;
-    bool owner = false, group = false;
-    ids(p, st, owner, group);
-    const std::string made = s_.temp_name();
-    std::error_code ec;
-    fs_.make_special(d, made, st, ec);
-    if (ec) return j_.fail(side::destination, operation::mknod, ec), false;
-    if constexpr (has_op<op_settle_special, typename S::fs_type>::value) {
-      // on the node just made, through a descriptor: a name swapped in is never chowned or
-      // given set-ID bits (issue 23, B)
-      fs_.settle_special(d, made, st, owner, group, ec);
-    } else {
-      if (owner || group) fs_.set_owner(d, made, owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
-      if (!ec) fs_.set_mode(d, made, st.mode, ec);
-      if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
-    }
-    if (ec) {
-      j_.fail(side::destination, operation::mknod, ec);
-      if (ec != std::errc::file_exists) discard(d, made);  // not what was made: left alone
-      return true;
-    }
-    if (!install(d, made, name, p.old)) return true;
-    j_.wrote(p, {});
-    return true;
-  }
+  bool write_special(handle& d, const std::string& name, const plan& p);
 
   using applier<S>::pruner_;
   S& s_;
   typename S::fs_type& fs_;
   journal<S>& j_;
 };
+
+template <class S>
+inline bool writing_applier<S>::apply(node& n, const std::string& name, const plan& p) {
+  if (!s_.before_write()) return false;
+  if (p.what == plan::step::meta) return touch(n.dst, name, p), false;
+  prepare_write(n);
+  switch (p.type) {
+    case file_type::regular: return write_file(n, name, p);
+    case file_type::symlink: return write_link(n.dst, name, p);
+    default: return write_special(n.dst, name, p);
+  }
+}
+
+// Mode 0700 until it is finished, as any directory the run makes.
+template <class S>
+inline bool writing_applier<S>::make_root(const std::filesystem::path& dst, std::error_code& ec) {
+  if (!s_.before_write()) return ec = s_.state_error, false;
+  fs_.make_root(dst, 0700, ec);
+  if (is_enoent(ec)) ec = errc::destination_parent_missing;
+  return !ec;
+}
+
+/// Makes a directory the source has and the destination lacks, in its parent opened for the
+/// write, once what was at its name is gone: under a temporary name when the walker staged it
+/// (node::stage), else at its final name.
+template <class S>
+inline bool writing_applier<S>::make_dir(node& n, const plan& made_as) {
+  node& p = *n.parent;
+  if (!open_for_write(p) || !this->clear_for_dir(n, made_as)) return false;
+  if (!s_.before_write()) return false;
+  std::error_code ec;
+  const bool stage = n.stage;
+  const std::string made = stage ? s_.temp_name() : n.name;
+  fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
+  if (ec) return j_.fail(side::destination, operation::mkdir, ec), false;
+  p.modified.store(true);
+  if (stage) n.staged = made;
+  n.unseen = stage || p.unseen;
+  n.dst = fs_.open_dir(p.dst, made, false, ec);
+  if (ec) return j_.fail(side::destination, operation::opendir, ec), false;
+  if constexpr (has_op<op_check_made_dir, typename S::fs_type>::value) {
+    // swapped between the mkdir and the open: never filled, chowned or chmodded (nor, staged,
+    // removed as a leftover of this run).  Not inside a directory this run made and has not
+    // finished (p.unseen): that one is ours and 0700 until its content, this one included, is
+    // complete, so nobody else can swap anything in it (a cold run checks its top level only).
+    if (!p.unseen) fs_.check_made_dir(n.dst, ec);
+    if (ec) {
+      n.dst = handle{};
+      n.staged.clear();
+      return j_.fail(side::destination, operation::mkdir, ec), false;
+    }
+  }
+  n.have_dst = true;
+  if (s_.opt.xattrs) {
+    fs_.copy_xattrs(n.src, n.dst, ec);
+    if (ec) j_.fail(side::destination, operation::xattr, ec);
+  }
+  return true;
+}
+
+/// A directory's metadata, once its content is complete; a staged one then takes its name,
+/// even when its metadata failed (reported): what it holds is complete, and kept.
+template <class S>
+inline bool writing_applier<S>::finish_dir(node& n, const dir_plan& p) {
+  if (!reach(n) || !s_.before_write()) return false;
+  const bool meta = set_dir_meta(n, p);
+  if (!n.staged.empty()) {  // into place (the parent's handle is open: see make_dir)
+    std::error_code ec;
+    fs_.rename(n.parent->dst, n.staged, n.name, ec);
+    if (ec) return j_.fail(side::destination, operation::rename, ec), false;  // left under its temporary name: the next run removes it
+    n.staged.clear();
+  }
+  return meta;
+}
+
+/// Another name for a file already in the destination (hard_links), installed at `name` in `d`
+/// (what is there, `old`, replaced).  The directory gets back the mtime it had, the one it was
+/// finished with (the source directory's is not read again: under links::dereference the
+/// source path may go through symlinks, which the walk followed and a descent from the root
+/// would not).
+template <class S>
+inline bool writing_applier<S>::link_into(handle& fdir, const std::string& fname, handle& d,
+                                          const std::string& name, file_type old) {
+  std::error_code ec;
+  const stat_info before = fs_.stat(d, ".", false, ec);
+  if (ec) return j_.fail(side::destination, operation::stat, ec), false;
+  if (!s_.before_write()) return false;
+  // a directory finished without write permission (a read-only source directory): as a user
+  // other than root it is opened up for the link and gets its mode back after (root writes
+  // there anyway); rsync links into it too
+  const bool opened = !s_.privileged && (before.mode & 0200) == 0;
+  if (opened) {
+    fs_.set_mode(d, ".", (before.mode & 07777) | 0700, ec);
+    if (ec) return j_.fail(side::destination, operation::chmod, ec), false;
+  }
+  const std::string made = s_.temp_name();
+  fs_.link(fdir, fname, d, made, ec);
+  const bool made_link = !ec;
+  if (ec) j_.fail(side::destination, operation::link, ec);
+  // installed, or discarded when what is at the name cannot go (a non-empty directory): either
+  // way the directory changed, and gets its mtime back (rsync's too)
+  const bool linked = made_link && install(d, made, name, old);
+  if (!s_.before_write()) return linked;
+  std::error_code ec2;
+  if (opened) fs_.set_mode(d, ".", before.mode & 07777, ec2);
+  if (ec2) j_.fail(side::destination, operation::chmod, ec2);
+  if (!made_link) return false;
+  fs_.set_mtime(d, ".", before.mtime_ns, ec);
+  if (ec) j_.fail(side::destination, operation::utime, ec);
+  return linked;
+}
+
+/// A leftover of an interrupted run (a temporary name) in `n`, removed whatever the deletion
+/// policy says (a staged directory with everything in it), unless someone else owns it
+/// (leftover_ours: not ours to purge; then `failed`).  `t` becomes its type.
+template <class S>
+inline removal writing_applier<S>::clean(node& n, const std::string& name, file_type& t) {
+  if (!pruner_.leftover_ours(n.dst, name, t)) return removal::failed;
+  prepare_write(n);
+  if (t == file_type::directory || t == file_type::unknown) {  // a staged directory
+    const removal r = pruner_.remove_entry(n.dst, name, t, false, true);
+    if (r == removal::done) t = file_type::directory;
+    return r;
+  }
+  return remove_file(n.dst, name, false) ? removal::done : removal::failed;
+}
+
+/// The destination directory of `n` opened (if deferred) and made writable for a change in it.
+template <class S>
+inline bool writing_applier<S>::open_for_write(node& n) {
+  if (n.dst_deferred && !reach(n)) return false;
+  prepare_write(n);
+  return true;
+}
+
+/// A directory whose deferred deletions are done (`changed`) or that was opened up for them
+/// (`opened`) gets back the mtime and mode it had (`before`).
+template <class S>
+inline void writing_applier<S>::restore_dir(handle& h, const stat_info& before, bool changed, bool opened) {
+  if (!s_.before_write()) return;
+  std::error_code ec;
+  if (changed) fs_.set_mtime(h, ".", before.mtime_ns, ec);
+  if (ec) j_.fail(side::destination, operation::utime, ec);
+  ec.clear();
+  if (opened) fs_.set_mode(h, ".", before.mode & 07777, ec);
+  if (ec) j_.fail(side::destination, operation::chmod, ec);
+}
+
+/// Removes a non-directory; `keep_copy`: moved to the backup directory instead, when there is one.
+template <class S>
+inline bool writing_applier<S>::remove_file(handle& d, const std::string& name, bool keep_copy) {
+  this->gone = false;
+  if (!s_.before_write()) return false;
+  if (keep_copy && s_.opt.backup_dir.empty() == false && !is_temp_name(name)) return backup(d, name);
+  std::error_code ec;
+  fs_.remove(d, name, ec);
+  if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::unlink, ec), false;
+  this->gone = is_enoent(ec);
+  return true;
+}
+
+template <class S>
+inline bool writing_applier<S>::remove_dir(handle& parent, const std::string& name) {
+  if (!s_.before_write()) return false;
+  std::error_code ec;
+  fs_.remove_dir(parent, name, ec);
+  if (ec && !is_enoent(ec)) return j_.fail(side::destination, operation::rmdir, ec), false;
+  return true;
+}
+
+/// A directory about to be emptied is made writable first.  Returns its mode before, or -1
+/// when it was not changed.
+template <class S>
+inline std::uint32_t writing_applier<S>::open_up(handle& d) {
+  std::error_code ec;
+  const stat_info self = fs_.stat(d, ".", false, ec);
+  if (ec || (self.mode & 0200) != 0 || !s_.before_write()) return static_cast<std::uint32_t>(-1);
+  fs_.set_mode(d, ".", self.mode | 0700, ec);
+  return ec ? static_cast<std::uint32_t>(-1) : self.mode & 07777;
+}
+
+/// A destination directory without write permission is made writable before its first change;
+/// finish_dir restores the source's mode.
+template <class S>
+inline void writing_applier<S>::prepare_write(node& n) {
+  if (n.cold || !n.have_dst || (n.dst_st.mode & 0200) != 0 || !s_.before_write()) return;
+  std::lock_guard<std::mutex> lock(n.mu);
+  if (n.made_writable) return;
+  std::error_code ec;
+  n.mode_before_writable = n.dst_st.mode;
+  fs_.set_mode(n.dst, ".", setgid_now(n, n.dst_st.mode | 0700), ec);
+  n.made_writable = !ec;
+}
+
+/// rsync sets an existing directory's permissions before it fills it, so what it creates there
+/// without -g gets the group the set-group-ID bit it then has gives; treesync sets them once
+/// the content is complete (finish_dir).  The one bit that decides the group of what is made in
+/// the directory, set-group-ID, is set (or cleared) first, before its entries are processed.
+/// A directory this run made (0700) has the bit when its parent had it (the parent's own
+/// setgid_first, or for the root, a stat).
+template <class S>
+inline void writing_applier<S>::setgid_first(node& n) {
+  if (s_.sets_every_group() || !n.dst_exists()) return;
+  std::error_code ec;
+  std::uint32_t now = n.dst_st.mode & 07777;  // what the directory has
+  if (n.cold && n.parent) {
+    now = 0700 | (n.parent->src_st.mode & 02000);
+  } else if (n.cold) {
+    if (!n.have_dst) return;
+    now = fs_.stat(n.dst, ".", false, ec).mode & 07777;
+    if (ec) return j_.fail(side::destination, operation::stat, ec);
+  }
+  if (((now ^ n.src_st.mode) & 02000) == 0) return;
+  if (!open_dst(fs_, n, ec)) return j_.fail(side::destination, operation::opendir, ec ? ec : std::make_error_code(std::errc::bad_file_descriptor));
+  if (!s_.before_write()) return;
+  fs_.set_mode(n.dst, ".", setgid_now(n, now), ec);
+  if (ec) j_.fail(side::destination, operation::chmod, ec);
+}
+
+// finish_dir's metadata, up to the first failure (reported).
+template <class S>
+inline bool writing_applier<S>::set_dir_meta(node& n, const dir_plan& p) {
+  const stat_info& st = n.src_st;
+  handle& d = n.dst;
+  std::error_code ec;
+  if (!n.created && n.dst_type == file_type::directory && n.dst_st.ino != 0 && (p.owner || p.group || p.mode || p.mtime)) {
+    // an existing directory, opened by name after the walk's stat: its metadata only on the
+    // directory the walk saw (one exchanged for it in between is never chowned or chmodded)
+    const stat_info now = fs_.stat(d, ".", false, ec);
+    if (!ec && now.ino != n.dst_st.ino) ec = std::make_error_code(std::errc::file_exists);
+    if (ec) return j_.fail(side::destination, operation::chown, ec), false;
+  }
+  if (p.owner || p.group) {  // before the chmod, which a chown may undo
+    fs_.set_owner(d, ".", p.owner ? std::int64_t(st.uid) : -1, p.group ? std::int64_t(st.gid) : -1, ec);
+    if (ec) return j_.fail(side::destination, operation::chown, ec), false;
+  }
+  if (p.mode) fs_.set_mode(d, ".", st.mode, ec);
+  if (ec) return j_.fail(side::destination, operation::chmod, ec), false;
+  if (p.mtime) fs_.set_mtime(d, ".", st.mtime_ns, ec);
+  if (ec) return j_.fail(side::destination, operation::utime, ec), false;
+  if (p.fsync) fs_.sync_dir(d, ec);
+  if (ec) return j_.fail(side::destination, operation::fsync, ec), false;
+  return true;
+}
+
+// Puts the entry made as `made` in `d` at `name`.  What the destination held there (`old`)
+// goes first: a directory with its content, anything else into the backup directory when
+// there is one.  Then `made` is renamed over the name, unless it was made there; made in
+// another directory (`in`: temp_dir), it is moved from there.  On failure the made entry is
+// discarded, the failure reported, and false returned.
+template <class S>
+inline bool writing_applier<S>::install(handle& d, const std::string& made, const std::string& name,
+                                        file_type old, const made_in* in) {
+  handle* const from = in ? in->dir : nullptr;
+  handle& at = from ? *from : d;
+  if (old == file_type::directory ? !pruner_.replace_dir(d, name) : old != file_type::none && !backup(d, name)) {
+    discard(at, made);
+    return false;
+  }
+  if (made == name && !from) return true;
+  std::error_code ec;
+  if (from) {
+    fs_.move(*from, made, d, name, ec);
+    if (ec == std::errc::cross_device_link) return install_across(*in, made, d, name);
+  } else {
+    fs_.rename(d, made, name, ec);
+  }
+  if (ec) {  // reported (errors::stop: stopped) first, then cleaned up: see journal::fail
+    j_.fail(side::destination, operation::rename, ec);
+    discard(at, made);
+    return false;
+  }
+  return true;
+}
+
+// temp_dir on another filesystem than `d`: the finished temporary is copied (with the mode,
+// owner, group, mtime and xattrs it was given) into a temporary beside `name`, which is then
+// renamed over it, and the one in temp_dir removed.  The final name never holds a partial file.
+template <class S>
+inline bool writing_applier<S>::install_across(const made_in& in, const std::string& made, handle& d,
+                                               const std::string& name) {
+  handle& from = *in.dir;
+  std::error_code ec;
+  const stat_info st = fs_.stat(from, made, false, ec);
+  const std::string beside = s_.temp_name();
+  if (!ec) {
+    copy_options opts;
+    opts.sync = s_.opt.durable;
+    opts.xattrs = s_.opt.xattrs;
+    opts.cancel = s_.opt.cancel;
+    opts.owner = in.owner;
+    opts.group = in.group;
+    (void)fs_.copy_file(from, made, d, beside, st, opts, ec);
+  }
+  if (!ec) fs_.rename(d, beside, name, ec);
+  if (ec) {
+    if (!(ec == std::errc::operation_canceled && s_.halted())) j_.fail(side::destination, operation::copy, ec);
+    discard(d, beside);
+    discard(from, made);
+    return false;
+  }
+  discard(from, made);
+  return true;
+}
+
+// The destination directory of `n`, opened if it was deferred; false (reported) when it cannot be.
+template <class S>
+inline bool writing_applier<S>::reach(node& n) {
+  std::error_code ec;
+  if (open_dst(fs_, n, ec)) return true;
+  j_.fail(side::destination, operation::opendir, ec ? ec : std::make_error_code(std::errc::bad_file_descriptor));
+  return false;
+}
+
+// Moves the destination entry at rel (about to be replaced or deleted) into the backup
+// directory.  True when there is no backup directory or the move worked.
+template <class S>
+inline bool writing_applier<S>::backup(handle& d, const std::string& name) {
+  if (s_.opt.backup_dir.empty()) return true;
+  std::error_code ec;
+  handle parent;
+  if (s_.backups.parent_of(s_.root && s_.root->have_dst ? &s_.root->dst : nullptr, j_.rel, parent, ec))
+    fs_.move(d, name, parent, name, ec);
+  if (ec) return j_.fail(side::destination, operation::backup, ec), false;
+  return true;
+}
+
+template <class S>
+inline void writing_applier<S>::touch(handle& d, const std::string& name, const plan& p) {
+  std::error_code ec;
+  if constexpr (has_op<op_touch_seen, typename S::fs_type>::value) {
+    // on the entry the walk stat'ed (p.dst: its type and inode), not on one exchanged for it
+    fs_.touch_seen(d, name, p.dst, p.set_mtime, p.src.mtime_ns, p.set_mode, p.src.mode, ec);
+  } else {
+    if (p.set_mtime) fs_.set_mtime(d, name, p.src.mtime_ns, ec);
+    if (!ec && p.set_mode) fs_.set_mode(d, name, p.src.mode, ec);  // the file's own: the directory is not written
+  }
+  if (ec) return j_.fail(side::destination, p.op, ec);
+  j_.touched(p);
+}
+
+// The owner and group a new node gets: the source's where the run keeps them (owner, group).
+// A node written afresh for its metadata only (plan::current), where rsync chowns or chmods the
+// existing one in place, keeps the destination's for the ones the run does not set, where the
+// run can give them (as root, or on a filesystem without users): a file that had other links,
+// or whose group alone changes, is not handed to the user the run acts as.
+template <class S>
+inline void writing_applier<S>::ids(const plan& p, stat_info& st, bool& owner, bool& group) const {
+  owner = s_.opt.owner;  // never as a user other than root (run_state::privileged)
+  group = s_.group_kept(st.gid);  // as a user, only one of the user's groups
+  if (!p.current || p.old != p.type || (owner && group)) return;
+  if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
+    if (fs_.user_id() != 0) return;
+  }
+  if (!owner) st.uid = p.dst.uid;
+  if (!group) st.gid = p.dst.gid;
+  owner = group = true;
+}
+
+// A partial or unfinished new file never reaches a final path: made under a temporary name
+// (or a new name in a staged directory) it is discarded.  Returns whether `d` changed.
+template <class S>
+inline bool writing_applier<S>::write_file(node& n, const std::string& name, const plan& p) {
+  handle& dir = n.dst;
+  handle* const from = p.temp && s_.have_temp_root ? &s_.temp_root : nullptr;  // temp_dir
+  handle& d = from ? *from : dir;  // where the copy is made
+  const std::string made = p.temp ? s_.temp_name() : name;
+  const bool discardable = p.temp || p.unseen;
+  copy_options opts;
+  opts.follow = p.follow;
+  opts.replace = p.in_place;
+  opts.sync = s_.opt.durable;
+  opts.xattrs = s_.opt.xattrs;
+  opts.cancel = s_.opt.cancel;
+  stat_info want = p.src;  // with the destination's owner and group, for a copy made for its metadata
+  ids(p, want, opts.owner, opts.group);
+  std::error_code ec;
+  const copy_result copied = fs_.copy_file(n.src, name, d, made, want, opts, ec);
+  if (ec) {  // reported first, then cleaned up: see journal::fail
+    if (ec == std::errc::operation_canceled && s_.halted()) {
+      // cancel_on: the run reports it; the partial copy goes
+    } else if (ec == errc::changed_during_copy) {
+      j_.vanish(operation::copy, ec);
+    } else if (copied.destination_failed) {
+      j_.fail(side::destination, operation::copy, ec);
+    } else {
+      j_.source_failure(n.src, name, operation::copy, ec);
+    }
+    if (discardable) discard(d, made);
+    return !discardable;
+  }
+  if (s_.smudge_copy(p.src.mtime_ns)) {  // no ctime will tell the next run this copy was racy
+    fs_.set_mtime(d, made, smudged_mtime(p.src.mtime_ns), ec);
+    if (ec) {
+      j_.fail(side::destination, operation::utime, ec);
+      if (discardable) discard(d, made);
+      return !discardable;
+    }
+  }
+  const made_in in{from, opts.owner, opts.group};
+  if (!install(dir, made, name, p.in_place ? file_type::none : p.old, from ? &in : nullptr)) return true;
+  j_.wrote(p, copied);
+  return !p.in_place;
+}
+
+template <class S>
+inline bool writing_applier<S>::write_link(handle& d, const std::string& name, const plan& p) {
+  const std::string made = p.unseen ? name : s_.temp_name();
+  std::error_code ec;
+  fs_.make_symlink(d, made, p.target, ec);
+  if (ec) return j_.fail(side::destination, operation::symlink, ec), false;
+  // owner and group of the link itself (rsync -o/-g; set_owner never follows a link), then its
+  // own mtime (rsync -t): never followed
+  // (only where the filesystem sets a link's own metadata: time_model::link_meta)
+  stat_info want = p.src;
+  bool owner = false, group = false;
+  ids(p, want, owner, group);
+  if constexpr (has_op<op_settle_link, typename S::fs_type>::value) {
+    // on the link just made, through a descriptor: a name exchanged for another file in
+    // between is never chowned nor restamped (issue 33, 5), and left where it is
+    if (s_.time.link_meta) {
+      fs_.settle_link(d, made, p.target, want, owner, group, true, ec);
+      if (ec) {
+        j_.fail(side::destination, owner || group ? operation::chown : operation::utime, ec);
+        if (ec != std::errc::file_exists) discard(d, made);  // not what was made: left alone
+        return false;
+      }
+    }
+    return install_link(d, made, name, p);
+  }
+  if ((owner || group) && s_.time.link_meta) {
+    fs_.set_owner(d, made, owner ? std::int64_t(want.uid) : -1, group ? std::int64_t(want.gid) : -1, ec);
+    if (ec) {
+      j_.fail(side::destination, operation::chown, ec);
+      discard(d, made);
+      return false;
+    }
+  }
+  if (s_.time.link_meta) fs_.set_mtime(d, made, p.src.mtime_ns, ec);
+  if (ec) {
+    j_.fail(side::destination, operation::utime, ec);
+    discard(d, made);
+    return false;
+  }
+  return install_link(d, made, name, p);
+}
+
+template <class S>
+inline bool writing_applier<S>::install_link(handle& d, const std::string& made, const std::string& name,
+                                             const plan& p) {
+  if (!install(d, made, name, p.old)) return true;
+  j_.wrote(p, {});
+  return true;
+}
+
+// A FIFO, socket or device node, made (never opened) with its owner, mode and mtime.
+template <class S>
+inline bool writing_applier<S>::write_special(handle& d, const std::string& name, const plan& p) {
+  stat_info st = p.src;
+  bool owner = false, group = false;
+  ids(p, st, owner, group);
+  const std::string made = s_.temp_name();
+  std::error_code ec;
+  fs_.make_special(d, made, st, ec);
+  if (ec) return j_.fail(side::destination, operation::mknod, ec), false;
+  if constexpr (has_op<op_settle_special, typename S::fs_type>::value) {
+    // on the node just made, through a descriptor: a name swapped in is never chowned or
+    // given set-ID bits (issue 23, B)
+    fs_.settle_special(d, made, st, owner, group, ec);
+  } else {
+    if (owner || group) fs_.set_owner(d, made, owner ? std::int64_t(st.uid) : -1, group ? std::int64_t(st.gid) : -1, ec);
+    if (!ec) fs_.set_mode(d, made, st.mode, ec);
+    if (!ec) fs_.set_mtime(d, made, st.mtime_ns, ec);
+  }
+  if (ec) {
+    j_.fail(side::destination, operation::mknod, ec);
+    if (ec != std::errc::file_exists) discard(d, made);  // not what was made: left alone
+    return true;
+  }
+  if (!install(d, made, name, p.old)) return true;
+  j_.wrote(p, {});
+  return true;
+}
 
 /// The run's applier, chosen once from its options: the recording one in a dry run.
 template <class S>
