@@ -17,7 +17,6 @@
 // Each directory pair is independent.  "cold" marks a destination directory known to be empty
 // (just created, or missing under dry_run): it is never listed or stat'ed.
 
-
 namespace treesync {
 inline namespace v0 {
 
@@ -45,23 +44,8 @@ class worker {
   walker<S>& walk() { return walker_; }
   pruner<S>& prune() { return pruner_; }
 
-  /// Opens (and, when missing or of another type in the destination, makes) the directory of a
-  /// node its parent saw in its listing; then lists and merges.
-  bool start_dir(node& n) {
-    journal_.set_rel_of(n);
-    if (!walker_.open(n)) return false;
-    if (n.scan) return n.cold = true, walker_.list_and_merge(n, false);  // existing: nothing made, nothing handed out
-    plan made;  // the walker's verdict on the directory itself; the applier carries it out
-    if (walker_.new_dir(n, made) == verdict::apply && !create_dir(n, made)) return false;
-    if (s_.opt.frontier_depth != 0 && n.depth > s_.opt.frontier_depth) {
-      n.created = false;
-      s_.hand_out(std::string_view(journal_.rel));
-      return false;  // not entered, not finished: the subtree's own sync does both
-    }
-    if (!walker_.list_and_merge(n, false)) return false;
-    applier_->setgid_first(n);  // before any entry is made in it
-    return true;
-  }
+  /// Opens (and, when needed, makes) the directory of a node its parent listed; then lists and merges.
+  bool start_dir(node& n);
 
   /// The root's setgid_first (the root is not started by start_dir).
   void setgid_first(node& n) { applier_->setgid_first(n); }
@@ -70,150 +54,16 @@ class worker {
   bool make_root(const std::filesystem::path& dst, std::error_code& ec) { return applier_->make_root(dst, ec); }
 
   /// Entries [begin, end) of a node's merged listing; directories found become `children`.
-  void run_batch(node& n, std::size_t begin, std::size_t end, std::vector<node*>& children) {
-    journal_.set_rel_of(n);
-    bool modified = false;
-    std::vector<entry_record> made;  // state_file: what this batch leaves in the directory
-    std::size_t key = 2 * begin;  // of the chunk of records in `made` (see dir_node::made)
-    for (std::size_t k = begin; k < end && !s_.halted(); ++k) {
-      const auto [i, j] = n.merged[k];
-      const dir_entry& e = i == npos ? n.dl[j] : n.sl[i];
-      const dir_entry* de = j == npos ? nullptr : &n.dl[j];
-      rel_scope scope(journal_.rel, e.name);
-      plan p;
-      file_type t = file_type::none;
-      const std::size_t before = children.size();
-      verdict v = i == npos ? walker_.extraneous(n, e, t) : walker_.source_entry(n, e, de, children, p);
-      if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
-      if (v != verdict::none && n.dst_deferred && !walker_.need_dst(n)) continue;
-      bool done = false;
-      if (v == verdict::remove && s_.defer_deletions()) {
-        // after the directory's other entries (a source failure among them stops it), and at the
-        // end of the run (deferred_pass): the directory's last batch hands it on (run_removals)
-        std::lock_guard<std::mutex> lock(n.mu);
-        n.removals.emplace_back(k, t);
-        if (!made.empty()) put_made(n, key, made);
-        key = 2 * (k + 1);
-        continue;
-      }
-      if (v == verdict::apply) {
-        modified |= carry_out(n, e.name, p);
-        walker_.check_first_copy(n, e.name, p);  // hard_links: a first name not made gives way
-      }
-      if (v == verdict::remove) modified |= done = remove(n, n.dl[j].name, t);
-      if (v == verdict::clean) modified |= done = clean(n, e.name, t);
-      // a directory --existing walks only for its source errors (scan) is not made: no record of it
-      if (s_.recording)
-        record_entry(n, e.name, de, v, p, t, done, children.size() > before && !children.back()->scan, made);
-    }
-    if (modified) n.modified.store(true);
-    if (!made.empty()) {
-      std::lock_guard<std::mutex> lock(n.mu);
-      put_made(n, key, made);
-    }
-  }
+  void run_batch(node& n, std::size_t begin, std::size_t end, std::vector<node*>& children);
 
-  /// keep_on_source_error or a cap on deletions (defer_deletions): the deletions of a directory
-  /// whose batches are all done, deferred to the end of the run.  When its identity cannot be
-  /// taken: carried out now unless a source failure happened in the run (then none, and the skip
-  /// is reported once); under a cap, never (they could not be counted first): reported.
-  void run_removals(node& n) {
-    std::vector<std::pair<std::size_t, file_type>> removals;
-    {
-      std::lock_guard<std::mutex> lock(n.mu);
-      removals.swap(n.removals);
-    }
-    if (removals.empty()) return;
-    std::sort(removals.begin(), removals.end());
-    journal_.set_rel_of(n);
-    std::error_code ec;
-    if (!s_.halted() && s_.deletions_allowed() && defer(n, removals, ec)) return;
-    if (ec && s_.capped()) journal_.fail(side::destination, operation::stat, ec);
-    bool modified = false;
-    for (const auto& [k, t] : removals) {
-      const std::string& name = n.dl[n.merged[k].second].name;
-      rel_scope scope(journal_.rel, name);
-      bool done = false;
-      if (!s_.halted()) {
-        if (!s_.deletions_allowed()) note_deletions_skipped();
-        else if (!s_.capped()) modified |= done = remove(n, name, t);
-      }
-      if (s_.recording && !done) {  // the entry stays: its record, in its place
-        std::vector<entry_record> made;
-        record_entry(n, name, nullptr, verdict::remove, plan{}, t, false, false, made);
-        std::lock_guard<std::mutex> lock(n.mu);
-        if (!made.empty()) put_made(n, 2 * k + 1, made);
-      }
-    }
-    if (modified) n.modified.store(true);
-  }
+  /// The deletions of a directory whose batches are all done, deferred to the end of the run.
+  void run_removals(node& n);
 
-  /// The deletions run_removals deferred (run_state::deferred), once every worker is done:
-  /// none if a source failure happened anywhere in the run (keep_on_source_error; reported once),
-  /// nor if, under a cap on deletions, they are more than the cap leaves (count_deferred: then the
-  /// run ends with max_delete_exceeded); else all of them, directory by directory in name order.
-  /// Each directory is entered from the destination root's handle one component at a time, never
-  /// following a link, and must still be the one the walk saw (device and inode); it was
-  /// finished before (mode, mtime): a read-only one is opened up for the deletions and both are
-  /// put back after.  Its record in the state file is put with the entries that stayed.
-  void deferred_pass() {
-    auto& dirs = s_.deferred;
-    if (dirs.empty()) return;
-    bool allowed = s_.deletions_allowed();
-    if (!allowed) {
-      journal_.rel.clear();
-      note_deletions_skipped();
-    }
-    std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.rel < b.rel; });
-    if (allowed && s_.capped()) allowed = s_.reserve_deletions(count_deferred());
-    for (auto& d : dirs) {
-      if (s_.halted()) break;
-      journal_.rel = d.rel;
-      std::vector<bool> removed(d.entries.size(), false);
-      stat_info after;  // the directory once its deletions are done (for its record), when changed
-      bool changed = false;
-      if (allowed && s_.root && s_.root->have_dst) {
-        std::error_code ec;
-        handle h;
-        stat_info before;
-        if (!enter_deferred(d, h, before, ec)) {
-          journal_.fail(side::destination, operation::opendir, ec);
-          continue;  // no record: the next run reads the directory again
-        }
-        const bool opened = (before.mode & 0200) == 0 && applier_->open_up(h) != static_cast<std::uint32_t>(-1);
-        for (std::size_t i = 0; i < d.entries.size() && !s_.halted(); ++i) {
-          rel_scope scope(journal_.rel, d.entries[i].first);
-          removed[i] = pruner_.remove_entry(h, d.entries[i].first, d.entries[i].second, true) == removal::done;
-          changed |= removed[i];
-        }
-        if (changed || opened) applier_->restore_dir(h, before, changed, opened);
-        if (s_.recording && d.stashed && (changed || opened)) {
-          ec.clear();
-          after = s_.fs.stat(h, ".", false, ec);
-          if (ec) continue;
-          changed = true;
-        }
-      }
-      if (s_.recording && d.stashed) put_deferred_record(d, removed, changed ? &after : nullptr);
-      std::vector<std::pair<std::string, file_type>>().swap(d.entries);
-    }
-    pruner_.forget_listings();
-  }
+  /// The deletions run_removals deferred, carried out once every worker is done, when they may be.
+  void deferred_pass();
 
-  /// Directory metadata, after the content is complete; then, with a state file, the directory's
-  /// record.  In a run stopped before the directory was done, all but its mtime (walker::finish).
-  void finish_dir(node& n) {
-    if (n.scan) return;  // not in the destination
-    const dir_plan p = walker_.finish(n, s_.halted());
-    const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
-    if (writes && n.dst_exists() && !applier_->finish_dir(n, p)) return;
-    if (s_.recording) record_dir(n, writes || n.modified.load() || n.made_writable);
-    if (p.meta) {
-      stat_info was = n.dst_st;  // a read-only directory opened up for a write: its mode before
-      if (n.made_writable) was.mode = n.mode_before_writable;
-      journal_.dir_meta(n.src_st, was, (p.owner ? changed::owner : changed::none) | (p.group ? changed::group : changed::none));
-    }
-  }
+  /// Directory metadata, after the content is complete; then, with a state file, the directory's record.
+  void finish_dir(node& n);
 
   /// A staged directory whose run stopped before it was complete never reaches its final name:
   /// it goes rather than stay behind as a temporary.
@@ -222,269 +72,51 @@ class worker {
     pruner_.remove_entry(n.parent->dst, n.staged, file_type::directory, false, true);
   }
 
-  /// hard_links: each further name of a multiply-linked source file becomes a hard link to the
-  /// first name's copy (unless it already is one), and its directory gets its mtime back.
-  void link_pass() {
-    auto& requests = s_.link_requests;
-    for (auto& r : requests) {  // a first name given up (walker::check_first_copy): its successor
-      const auto it = s_.first_name.find(std::make_pair(r.src.dev, r.src.ino));
-      if (it != s_.first_name.end() && !it->second.empty() && it->second != r.first) r.first = it->second;
-    }
-    std::sort(requests.begin(), requests.end());
-    if (!s_.root->have_dst) return journal_.fail(side::destination, operation::open, std::make_error_code(std::errc::no_such_file_or_directory));
-    for (const auto& r : requests) {
-      if (s_.halted()) return;
-      journal_.rel = r.rel;
-      link_one(r.rel, r.first, r.src);
-    }
-  }
+  /// hard_links: each further name of a multiply-linked source file becomes a link to the first name's copy.
+  void link_pass();
 
  private:
-  // state_file: what the run leaves at one name of a directory.  An entry written is stat'ed
-  // afresh; one left alone keeps what was read of it (or what the state file said of it, when
-  // the listing came from there); one removed has no record.
+  // state_file: what the run leaves at one name of a directory (its record, into `out`).
   void record_entry(node& n, const std::string& name, const dir_entry* de, verdict v, const plan& p, file_type t,
-                    bool removed, bool child, std::vector<entry_record>& out) {
-    if (s_.is_state_file(journal_.rel)) return;  // it changes with every save: never recorded
-    entry_record r;
-    r.name = name;
-    if (child) {  // a directory entered: its own record has its stat
-      r.type = file_type::directory;
-    } else if (v == verdict::apply) {
-      std::error_code ec;
-      r.st = s_.fs.stat(n.dst, name, false, ec);
-      if (is_enoent(ec)) return;
-      if (ec) return n.record_failed.store(true);
-      r.type = r.st.type;
-      r.has_stat = true;
-      r.has_target = r.type == file_type::symlink && p.type == file_type::symlink;
-      if (r.has_target) r.target = p.target;
-    } else if (v == verdict::remove || v == verdict::clean) {
-      if (removed) return;
-      r.type = t;
-    } else if (!de) {
-      return;  // nothing at that name
-    } else if (const entry_record* old = n.vouched ? &n.vouched->entries[static_cast<std::size_t>(de - n.dl.data())] : nullptr) {
-      r = *old;  // left alone: what the state file said is still true
-      r.sub = no_record;
-    } else {
-      r.type = p.old != file_type::none ? p.old : t != file_type::none ? t : de->type;
-      r.has_stat = p.dst.type != file_type::none && p.dst.type == r.type;
-      if (r.has_stat) r.st = p.dst;
-      r.has_target = r.type == file_type::symlink && p.type == file_type::symlink && v == verdict::none &&
-                     p.old == file_type::symlink;
-      if (r.has_target) r.target = p.target;
-    }
-    out.push_back(std::move(r));
-  }
+                    bool removed, bool child, std::vector<entry_record>& out);
 
-  // state_file: a completed directory's record.  Its own stat is taken afresh when the run
-  // changed it (or anything in it), else it is what was read (or recorded) before.
-  void record_dir(node& n, bool changed) {
-    dir_record d;
-    if (changed || n.cold) {
-      std::error_code ec;
-      d.self = s_.fs.stat(n.dst, ".", false, ec);
-      if (ec) return;
-    } else {
-      d.self = n.dst_st;
-    }
-    if (n.record_failed.load()) return;
-    d.settled = s_.settled(std::max(d.self.mtime_ns, d.self.ctime_ns));
-    if (holds_state_file(journal_.rel)) {  // every save changes its ctime: not recorded, never vouched by stamps
-      d.self.ctime_ns = 0;
-      d.settled = false;
-    }
-    std::vector<std::pair<std::size_t, std::string>> made;
-    std::size_t count = 0;
-    {
-      std::lock_guard<std::mutex> lock(n.mu);
-      made = std::move(n.made);
-      count = n.made_count;
-    }
-    if (n.deferred != static_cast<std::size_t>(-1)) {  // its deletions wait: put with their outcome (deferred_pass)
-      const std::size_t slot = s_.state.slot(n);
-      std::lock_guard<std::mutex> lock(s_.deferred_mu);
-      auto& dd = s_.deferred[n.deferred];
-      dd.stashed = true;
-      dd.holds_state_file = holds_state_file(journal_.rel);
-      dd.slot = slot;
-      dd.record = d;
-      dd.count = count;
-      dd.made = std::move(made);
-      return;
-    }
-    std::sort(made.begin(), made.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::string lines;
-    for (const auto& m : made) lines += m.second;
-    s_.state.put(s_.state.slot(n), d, count, lines);
-  }
+  // state_file: a completed directory's record.
+  void record_dir(node& n, bool changed);
 
-  // state_file: the record of a directory whose deletions waited (stashed by record_dir), with the
-  // entries that stay, and its own stat taken again when the deletions changed it.
-  void put_deferred_record(typename S::deferred_dir& d, const std::vector<bool>& removed, const stat_info* now) {
-    if (now) {
-      d.record.self = *now;
-      d.record.settled = s_.settled(std::max(now->mtime_ns, now->ctime_ns));
-      if (d.holds_state_file) {
-        d.record.self.ctime_ns = 0;
-        d.record.settled = false;
-      }
-    }
-    std::size_t count = d.count;
-    for (std::size_t i = 0; i < d.staying.size() && i < removed.size(); ++i) {
-      if (removed[i] || d.staying[i].second.empty()) continue;
-      d.made.push_back(std::move(d.staying[i]));
-      ++count;
-    }
-    std::sort(d.made.begin(), d.made.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::string lines;
-    for (const auto& m : d.made) lines += m.second;
-    s_.state.put(d.slot, d.record, count, lines);
-    std::vector<std::pair<std::size_t, std::string>>().swap(d.made);
-    std::vector<std::pair<std::size_t, std::string>>().swap(d.staying);
-  }
+  // state_file: the record of a directory whose deletions waited, with the entries that stay.
+  void put_deferred_record(typename S::deferred_dir& d, const std::vector<bool>& removed, const stat_info* now);
 
-  bool holds_state_file(const std::string& rel) const {
-    if (s_.state_rel.empty()) return false;
-    const auto slash = s_.state_rel.rfind('/');
-    return slash == std::string::npos ? rel == s_.opt.subtree : rel == s_.state_rel.substr(0, slash);
-  }
+  bool holds_state_file(const std::string& rel) const;
 
   bool carry_out(node& n, const std::string& name, const plan& p) { return applier_->apply(n, name, p); }
 
-  // A chunk of a directory's records, kept as text (a waiting directory holds no records: deep
-  // chains); under n.mu.
-  static void put_made(node& n, std::size_t key, std::vector<entry_record>& made) {
-    std::string lines;
-    for (const entry_record& r : made) manifest::put_entry(r, lines);
-    n.made.emplace_back(key, std::move(lines));
-    n.made_count += made.size();
-    made.clear();
-  }
+  // A chunk of a directory's records, kept as text; under n.mu.
+  static void put_made(node& n, std::size_t key, std::vector<entry_record>& made);
 
-  // A deferred directory, entered from the destination root's handle one component at a time
-  // (never following a link): false (ec says why) unless it is still the one the walk saw.
-  bool enter_deferred(const typename S::deferred_dir& d, handle& h, stat_info& before, std::error_code& ec) {
-    const std::string& sub = s_.opt.subtree;
-    std::string below = d.rel.substr(std::min(d.rel.size(), sub.size()));  // below the root node
-    if (!below.empty() && below[0] == '/') below.erase(0, 1);
-    h = s_.fs.open_dir(s_.root->dst, ".", false, ec);
-    if (!ec && descend(s_.fs, h, below, false, ec)) before = s_.fs.stat(h, ".", false, ec);
-    if (!ec && (before.dev != d.dev || before.ino != d.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
-    return !ec;
-  }
+  // A deferred directory, entered from the root's handle: false unless it is the one the walk saw.
+  bool enter_deferred(const typename S::deferred_dir& d, handle& h, stat_info& before, std::error_code& ec);
 
   // Under a cap on deletions: what the deferred deletions would delete, before the first of them.
-  // An entry that is not a directory is one; a directory is walked as its removal would walk it
-  // (pruner::count_entry, which keeps the listings for the removal).  A directory that cannot be
-  // entered counts for nothing here: its deletions then fail, reported, in the pass itself.
-  std::size_t count_deferred() {
-    std::size_t total = 0;
-    for (auto& d : s_.deferred) {
-      bool trees = false;
-      for (const auto& e : d.entries) {
-        if (e.second == file_type::directory) trees = true;
-        else ++total;
-      }
-      if (!trees || s_.halted() || !s_.root || !s_.root->have_dst) continue;
-      journal_.rel = d.rel;
-      handle h;
-      stat_info before;
-      std::error_code ec;
-      if (!enter_deferred(d, h, before, ec)) continue;
-      for (const auto& e : d.entries) {
-        if (e.second != file_type::directory) continue;
-        rel_scope scope(journal_.rel, e.first);
-        total += pruner_.count_entry(h, e.first, e.second, true);
-      }
-    }
-    return total;
-  }
+  std::size_t count_deferred();
 
-  // A directory's deletions wait for the end of the run (deferred_pass: keep_on_source_error, a
-  // cap on deletions); until then its entries stay, and are recorded as they are.  False (ec says
-  // why) when the directory's identity cannot be taken.
-  bool defer(node& n, const std::vector<std::pair<std::size_t, file_type>>& removals, std::error_code& ec) {
-    const stat_info id = s_.fs.stat(n.dst, ".", false, ec);
-    if (ec) return false;
-    typename S::deferred_dir d;
-    d.rel = journal_.rel;
-    d.dev = id.dev;
-    d.ino = id.ino;
-    d.entries.reserve(removals.size());
-    for (const auto& [k, t] : removals) {
-      const std::string& name = n.dl[n.merged[k].second].name;
-      d.entries.emplace_back(name, t);
-      if (s_.recording) {  // its record as it stands, in its place: put if it stays (deferred_pass)
-        rel_scope scope(journal_.rel, name);
-        std::vector<entry_record> made;
-        record_entry(n, name, nullptr, verdict::remove, plan{}, t, false, false, made);
-        std::string line;
-        for (const entry_record& r : made) manifest::put_entry(r, line);
-        d.staying.emplace_back(2 * k + 1, std::move(line));
-      }
-    }
-    std::lock_guard<std::mutex> lock(s_.deferred_mu);
-    n.deferred = s_.deferred.size();
-    s_.deferred.push_back(std::move(d));
-    return true;
-  }
+  // Makes a directory's deletions wait for the end of the run; false when its identity cannot be taken.
+  bool defer(node& n, const std::vector<std::pair<std::size_t, file_type>>& removals, std::error_code& ec);
 
   // keep_on_source_error: the deletions a source failure stopped, reported once for the run.
-  void note_deletions_skipped() {
-    if (s_.deletions_noted.exchange(true)) return;
-    const std::string at = std::move(journal_.rel);
-    journal_.rel.clear();
-    journal_.notice(side::destination, operation::unlink, errc::deletions_skipped);
-    journal_.rel = at;
-  }
+  void note_deletions_skipped();
 
   bool remove(node& n, const std::string& name, file_type t) {
     applier_->prepare_write(n);
     return pruner_.remove_entry(n.dst, name, t, true) == removal::done;
   }
 
-  bool clean(node& n, const std::string& name, file_type t) {
-    const removal r = applier_->clean(n, name, t);
-    if (r == removal::done) journal_.cleaned(t);
-    return r != removal::failed;
-  }
+  bool clean(node& n, const std::string& name, file_type t);
 
-  // A directory the walker found the destination lacks (walker::new_dir), made by the applier
-  // (what was at its name goes first) and reported; then known empty: never listed.
-  bool create_dir(node& n, const plan& p) {
-    if (!applier_->make_dir(n, p)) return false;
-    n.cold = n.created = true;
-    journal_.made_dir(p);
-    return true;
-  }
+  // A directory the destination lacks, made by the applier and reported; then known empty.
+  bool create_dir(node& n, const plan& p);
 
-  // One link request: `rel` becomes a hard link to `first`, both reached from the destination
-  // root's handle (never its path).  `src` is the source file of both names.  A first name the run
-  // left other than the source (-u kept a newer one, --ignore-existing an existing one, its copy
-  // failed) is linked to only where `rel` does not exist: an existing `rel` is then left alone, as
-  // rsync does (it syncs such a name on its own; treesync never overwrites it with another copy).
-  void link_one(const std::string& rel, const std::string& first, const stat_info& src) {
-    const auto split = [](const std::string& r) {
-      const auto slash = r.rfind('/');
-      return slash == std::string::npos ? std::make_pair(std::string(), r)
-                                        : std::make_pair(r.substr(0, slash), r.substr(slash + 1));
-    };
-    const auto [dir, name] = split(rel);
-    const auto [fdir, fname] = split(first);
-    std::error_code ec;
-    handle parent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
-    handle fparent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
-    if (ec || !descend(s_.fs, parent, dir, false, ec) || !descend(s_.fs, fparent, fdir, false, ec))
-      return journal_.fail(side::destination, operation::link, ec);
-    plan p;  // the walker's verdict; the applier carries it out
-    if (walker_.link_request(parent, name, fparent, fname, src, p) != verdict::apply) return;
-    if (!applier_->link_into(fparent, fname, parent, name, p.old)) return;
-    journal_.count(p.kind());
-    journal_.note(p.kind(), file_type::regular, p.src.size, p.old == file_type::regular ? p.dst.size : 0, {},
-                  p.changes | changed::linked, copy_method::none, false, first);
-  }
+  // One link request: `rel` becomes a hard link to `first`, where the walker says it needs one.
+  void link_one(const std::string& rel, const std::string& first, const stat_info& src);
 
   S& s_;
   journal<S> journal_;
@@ -492,6 +124,448 @@ class worker {
   pruner<S> pruner_;
   walker<S> walker_;
 };
+
+/// Opens (and, when missing or of another type in the destination, makes) the directory of a
+/// node its parent saw in its listing; then lists and merges.
+template <class S>
+inline bool worker<S>::start_dir(node& n) {
+  journal_.set_rel_of(n);
+  if (!walker_.open(n)) return false;
+  if (n.scan) return n.cold = true, walker_.list_and_merge(n, false);  // existing: nothing made, nothing handed out
+  plan made;  // the walker's verdict on the directory itself; the applier carries it out
+  if (walker_.new_dir(n, made) == verdict::apply && !create_dir(n, made)) return false;
+  if (s_.opt.frontier_depth != 0 && n.depth > s_.opt.frontier_depth) {
+    n.created = false;
+    s_.hand_out(std::string_view(journal_.rel));
+    return false;  // not entered, not finished: the subtree's own sync does both
+  }
+  if (!walker_.list_and_merge(n, false)) return false;
+  applier_->setgid_first(n);  // before any entry is made in it
+  return true;
+}
+
+/// Entries [begin, end) of a node's merged listing; directories found become `children`.
+template <class S>
+inline void worker<S>::run_batch(node& n, std::size_t begin, std::size_t end, std::vector<node*>& children) {
+  journal_.set_rel_of(n);
+  bool modified = false;
+  std::vector<entry_record> made;  // state_file: what this batch leaves in the directory
+  std::size_t key = 2 * begin;  // of the chunk of records in `made` (see dir_node::made)
+  for (std::size_t k = begin; k < end && !s_.halted(); ++k) {
+    const auto [i, j] = n.merged[k];
+    const dir_entry& e = i == npos ? n.dl[j] : n.sl[i];
+    const dir_entry* de = j == npos ? nullptr : &n.dl[j];
+    rel_scope scope(journal_.rel, e.name);
+    plan p;
+    file_type t = file_type::none;
+    const std::size_t before = children.size();
+    verdict v = i == npos ? walker_.extraneous(n, e, t) : walker_.source_entry(n, e, de, children, p);
+    if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
+    if (v != verdict::none && n.dst_deferred && !walker_.need_dst(n)) continue;
+    bool done = false;
+    if (v == verdict::remove && s_.defer_deletions()) {
+      // after the directory's other entries (a source failure among them stops it), and at the
+      // end of the run (deferred_pass): the directory's last batch hands it on (run_removals)
+      std::lock_guard<std::mutex> lock(n.mu);
+      n.removals.emplace_back(k, t);
+      if (!made.empty()) put_made(n, key, made);
+      key = 2 * (k + 1);
+      continue;
+    }
+    if (v == verdict::apply) {
+      modified |= carry_out(n, e.name, p);
+      walker_.check_first_copy(n, e.name, p);  // hard_links: a first name not made gives way
+    }
+    if (v == verdict::remove) modified |= done = remove(n, n.dl[j].name, t);
+    if (v == verdict::clean) modified |= done = clean(n, e.name, t);
+    // a directory --existing walks only for its source errors (scan) is not made: no record of it
+    if (s_.recording)
+      record_entry(n, e.name, de, v, p, t, done, children.size() > before && !children.back()->scan, made);
+  }
+  if (modified) n.modified.store(true);
+  if (!made.empty()) {
+    std::lock_guard<std::mutex> lock(n.mu);
+    put_made(n, key, made);
+  }
+}
+
+/// keep_on_source_error or a cap on deletions (defer_deletions): the deletions of a directory
+/// whose batches are all done, deferred to the end of the run.  When its identity cannot be
+/// taken: carried out now unless a source failure happened in the run (then none, and the skip
+/// is reported once); under a cap, never (they could not be counted first): reported.
+template <class S>
+inline void worker<S>::run_removals(node& n) {
+  std::vector<std::pair<std::size_t, file_type>> removals;
+  {
+    std::lock_guard<std::mutex> lock(n.mu);
+    removals.swap(n.removals);
+  }
+  if (removals.empty()) return;
+  std::sort(removals.begin(), removals.end());
+  journal_.set_rel_of(n);
+  std::error_code ec;
+  if (!s_.halted() && s_.deletions_allowed() && defer(n, removals, ec)) return;
+  if (ec && s_.capped()) journal_.fail(side::destination, operation::stat, ec);
+  bool modified = false;
+  for (const auto& [k, t] : removals) {
+    const std::string& name = n.dl[n.merged[k].second].name;
+    rel_scope scope(journal_.rel, name);
+    bool done = false;
+    if (!s_.halted()) {
+      if (!s_.deletions_allowed()) note_deletions_skipped();
+      else if (!s_.capped()) modified |= done = remove(n, name, t);
+    }
+    if (s_.recording && !done) {  // the entry stays: its record, in its place
+      std::vector<entry_record> made;
+      record_entry(n, name, nullptr, verdict::remove, plan{}, t, false, false, made);
+      std::lock_guard<std::mutex> lock(n.mu);
+      if (!made.empty()) put_made(n, 2 * k + 1, made);
+    }
+  }
+  if (modified) n.modified.store(true);
+}
+
+/// The deletions run_removals deferred (run_state::deferred), once every worker is done:
+/// none if a source failure happened anywhere in the run (keep_on_source_error; reported once),
+/// nor if, under a cap on deletions, they are more than the cap leaves (count_deferred: then the
+/// run ends with max_delete_exceeded); else all of them, directory by directory in name order.
+/// Each directory is entered from the destination root's handle one component at a time, never
+/// following a link, and must still be the one the walk saw (device and inode); it was
+/// finished before (mode, mtime): a read-only one is opened up for the deletions and both are
+/// put back after.  Its record in the state file is put with the entries that stayed.
+template <class S>
+inline void worker<S>::deferred_pass() {
+  auto& dirs = s_.deferred;
+  if (dirs.empty()) return;
+  bool allowed = s_.deletions_allowed();
+  if (!allowed) {
+    journal_.rel.clear();
+    note_deletions_skipped();
+  }
+  std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.rel < b.rel; });
+  if (allowed && s_.capped()) allowed = s_.reserve_deletions(count_deferred());
+  for (auto& d : dirs) {
+    if (s_.halted()) break;
+    journal_.rel = d.rel;
+    std::vector<bool> removed(d.entries.size(), false);
+    stat_info after;  // the directory once its deletions are done (for its record), when changed
+    bool changed = false;
+    if (allowed && s_.root && s_.root->have_dst) {
+      std::error_code ec;
+      handle h;
+      stat_info before;
+      if (!enter_deferred(d, h, before, ec)) {
+        journal_.fail(side::destination, operation::opendir, ec);
+        continue;  // no record: the next run reads the directory again
+      }
+      const bool opened = (before.mode & 0200) == 0 && applier_->open_up(h) != static_cast<std::uint32_t>(-1);
+      for (std::size_t i = 0; i < d.entries.size() && !s_.halted(); ++i) {
+        rel_scope scope(journal_.rel, d.entries[i].first);
+        removed[i] = pruner_.remove_entry(h, d.entries[i].first, d.entries[i].second, true) == removal::done;
+        changed |= removed[i];
+      }
+      if (changed || opened) applier_->restore_dir(h, before, changed, opened);
+      if (s_.recording && d.stashed && (changed || opened)) {
+        ec.clear();
+        after = s_.fs.stat(h, ".", false, ec);
+        if (ec) continue;
+        changed = true;
+      }
+    }
+    if (s_.recording && d.stashed) put_deferred_record(d, removed, changed ? &after : nullptr);
+    std::vector<std::pair<std::string, file_type>>().swap(d.entries);
+  }
+  pruner_.forget_listings();
+}
+
+/// Directory metadata, after the content is complete; then, with a state file, the directory's
+/// record.  In a run stopped before the directory was done, all but its mtime (walker::finish).
+template <class S>
+inline void worker<S>::finish_dir(node& n) {
+  if (n.scan) return;  // not in the destination
+  const dir_plan p = walker_.finish(n, s_.halted());
+  const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
+  if (writes && n.dst_exists() && !applier_->finish_dir(n, p)) return;
+  if (s_.recording) record_dir(n, writes || n.modified.load() || n.made_writable);
+  if (p.meta) {
+    stat_info was = n.dst_st;  // a read-only directory opened up for a write: its mode before
+    if (n.made_writable) was.mode = n.mode_before_writable;
+    journal_.dir_meta(n.src_st, was, (p.owner ? changed::owner : changed::none) | (p.group ? changed::group : changed::none));
+  }
+}
+
+/// hard_links: each further name of a multiply-linked source file becomes a hard link to the
+/// first name's copy (unless it already is one), and its directory gets its mtime back.
+template <class S>
+inline void worker<S>::link_pass() {
+  auto& requests = s_.link_requests;
+  for (auto& r : requests) {  // a first name given up (walker::check_first_copy): its successor
+    const auto it = s_.first_name.find(std::make_pair(r.src.dev, r.src.ino));
+    if (it != s_.first_name.end() && !it->second.empty() && it->second != r.first) r.first = it->second;
+  }
+  std::sort(requests.begin(), requests.end());
+  if (!s_.root->have_dst) return journal_.fail(side::destination, operation::open, std::make_error_code(std::errc::no_such_file_or_directory));
+  for (const auto& r : requests) {
+    if (s_.halted()) return;
+    journal_.rel = r.rel;
+    link_one(r.rel, r.first, r.src);
+  }
+}
+
+// state_file: what the run leaves at one name of a directory.  An entry written is stat'ed
+// afresh; one left alone keeps what was read of it (or what the state file said of it, when
+// the listing came from there); one removed has no record.
+template <class S>
+inline void worker<S>::record_entry(node& n, const std::string& name, const dir_entry* de, verdict v,
+                                    const plan& p, file_type t, bool removed, bool child,
+                                    std::vector<entry_record>& out) {
+  if (s_.is_state_file(journal_.rel)) return;  // it changes with every save: never recorded
+  entry_record r;
+  r.name = name;
+  if (child) {  // a directory entered: its own record has its stat
+    r.type = file_type::directory;
+  } else if (v == verdict::apply) {
+    std::error_code ec;
+    r.st = s_.fs.stat(n.dst, name, false, ec);
+    if (is_enoent(ec)) return;
+    if (ec) return n.record_failed.store(true);
+    r.type = r.st.type;
+    r.has_stat = true;
+    r.has_target = r.type == file_type::symlink && p.type == file_type::symlink;
+    if (r.has_target) r.target = p.target;
+  } else if (v == verdict::remove || v == verdict::clean) {
+    if (removed) return;
+    r.type = t;
+  } else if (!de) {
+    return;  // nothing at that name
+  } else if (const entry_record* old = n.vouched ? &n.vouched->entries[static_cast<std::size_t>(de - n.dl.data())] : nullptr) {
+    r = *old;  // left alone: what the state file said is still true
+    r.sub = no_record;
+  } else {
+    r.type = p.old != file_type::none ? p.old : t != file_type::none ? t : de->type;
+    r.has_stat = p.dst.type != file_type::none && p.dst.type == r.type;
+    if (r.has_stat) r.st = p.dst;
+    r.has_target = r.type == file_type::symlink && p.type == file_type::symlink && v == verdict::none &&
+                   p.old == file_type::symlink;
+    if (r.has_target) r.target = p.target;
+  }
+  out.push_back(std::move(r));
+}
+
+// state_file: a completed directory's record.  Its own stat is taken afresh when the run
+// changed it (or anything in it), else it is what was read (or recorded) before.
+template <class S>
+inline void worker<S>::record_dir(node& n, bool changed) {
+  dir_record d;
+  if (changed || n.cold) {
+    std::error_code ec;
+    d.self = s_.fs.stat(n.dst, ".", false, ec);
+    if (ec) return;
+  } else {
+    d.self = n.dst_st;
+  }
+  if (n.record_failed.load()) return;
+  d.settled = s_.settled(std::max(d.self.mtime_ns, d.self.ctime_ns));
+  if (holds_state_file(journal_.rel)) {  // every save changes its ctime: not recorded, never vouched by stamps
+    d.self.ctime_ns = 0;
+    d.settled = false;
+  }
+  std::vector<std::pair<std::size_t, std::string>> made;
+  std::size_t count = 0;
+  {
+    std::lock_guard<std::mutex> lock(n.mu);
+    made = std::move(n.made);
+    count = n.made_count;
+  }
+  if (n.deferred != static_cast<std::size_t>(-1)) {  // its deletions wait: put with their outcome (deferred_pass)
+    const std::size_t slot = s_.state.slot(n);
+    std::lock_guard<std::mutex> lock(s_.deferred_mu);
+    auto& dd = s_.deferred[n.deferred];
+    dd.stashed = true;
+    dd.holds_state_file = holds_state_file(journal_.rel);
+    dd.slot = slot;
+    dd.record = d;
+    dd.count = count;
+    dd.made = std::move(made);
+    return;
+  }
+  std::sort(made.begin(), made.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string lines;
+  for (const auto& m : made) lines += m.second;
+  s_.state.put(s_.state.slot(n), d, count, lines);
+}
+
+// state_file: the record of a directory whose deletions waited (stashed by record_dir), with the
+// entries that stay, and its own stat taken again when the deletions changed it.
+template <class S>
+inline void worker<S>::put_deferred_record(typename S::deferred_dir& d, const std::vector<bool>& removed,
+                                           const stat_info* now) {
+  if (now) {
+    d.record.self = *now;
+    d.record.settled = s_.settled(std::max(now->mtime_ns, now->ctime_ns));
+    if (d.holds_state_file) {
+      d.record.self.ctime_ns = 0;
+      d.record.settled = false;
+    }
+  }
+  std::size_t count = d.count;
+  for (std::size_t i = 0; i < d.staying.size() && i < removed.size(); ++i) {
+    if (removed[i] || d.staying[i].second.empty()) continue;
+    d.made.push_back(std::move(d.staying[i]));
+    ++count;
+  }
+  std::sort(d.made.begin(), d.made.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string lines;
+  for (const auto& m : d.made) lines += m.second;
+  s_.state.put(d.slot, d.record, count, lines);
+  std::vector<std::pair<std::size_t, std::string>>().swap(d.made);
+  std::vector<std::pair<std::size_t, std::string>>().swap(d.staying);
+}
+
+template <class S>
+inline bool worker<S>::holds_state_file(const std::string& rel) const {
+  if (s_.state_rel.empty()) return false;
+  const auto slash = s_.state_rel.rfind('/');
+  return slash == std::string::npos ? rel == s_.opt.subtree : rel == s_.state_rel.substr(0, slash);
+}
+
+// A chunk of a directory's records, kept as text (a waiting directory holds no records: deep
+// chains); under n.mu.
+template <class S>
+inline void worker<S>::put_made(node& n, std::size_t key, std::vector<entry_record>& made) {
+  std::string lines;
+  for (const entry_record& r : made) manifest::put_entry(r, lines);
+  n.made.emplace_back(key, std::move(lines));
+  n.made_count += made.size();
+  made.clear();
+}
+
+// A deferred directory, entered from the destination root's handle one component at a time
+// (never following a link): false (ec says why) unless it is still the one the walk saw.
+template <class S>
+inline bool worker<S>::enter_deferred(const typename S::deferred_dir& d, handle& h, stat_info& before,
+                                      std::error_code& ec) {
+  const std::string& sub = s_.opt.subtree;
+  std::string below = d.rel.substr(std::min(d.rel.size(), sub.size()));  // below the root node
+  if (!below.empty() && below[0] == '/') below.erase(0, 1);
+  h = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+  if (!ec && descend(s_.fs, h, below, false, ec)) before = s_.fs.stat(h, ".", false, ec);
+  if (!ec && (before.dev != d.dev || before.ino != d.ino)) ec = std::make_error_code(std::errc::no_such_file_or_directory);
+  return !ec;
+}
+
+// Under a cap on deletions: what the deferred deletions would delete, before the first of them.
+// An entry that is not a directory is one; a directory is walked as its removal would walk it
+// (pruner::count_entry, which keeps the listings for the removal).  A directory that cannot be
+// entered counts for nothing here: its deletions then fail, reported, in the pass itself.
+template <class S>
+inline std::size_t worker<S>::count_deferred() {
+  std::size_t total = 0;
+  for (auto& d : s_.deferred) {
+    bool trees = false;
+    for (const auto& e : d.entries) {
+      if (e.second == file_type::directory) trees = true;
+      else ++total;
+    }
+    if (!trees || s_.halted() || !s_.root || !s_.root->have_dst) continue;
+    journal_.rel = d.rel;
+    handle h;
+    stat_info before;
+    std::error_code ec;
+    if (!enter_deferred(d, h, before, ec)) continue;
+    for (const auto& e : d.entries) {
+      if (e.second != file_type::directory) continue;
+      rel_scope scope(journal_.rel, e.first);
+      total += pruner_.count_entry(h, e.first, e.second, true);
+    }
+  }
+  return total;
+}
+
+// A directory's deletions wait for the end of the run (deferred_pass: keep_on_source_error, a
+// cap on deletions); until then its entries stay, and are recorded as they are.  False (ec says
+// why) when the directory's identity cannot be taken.
+template <class S>
+inline bool worker<S>::defer(node& n, const std::vector<std::pair<std::size_t, file_type>>& removals,
+                             std::error_code& ec) {
+  const stat_info id = s_.fs.stat(n.dst, ".", false, ec);
+  if (ec) return false;
+  typename S::deferred_dir d;
+  d.rel = journal_.rel;
+  d.dev = id.dev;
+  d.ino = id.ino;
+  d.entries.reserve(removals.size());
+  for (const auto& [k, t] : removals) {
+    const std::string& name = n.dl[n.merged[k].second].name;
+    d.entries.emplace_back(name, t);
+    if (s_.recording) {  // its record as it stands, in its place: put if it stays (deferred_pass)
+      rel_scope scope(journal_.rel, name);
+      std::vector<entry_record> made;
+      record_entry(n, name, nullptr, verdict::remove, plan{}, t, false, false, made);
+      std::string line;
+      for (const entry_record& r : made) manifest::put_entry(r, line);
+      d.staying.emplace_back(2 * k + 1, std::move(line));
+    }
+  }
+  std::lock_guard<std::mutex> lock(s_.deferred_mu);
+  n.deferred = s_.deferred.size();
+  s_.deferred.push_back(std::move(d));
+  return true;
+}
+
+// keep_on_source_error: the deletions a source failure stopped, reported once for the run.
+template <class S>
+inline void worker<S>::note_deletions_skipped() {
+  if (s_.deletions_noted.exchange(true)) return;
+  const std::string at = std::move(journal_.rel);
+  journal_.rel.clear();
+  journal_.notice(side::destination, operation::unlink, errc::deletions_skipped);
+  journal_.rel = at;
+}
+
+template <class S>
+inline bool worker<S>::clean(node& n, const std::string& name, file_type t) {
+  const removal r = applier_->clean(n, name, t);
+  if (r == removal::done) journal_.cleaned(t);
+  return r != removal::failed;
+}
+
+// A directory the walker found the destination lacks (walker::new_dir), made by the applier
+// (what was at its name goes first) and reported; then known empty: never listed.
+template <class S>
+inline bool worker<S>::create_dir(node& n, const plan& p) {
+  if (!applier_->make_dir(n, p)) return false;
+  n.cold = n.created = true;
+  journal_.made_dir(p);
+  return true;
+}
+
+// One link request: `rel` becomes a hard link to `first`, both reached from the destination
+// root's handle (never its path).  `src` is the source file of both names.  A first name the run
+// left other than the source (-u kept a newer one, --ignore-existing an existing one, its copy
+// failed) is linked to only where `rel` does not exist: an existing `rel` is then left alone, as
+// rsync does (it syncs such a name on its own; treesync never overwrites it with another copy).
+template <class S>
+inline void worker<S>::link_one(const std::string& rel, const std::string& first, const stat_info& src) {
+  const auto split = [](const std::string& r) {
+    const auto slash = r.rfind('/');
+    return slash == std::string::npos ? std::make_pair(std::string(), r)
+                                      : std::make_pair(r.substr(0, slash), r.substr(slash + 1));
+  };
+  const auto [dir, name] = split(rel);
+  const auto [fdir, fname] = split(first);
+  std::error_code ec;
+  handle parent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+  handle fparent = s_.fs.open_dir(s_.root->dst, ".", false, ec);
+  if (ec || !descend(s_.fs, parent, dir, false, ec) || !descend(s_.fs, fparent, fdir, false, ec))
+    return journal_.fail(side::destination, operation::link, ec);
+  plan p;  // the walker's verdict; the applier carries it out
+  if (walker_.link_request(parent, name, fparent, fname, src, p) != verdict::apply) return;
+  if (!applier_->link_into(fparent, fname, parent, name, p.old)) return;
+  journal_.count(p.kind());
+  journal_.note(p.kind(), file_type::regular, p.src.size, p.old == file_type::regular ? p.dst.size : 0, {},
+                p.changes | changed::linked, copy_method::none, false, first);
+}
 
 // ---- the scheduler -----------------------------------------------------------------------------
 
