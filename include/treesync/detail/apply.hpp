@@ -512,7 +512,7 @@ class writing_applier final : public applier<S> {
   // `mode` with the set-group-ID bit the directory `n` has while its entries are made
   // (setgid_first): the source's, unless the run sets the group of everything it makes (group).
   std::uint32_t setgid_now(const node& n, std::uint32_t mode) const {
-    return s_.sets_every_group() ? mode : (mode & ~02000u) | (n.src_st.mode & 02000u);
+    return s_.who.sets_every_group() ? mode : (mode & ~02000u) | (n.src_st.mode & 02000u);
   }
 
   void discard(handle& d, const std::string& name) {
@@ -578,7 +578,7 @@ inline bool writing_applier<S>::make_dir(node& n, const plan& made_as) {
   if (!s_.before_write()) return false;
   std::error_code ec;
   const bool stage = n.stage;
-  const std::string made = stage ? s_.temp_name() : n.name;
+  const std::string made = stage ? s_.temp_namer.next() : n.name;
   fs_.make_dir(p.dst, made, 0700, ec);  // final mode once the content is in (a 0555 source dir)
   if (ec) return j_.fail(side::destination, operation::mkdir, ec), false;
   p.modified.store(true);
@@ -636,12 +636,12 @@ inline bool writing_applier<S>::link_into(handle& fdir, const std::string& fname
   // a directory finished without write permission (a read-only source directory): as a user
   // other than root it is opened up for the link and gets its mode back after (root writes
   // there anyway); rsync links into it too
-  const bool opened = !s_.privileged && (before.mode & 0200) == 0;
+  const bool opened = !s_.who.privileged && (before.mode & 0200) == 0;
   if (opened) {
     fs_.set_mode(d, ".", (before.mode & 07777) | 0700, ec);
     if (ec) return j_.fail(side::destination, operation::chmod, ec), false;
   }
-  const std::string made = s_.temp_name();
+  const std::string made = s_.temp_namer.next();
   fs_.link(fdir, fname, d, made, ec);
   const bool made_link = !ec;
   if (ec) j_.fail(side::destination, operation::link, ec);
@@ -748,7 +748,7 @@ inline void writing_applier<S>::prepare_write(node& n) {
 /// setgid_first, or for the root, a stat).
 template <class S>
 inline void writing_applier<S>::setgid_first(node& n) {
-  if (s_.sets_every_group() || !n.dst_exists()) return;
+  if (s_.who.sets_every_group() || !n.dst_exists()) return;
   std::error_code ec;
   std::uint32_t now = n.dst_st.mode & 07777;  // what the directory has
   if (n.cold && n.parent) {
@@ -830,7 +830,7 @@ inline bool writing_applier<S>::install_across(const made_in& in, const std::str
   handle& from = *in.dir;
   std::error_code ec;
   const stat_info st = fs_.stat(from, made, false, ec);
-  const std::string beside = s_.temp_name();
+  const std::string beside = s_.temp_namer.next();
   if (!ec) {
     copy_options opts;
     opts.sync = s_.opt.durable;
@@ -895,7 +895,7 @@ inline void writing_applier<S>::touch(handle& d, const std::string& name, const 
 template <class S>
 inline void writing_applier<S>::ids(const plan& p, stat_info& st, bool& owner, bool& group) const {
   owner = s_.opt.owner;  // never as a user other than root (run_state::privileged)
-  group = s_.group_kept(st.gid);  // as a user, only one of the user's groups
+  group = s_.who.group_kept(st.gid);  // as a user, only one of the user's groups
   if (!p.current || p.old != p.type || (owner && group)) return;
   if constexpr (has_op<op_user_id, typename S::fs_type>::value) {
     if (fs_.user_id() != 0) return;
@@ -912,7 +912,7 @@ inline bool writing_applier<S>::write_file(node& n, const std::string& name, con
   handle& dir = n.dst;
   handle* const from = p.temp && s_.have_temp_root ? &s_.temp_root : nullptr;  // temp_dir
   handle& d = from ? *from : dir;  // where the copy is made
-  const std::string made = p.temp ? s_.temp_name() : name;
+  const std::string made = p.temp ? s_.temp_namer.next() : name;
   const bool discardable = p.temp || p.unseen;
   copy_options opts;
   opts.follow = p.follow;
@@ -937,7 +937,7 @@ inline bool writing_applier<S>::write_file(node& n, const std::string& name, con
     if (discardable) discard(d, made);
     return !discardable;
   }
-  if (s_.smudge_copy(p.src.mtime_ns)) {  // no ctime will tell the next run this copy was racy
+  if (s_.time.smudge_copy(p.src.mtime_ns)) {  // no ctime will tell the next run this copy was racy
     fs_.set_mtime(d, made, smudged_mtime(p.src.mtime_ns), ec);
     if (ec) {
       j_.fail(side::destination, operation::utime, ec);
@@ -953,7 +953,7 @@ inline bool writing_applier<S>::write_file(node& n, const std::string& name, con
 
 template <class S>
 inline bool writing_applier<S>::write_link(handle& d, const std::string& name, const plan& p) {
-  const std::string made = p.unseen ? name : s_.temp_name();
+  const std::string made = p.unseen ? name : s_.temp_namer.next();
   std::error_code ec;
   fs_.make_symlink(d, made, p.target, ec);
   if (ec) return j_.fail(side::destination, operation::symlink, ec), false;
@@ -1007,7 +1007,7 @@ inline bool writing_applier<S>::write_special(handle& d, const std::string& name
   stat_info st = p.src;
   bool owner = false, group = false;
   ids(p, st, owner, group);
-  const std::string made = s_.temp_name();
+  const std::string made = s_.temp_namer.next();
   std::error_code ec;
   fs_.make_special(d, made, st, ec);
   if (ec) return j_.fail(side::destination, operation::mknod, ec), false;

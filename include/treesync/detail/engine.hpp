@@ -365,7 +365,7 @@ inline void worker<S>::record_dir(node& n, bool changed) {
     d.self = n.dst_st;
   }
   if (n.record_failed.load()) return;
-  d.settled = s_.settled(std::max(d.self.mtime_ns, d.self.ctime_ns));
+  d.settled = s_.time.settled(std::max(d.self.mtime_ns, d.self.ctime_ns));
   if (holds_state_file(journal_.rel)) {  // every save changes its ctime: not recorded, never vouched by stamps
     d.self.ctime_ns = 0;
     d.settled = false;
@@ -402,7 +402,7 @@ inline void worker<S>::put_deferred_record(typename S::deferred_dir& d, const st
                                            const stat_info* now) {
   if (now) {
     d.record.self = *now;
-    d.record.settled = s_.settled(std::max(now->mtime_ns, now->ctime_ns));
+    d.record.settled = s_.time.settled(std::max(now->mtime_ns, now->ctime_ns));
     if (d.holds_state_file) {
       d.record.self.ctime_ns = 0;
       d.record.settled = false;
@@ -822,7 +822,7 @@ class scheduler {
 
   void retire(node* n) {
     if (!n) return;
-    s_.live_remove(n->src_st);
+    s_.cycles.remove(n->src_st);
     delete n;
   }
 
@@ -1075,7 +1075,7 @@ class engine {
     if (!s_.opt.chmod.empty()) root->src_st.mode = s_.opt.chmod.apply(ss.mode, true, s_.opt.umask);
     if (!s_.opt.perms) root->src_st.mode = dst_exists ? ds.mode : (root->src_st.mode & 0777u & ~s_.opt.umask);
     root->dst_type = dst_exists ? file_type::directory : file_type::none;
-    s_.live_add(ss);
+    s_.cycles.add(ss);
     root->src = s_.fs.open_root(src, ec);
     if (ec) return ec;
     // made by the applier (in a dry run the recording one: then not, and nothing is read there)

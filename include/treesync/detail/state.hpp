@@ -533,13 +533,6 @@ struct run_state {
   const run_identity<FS> who;  // root or a user, and the user's groups
   const run_options opt;       // as the caller gave them, preserve_owner off unless who.privileged
 
-  // Forwarders to `who`, until the walker and the applier ask it themselves (issue 47, item 2).
-  const bool privileged = who.privileged;
-  bool group_kept(std::uint32_t gid) const { return who.group_kept(gid); }
-  bool sets_every_group() const { return who.sets_every_group(); }
-  std::int64_t own_group() const { return who.own_group(); }
-  bool makes_special(file_type t) const { return who.makes_special(t); }
-
   const unsigned jobs;
   report& out;
   time_rules<FS> time;  // the destination's time model (asked once at the start) and the racy window
@@ -639,17 +632,8 @@ struct run_state {
   std::atomic<std::size_t> deletions_counted{0};
   std::atomic<bool> over_limit{false};
 
-  // Forwarders to `time`, until the walker and the applier ask it themselves (issue 47, item 2).
-  bool same_mtime(const stat_info& a, const stat_info& b) const noexcept { return time.same_mtime(a, b); }
-  bool racily_clean(const stat_info& s, const stat_info& d) const noexcept { return time.racily_clean(s, d); }
-  bool smudge_copy(std::int64_t mtime_ns) const { return time.smudge_copy(mtime_ns); }
-  bool settled(std::int64_t mtime_ns) const { return time.settled(mtime_ns); }
 
   cycle_set cycles;  // the source directories of the nodes alive
-  // Forwarders to `cycles`, until the walker and the worker ask it themselves (issue 47, item 2).
-  bool live(const stat_info& st) { return cycles.live(st); }
-  void live_add(const stat_info& st) { cycles.add(st); }
-  void live_remove(const stat_info& st) { cycles.remove(st); }
 
   /// Stopped by errors::stop, an exception, or the cancel flag.
   bool halted() const noexcept {
@@ -678,7 +662,6 @@ struct run_state {
   }
 
   temp_names temp_namer;  // the names of the run's temporaries
-  std::string temp_name() { return temp_namer.next(); }  // forwarder (issue 47, item 2)
 
   /// The backup directory's and the state file's paths inside the destination ("" when outside
   /// or unset).
@@ -799,7 +782,7 @@ class journal {
                    : !same_type             ? changed::all | changed::replaced
                                             : differences(p.src, &p.dst);
     if (same_type && s_.opt.owner && p.src.uid != p.dst.uid) what |= changed::owner;
-    if (same_type && s_.group_kept(p.src.gid) && p.src.gid != p.dst.gid) what |= changed::group;
+    if (same_type && s_.who.group_kept(p.src.gid) && p.src.gid != p.dst.gid) what |= changed::group;
     if (p.type == file_type::regular) {
       rep.bytes_copied += r.bytes;
       if (p.current) what &= ~changed::size | changed::owner | changed::group;
@@ -818,7 +801,7 @@ class journal {
   }
   /// Metadata set by name.  A settled mtime that already matched is no change: counted apart.
   void touched(const plan& p) {
-    if (p.settle && s_.same_mtime(p.dst, p.src)) {
+    if (p.settle && s_.time.same_mtime(p.dst, p.src)) {
       ++rep.settled;
       return;
     }

@@ -211,7 +211,7 @@ class walker {
   // The group of a copy of `st` this run makes in the destination directory of `n`: the source's
   // where the run sets it (group_kept), otherwise the one a new entry gets there (given_group).
   std::int64_t made_group(const node& n, const stat_info& st) const {
-    return s_.group_kept(st.gid) ? std::int64_t(st.gid) : given_group(n);
+    return s_.who.group_kept(st.gid) ? std::int64_t(st.gid) : given_group(n);
   }
 
   // The group the kernel gives an entry made in the destination directory of `n`; -1 if not known.
@@ -221,12 +221,12 @@ class walker {
   // setgid_first gives it (the source's, as the run sees it), unless the run sets the group of
   // what it makes; then an existing directory's own until it is finished.
   std::uint32_t setgid_while_filled(const node& n) const {
-    return (s_.sets_every_group() && !n.cold ? n.dst_st.mode : n.src_st.mode) & 02000u;
+    return (s_.who.sets_every_group() && !n.cold ? n.dst_st.mode : n.src_st.mode) & 02000u;
   }
 
   // Whether owner or group of the destination file `d` must change to match the source's `s`.
   bool owner_changes(const stat_info& s, const stat_info& d) const {
-    return (s_.opt.owner && d.uid != s.uid) || (s_.group_kept(s.gid) && d.gid != s.gid);
+    return (s_.opt.owner && d.uid != s.uid) || (s_.who.group_kept(s.gid) && d.gid != s.gid);
   }
 
   // Whether a file whose data is current must be written afresh for its metadata (issue 12).
@@ -387,7 +387,7 @@ inline verdict walker<S>::source_entry(node& n, const dir_entry& e, const dir_en
     case file_type::symlink: return decide_link(n, e.name, de, p);
     default:
       // special files are never opened: opening a FIFO blocks, a device may have side effects
-      if (s_.makes_special(p.type)) return decide_special(n, e.name, de, p);
+      if (s_.who.makes_special(p.type)) return decide_special(n, e.name, de, p);
       j_.skip(p.type, operation::open, errc::special_file);
       return verdict::none;
   }
@@ -496,16 +496,16 @@ inline verdict walker<S>::link_request(handle& d, const std::string& name, handl
   // a first name the run left other than the source (-u kept a newer one, --ignore-existing an
   // existing one, its copy failed) is linked to only where the name does not exist: an existing
   // one is left alone (rsync syncs it on its own; it is never overwritten by another copy)
-  if (p.old != file_type::none && !(p.src.size == source.size && s_.same_mtime(p.src, source))) return verdict::none;
+  if (p.old != file_type::none && !(p.src.size == source.size && s_.time.same_mtime(p.src, source))) return verdict::none;
   // -i: what the name had that differs from the file it becomes (rsync: hf.st...... NAME => FIRST;
   // all '+' for a name that was not a file)
   p.changes = p.old == file_type::none ? changed::all : changed::all | changed::replaced;
   if (p.old == file_type::regular)
     p.changes = (p.dst.size != p.src.size ? changed::size : changed::none) |
-                (!s_.same_mtime(p.dst, p.src) ? changed::mtime : changed::none) |
+                (!s_.time.same_mtime(p.dst, p.src) ? changed::mtime : changed::none) |
                 (s_.opt.perms && p.dst.mode != p.src.mode ? changed::mode : changed::none) |
                 (s_.opt.owner && p.dst.uid != p.src.uid ? changed::owner : changed::none) |
-                (s_.group_kept(p.src.gid) && p.dst.gid != p.src.gid ? changed::group : changed::none);
+                (s_.who.group_kept(p.src.gid) && p.dst.gid != p.src.gid ? changed::group : changed::none);
   p.what = plan::step::write;
   return verdict::apply;
 }
@@ -535,14 +535,14 @@ inline dir_plan walker<S>::finish(const node& n, bool stopped) const {
   const stat_info* old = n.cold ? nullptr : &n.dst_st;
   dir_plan p;
   p.owner = s_.opt.owner && (!old || old->uid != st.uid);
-  p.group = s_.group_kept(st.gid) && (!old || old->gid != st.gid);
+  p.group = s_.who.group_kept(st.gid) && (!old || old->gid != st.gid);
   p.mode = !old || old->mode != st.mode || p.owner || p.group;
   const bool content_changed = n.modified.load();
-  p.mtime = !stopped && (!old || content_changed || !s_.same_mtime(*old, st));
+  p.mtime = !stopped && (!old || content_changed || !s_.time.same_mtime(*old, st));
   p.fsync = s_.opt.durable && (!old || content_changed);
   // reported by the mode it had before a write opened it up (restored above: not a change)
   const std::uint32_t was = n.made_writable ? n.mode_before_writable : old ? old->mode : 0;
-  p.meta = old && (was != st.mode || (p.mtime && !s_.same_mtime(*old, st)) || p.owner || p.group);
+  p.meta = old && (was != st.mode || (p.mtime && !s_.time.same_mtime(*old, st)) || p.owner || p.group);
   return p;
 }
 
@@ -634,7 +634,7 @@ inline std::int64_t walker<S>::made_owner(const stat_info& st) const {
 template <class S>
 inline std::int64_t walker<S>::given_group(const node& n) const {
   for (const node* d = &n; d; d = d->parent) {
-    if (setgid_while_filled(*d) == 0) return s_.own_group();
+    if (setgid_while_filled(*d) == 0) return s_.who.own_group();
     if (!d->cold) return d->dst_st.ino != 0 ? std::int64_t(d->dst_st.gid) : -1;  // ino 0: not stat'ed
   }
   return -1;
@@ -657,7 +657,7 @@ inline bool walker<S>::fresh_inode_needed(const stat_info& s, const stat_info& d
   if (owner_changes(s, d)) return true;
   const bool mode = d.mode != s.mode;
   if (mode && (s.mode & ~d.mode & 06000) != 0) return true;
-  const bool restamp = s_.pol.restamp && !s_.same_mtime(d, s);
+  const bool restamp = s_.pol.restamp && !s_.time.same_mtime(d, s);
   return d.nlink > 1 && (mode || restamp);
 }
 
@@ -680,13 +680,13 @@ inline verdict walker<S>::decide_file(node& n, const std::string& name, const di
   if (!probe_dst(n, name, de, p)) return verdict::none;
   source_mode(n, p);
   if (p.old == file_type::regular) {
-    const bool racy = s_.racily_clean(p.src, p.dst);
+    const bool racy = s_.time.racily_clean(p.src, p.dst);
     content_ctx ctx{this, &n, &n.src, &n.dst, &name, p.follow, false, {}};
     const file_pair pair(p.src, p.dst, racy, &content_thunk, &ctx, s_.time.resolution_ns);
     const bool current = s_.pol.up_to_date(pair);
     if (ctx.ec) return j_.fail(side::source, operation::compare, ctx.ec), verdict::none;
     // rsync -u: a destination file newer than its source is left entirely alone (mode, owner, times)
-    if (current && s_.pol.keep_newer && p.dst.mtime_ns > p.src.mtime_ns && !s_.same_mtime(p.dst, p.src))
+    if (current && s_.pol.keep_newer && p.dst.mtime_ns > p.src.mtime_ns && !s_.time.same_mtime(p.dst, p.src))
       return verdict::none;
     // The data is current; what is left is metadata, changed by name only where that cannot
     // reach an inode treesync has no business changing (see fresh_inode_needed): otherwise the
@@ -715,7 +715,7 @@ inline verdict walker<S>::decide_file(node& n, const std::string& name, const di
 template <class S>
 inline verdict walker<S>::decide_meta(plan& p, bool verified_racy) {
   p.what = plan::step::meta;
-  if (s_.pol.restamp && !s_.same_mtime(p.dst, p.src)) {
+  if (s_.pol.restamp && !s_.time.same_mtime(p.dst, p.src)) {
     p.set_mtime = true;
     p.set_mode = p.dst.mode != p.src.mode;
     p.changes = differences(p.src, &p.dst) & ~changed::size;
@@ -723,7 +723,7 @@ inline verdict walker<S>::decide_meta(plan& p, bool verified_racy) {
     p.set_mode = true;
     p.op = operation::chmod;
     p.changes = changed::mode;
-  } else if (verified_racy && s_.settled(p.src.mtime_ns) && p.dst.nlink <= 1) {
+  } else if (verified_racy && s_.time.settled(p.src.mtime_ns) && p.dst.nlink <= 1) {
     p.set_mtime = p.settle = true;
     p.changes = changed::mtime;
   } else {
@@ -772,7 +772,7 @@ inline verdict walker<S>::decide_link(node& n, const std::string& name, const di
     return verdict::apply;
   }
   if (same_target) {
-    if (s_.same_mtime(p.dst, p.src) || !s_.time.link_meta) return verdict::none;
+    if (s_.time.same_mtime(p.dst, p.src) || !s_.time.link_meta) return verdict::none;
     p.what = plan::step::meta;  // .L..t......: the link's mtime, set without following it
     p.set_mtime = true;
     p.changes = changed::mtime;
@@ -793,7 +793,7 @@ inline verdict walker<S>::decide_special(node& n, const std::string& name, const
   source_mode(n, p);
   if (p.old == p.type && p.dst.rdev == p.src.rdev) {
     const bool ids = owner_changes(p.src, p.dst);
-    if (!ids && p.dst.mode == p.src.mode && s_.same_mtime(p.dst, p.src)) return verdict::none;
+    if (!ids && p.dst.mode == p.src.mode && s_.time.same_mtime(p.dst, p.src)) return verdict::none;
     if (ids || p.dst.nlink > 1) {
       p.what = plan::step::write;
       p.current = true;
@@ -822,7 +822,7 @@ inline void walker<S>::enter_dir(node& n, const std::string& name, const dir_ent
   if (s_.opt.one_file_system && st.dev != s_.root_dev) return j_.skip(file_type::directory, operation::opendir, errc::other_filesystem);
   // A cycle: the directory is one of the source directories from here up to the root.  Those
   // are all live nodes, so only a directory that is live somewhere needs the walk up.
-  if (s_.live(st)) {
+  if (s_.cycles.live(st)) {
     for (const node* a = &n; a; a = a->parent)
       if (same_identity(a->src_st, st)) return j_.fail(side::source, operation::opendir, errc::symlink_cycle);
   }
@@ -832,7 +832,7 @@ inline void walker<S>::enter_dir(node& n, const std::string& name, const dir_ent
   // it (rsync --no-perms never chmods it); as a user other than root, not one without write
   // permission for its owner: rsync makes that one writable to fill it and chmods it at the
   // end to the mode it gets, which clears the bit
-  if (!s_.opt.perms && p.old != file_type::directory && (s_.privileged || (p.src.mode & 0200) != 0))
+  if (!s_.opt.perms && p.old != file_type::directory && (s_.who.privileged || (p.src.mode & 0200) != 0))
     p.src.mode |= setgid_while_filled(n);
   auto child = std::make_unique<node>();
   child->dst_type = p.old;
@@ -847,7 +847,7 @@ inline void walker<S>::enter_dir(node& n, const std::string& name, const dir_ent
   // it) and no other run finishes the subtree (frontier); inside a staged directory the name
   // is final already
   child->stage = p.old == file_type::none && !n.unseen && s_.opt.frontier_depth == 0 && n.depth <= open_levels;
-  s_.live_add(st);
+  s_.cycles.add(st);
   child->anchor = n.segment.empty() && n.parent ? n.anchor : &n;
   if (child->depth % anchor_levels == 0) set_segment(*child);
   n.pending.fetch_add(1);
