@@ -248,7 +248,7 @@ class pruner {
     }
     fold(levels.back(), r);
     rel.resize(saved);
-    return leftover || !s_.halted();
+    return leftover || !s_.stop.halted();
   }
 
   // A directory of the tree is made writable before the first removal in it (never when nothing
@@ -304,7 +304,7 @@ class pruner {
     j_.rel.resize(done.rel_size);
     if (levels.empty()) return r;
     fold(levels.back(), r);
-    if (!leftover && s_.halted()) return removal::failed;
+    if (!leftover && s_.stop.halted()) return removal::failed;
     return std::nullopt;
   }
 
@@ -842,7 +842,7 @@ inline bool writing_applier<S>::install_across(const made_in& in, const std::str
   }
   if (!ec) fs_.rename(d, beside, name, ec);
   if (ec) {
-    if (!(ec == std::errc::operation_canceled && s_.halted())) j_.fail(side::destination, operation::copy, ec);
+    if (!(ec == std::errc::operation_canceled && s_.stop.halted())) j_.fail(side::destination, operation::copy, ec);
     discard(d, beside);
     discard(from, made);
     return false;
@@ -925,7 +925,7 @@ inline bool writing_applier<S>::write_file(node& n, const std::string& name, con
   std::error_code ec;
   const copy_result copied = fs_.copy_file(n.src, name, d, made, want, opts, ec);
   if (ec) {  // reported first, then cleaned up: see journal::fail
-    if (ec == std::errc::operation_canceled && s_.halted()) {
+    if (ec == std::errc::operation_canceled && s_.stop.halted()) {
       // cancel_on: the run reports it; the partial copy goes
     } else if (ec == errc::changed_during_copy) {
       j_.vanish(operation::copy, ec);

@@ -151,7 +151,7 @@ inline void worker<S>::run_batch(node& n, std::size_t begin, std::size_t end, st
   bool modified = false;
   std::vector<entry_record> made;  // state_file: what this batch leaves in the directory
   std::size_t key = 2 * begin;  // of the chunk of records in `made` (see dir_node::made)
-  for (std::size_t k = begin; k < end && !s_.halted(); ++k) {
+  for (std::size_t k = begin; k < end && !s_.stop.halted(); ++k) {
     const auto [i, j] = n.merged[k];
     const dir_entry& e = i == npos ? n.dl[j] : n.sl[i];
     const dir_entry* de = j == npos ? nullptr : &n.dl[j];
@@ -204,14 +204,14 @@ inline void worker<S>::run_removals(node& n) {
   std::sort(removals.begin(), removals.end());
   journal_.set_rel_of(n);
   std::error_code ec;
-  if (!s_.halted() && s_.deletions_allowed() && defer(n, removals, ec)) return;
+  if (!s_.stop.halted() && s_.deletions_allowed() && defer(n, removals, ec)) return;
   if (ec && s_.capped()) journal_.fail(side::destination, operation::stat, ec);
   bool modified = false;
   for (const auto& [k, t] : removals) {
     const std::string& name = n.dl[n.merged[k].second].name;
     rel_scope scope(journal_.rel, name);
     bool done = false;
-    if (!s_.halted()) {
+    if (!s_.stop.halted()) {
       if (!s_.deletions_allowed()) note_deletions_skipped();
       else if (!s_.capped()) modified |= done = remove(n, name, t);
     }
@@ -245,7 +245,7 @@ inline void worker<S>::deferred_pass() {
   std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.rel < b.rel; });
   if (allowed && s_.capped()) allowed = s_.reserve_deletions(count_deferred());
   for (auto& d : dirs) {
-    if (s_.halted()) break;
+    if (s_.stop.halted()) break;
     journal_.rel = d.rel;
     std::vector<bool> removed(d.entries.size(), false);
     stat_info after;  // the directory once its deletions are done (for its record), when changed
@@ -259,7 +259,7 @@ inline void worker<S>::deferred_pass() {
         continue;  // no record: the next run reads the directory again
       }
       const bool opened = (before.mode & 0200) == 0 && applier_->open_up(h) != static_cast<std::uint32_t>(-1);
-      for (std::size_t i = 0; i < d.entries.size() && !s_.halted(); ++i) {
+      for (std::size_t i = 0; i < d.entries.size() && !s_.stop.halted(); ++i) {
         rel_scope scope(journal_.rel, d.entries[i].first);
         removed[i] = pruner_.remove_entry(h, d.entries[i].first, d.entries[i].second, true) == removal::done;
         changed |= removed[i];
@@ -283,7 +283,7 @@ inline void worker<S>::deferred_pass() {
 template <class S>
 inline void worker<S>::finish_dir(node& n) {
   if (n.scan) return;  // not in the destination
-  const dir_plan p = walker_.finish(n, s_.halted());
+  const dir_plan p = walker_.finish(n, s_.stop.halted());
   const bool writes = p.owner || p.group || p.mode || p.mtime || p.fsync || !n.staged.empty();
   if (writes && n.dst_exists() && !applier_->finish_dir(n, p)) return;
   if (s_.recording) record_dir(n, writes || n.modified.load() || n.made_writable);
@@ -306,7 +306,7 @@ inline void worker<S>::link_pass() {
   std::sort(requests.begin(), requests.end());
   if (!s_.root->have_dst) return journal_.fail(side::destination, operation::open, std::make_error_code(std::errc::no_such_file_or_directory));
   for (const auto& r : requests) {
-    if (s_.halted()) return;
+    if (s_.stop.halted()) return;
     journal_.rel = r.rel;
     link_one(r.rel, r.first, r.src);
   }
@@ -467,7 +467,7 @@ inline std::size_t worker<S>::count_deferred() {
       if (e.second == file_type::directory) trees = true;
       else ++total;
     }
-    if (!trees || s_.halted() || !s_.root || !s_.root->have_dst) continue;
+    if (!trees || s_.stop.halted() || !s_.root || !s_.root->have_dst) continue;
     journal_.rel = d.rel;
     handle h;
     stat_info before;
@@ -614,11 +614,11 @@ class scheduler {
     }
     work(first);
     for (auto& th : threads) th.join();
-    if (!s_.deferred.empty() && !s_.halted() && !s_.exception) first.deferred_pass();  // a halted run saves no state
-    if (!s_.link_requests.empty() && !s_.halted() && !s_.exception) first.link_pass();
+    if (!s_.deferred.empty() && !s_.stop.halted() && !s_.stop.exception()) first.deferred_pass();  // a halted run saves no state
+    if (!s_.link_requests.empty() && !s_.stop.halted() && !s_.stop.exception()) first.link_pass();
     first.record().merge_into(s_.out);
     for (auto& h : helpers) h->record().merge_into(s_.out);
-    if (s_.exception) std::rethrow_exception(s_.exception);
+    if (const std::exception_ptr e = s_.stop.exception()) std::rethrow_exception(e);
     const auto by_path = [](const entry_error& a, const entry_error& b) {
       if (a.path != b.path) return a.path < b.path;
       return std::string_view(to_string(a.operation)) < std::string_view(to_string(b.operation));  // by word, as before
@@ -664,7 +664,7 @@ class scheduler {
     try {
       f();
     } catch (...) {
-      s_.stop_on(std::current_exception());
+      s_.stop.on(std::current_exception());
     }
   }
 
@@ -703,7 +703,7 @@ class scheduler {
       try {
         execute(w, t);
       } catch (...) {
-        s_.stop_on(std::current_exception());
+        s_.stop.on(std::current_exception());
       }
       done_one();
     }
@@ -718,7 +718,7 @@ class scheduler {
       ~releaser() { sch.release(w, n); }
     } guard{*this, w, n};
     if (t.begin == npos) {
-      const bool ok = !s_.halted() && w.start_dir(*n);
+      const bool ok = !s_.stop.halted() && w.start_dir(*n);
       n->parent->unstarted.fetch_sub(1);  // done with the parent's handles
       maybe_close(*n->parent, 0);
       if (ok) schedule_batches(*n);
@@ -910,7 +910,7 @@ class engine {
     if (!first.walk().list_and_merge(*r, true)) {
       sched.release(first, r);
       first.record().merge_into(s_.out);
-      return s_.refusal ? s_.refusal : s_.stop_error;
+      return s_.refusal ? s_.refusal : s_.stop.error();
     }
     first.setgid_first(*r);
     sched.schedule_batches(*r);
@@ -918,9 +918,9 @@ class engine {
     sched.run(first);
     if (s_.state_error) s_.out.errors.push_back({s_.opt.state.string(), operation::state, s_.state_error, side::destination});
     s_.state.note_gone(s_.out);  // recorded entries the destination no longer had: one notice
-    if (!s_.halted()) save_state();
+    if (!s_.stop.halted()) save_state();
     if (s_.over_limit) s_.out.would_delete = s_.deletions_counted;
-    if (s_.stop_error) return s_.stop_error;
+    if (const std::error_code e = s_.stop.error()) return e;
     if (s_.opt.cancel && s_.opt.cancel->load()) {
       s_.out.cancelled = true;
       return std::make_error_code(std::errc::operation_canceled);

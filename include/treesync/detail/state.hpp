@@ -472,6 +472,57 @@ class time_rules : public time_model {
   FS& fs_;
 };
 
+// ---- the stop token (a service of the run) -----------------------------------------------------
+
+/// How a run stops before its end: at its first error under errors::stop, at an exception
+/// (rethrown by sync() when the workers are done), at the caller's cancel flag, or when the state
+/// file cannot be removed before a write (halt).  The first error is the run's.  Thread-safe.
+/// Its users: the worker and the scheduler (they stop taking work, record an exception), the
+/// walker and the applier (a cancelled copy is no failure of its own), the journal (an error under
+/// errors::stop), run_state::before_write, and the engine (the run's outcome).
+class run_stop {
+ public:
+  run_stop(bool on_error, const std::atomic<bool>* cancel) : on_error_(on_error), cancel_(cancel) {}
+
+  /// Stopped by errors::stop, an exception, or the cancel flag.
+  bool halted() const noexcept {
+    return stopped_.load(std::memory_order_relaxed) || (cancel_ && cancel_->load(std::memory_order_relaxed));
+  }
+  /// An error: under errors::stop the run stops, and the first is the run's.
+  void on(std::error_code ec) {
+    if (!on_error_) return;
+    halt(ec);
+  }
+  /// An exception: the run stops, and the first is rethrown at its end.
+  void on(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!exception_) exception_ = e;
+    stopped_.store(true);
+  }
+  /// The run stops with `ec` as its error (unless it has one already), whatever errors says.
+  void halt(std::error_code ec) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopped_.store(true);
+    if (!error_) error_ = ec;
+  }
+  std::error_code error() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return error_;
+  }
+  std::exception_ptr exception() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return exception_;
+  }
+
+ private:
+  const bool on_error_;                 // errors::stop
+  const std::atomic<bool>* cancel_;     // the caller's cancel flag, or null
+  mutable std::mutex mu_;               // error_, exception_
+  std::atomic<bool> stopped_{false};
+  std::error_code error_;
+  std::exception_ptr exception_;
+};
+
 // ---- the cycle set and the temporary names (services of the run) -------------------------------
 
 /// The source directories of the nodes alive, a multiset by device and inode: every ancestor of
@@ -526,7 +577,8 @@ struct run_state {
   run_state(FS& f, const policy_view& p, const run_options& op, report& r)
       : fs(f), pol(p), who(f, op), opt(who.as_user(op)), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
         time(f), backups(f, op.backup_dir),
-        temps(f, op.temp_dir, errc::unsafe_temp_dir, true), state(f, op.state, op.verify, op.subtree, op.state_memory) {}
+        temps(f, op.temp_dir, errc::unsafe_temp_dir, true), state(f, op.state, op.verify, op.subtree, op.state_memory),
+        stop(op.errors == error_mode::stop, op.cancel) {}
 
   FS& fs;
   const policy_view pol;  // compare, deletion, links, exclude, observer
@@ -558,8 +610,7 @@ struct run_state {
     if (state.before_write(ec)) return true;
     std::lock_guard<std::mutex> lock(mu);
     if (!state_error) state_error = ec ? ec : std::make_error_code(std::errc::io_error);
-    if (!stop_error) stop_error = state_error;
-    stopped.store(true);
+    stop.halt(state_error);
     return false;
   }
   /// A destination entry that is the state file itself (inside the destination): never touched.
@@ -574,11 +625,9 @@ struct run_state {
   };
   std::vector<link_request> link_requests;
 
-  std::mutex mu;  // stop_error, exception
-  std::atomic<bool> stopped{false};
-  std::error_code stop_error;
-  std::error_code refusal;
-  std::exception_ptr exception;
+  std::mutex mu;  // state_error
+  run_stop stop;  // errors::stop, an exception, the cancel flag
+  std::error_code refusal;  // the walker's verdict on the root (empty_source): the run is refused
   // keep_on_source_error (rsync: "IO error encountered -- skipping file deletion"): set by the
   // first source-side failure of the run (a vanished entry is none); from then on nothing is
   // deleted.  deletions_noted: the skip is reported once.
@@ -635,21 +684,6 @@ struct run_state {
 
   cycle_set cycles;  // the source directories of the nodes alive
 
-  /// Stopped by errors::stop, an exception, or the cancel flag.
-  bool halted() const noexcept {
-    return stopped.load(std::memory_order_relaxed) || (opt.cancel && opt.cancel->load(std::memory_order_relaxed));
-  }
-  void stop_on(std::error_code ec) {
-    if (opt.errors != error_mode::stop) return;
-    std::lock_guard<std::mutex> lock(mu);
-    stopped.store(true);
-    if (!stop_error) stop_error = ec;
-  }
-  void stop_on(std::exception_ptr e) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (!exception) exception = e;
-    stopped.store(true);
-  }
 
   void observe(const action& a) {
     if (!pol.observed()) return;
@@ -716,7 +750,7 @@ class journal {
   /// A failure of `op` on the entry at hand, in the tree `where`.
   void fail(side where, operation op, std::error_code ec) {
     if (where == side::source) s_.source_failed.store(true, std::memory_order_release);
-    s_.stop_on(ec);
+    s_.stop.on(ec);
     rep.errors.push_back({rel, op, ec, where});
     note(action_kind::error, file_type::none, 0, 0, ec);
   }
