@@ -298,12 +298,7 @@ inline void worker<S>::finish_dir(node& n) {
 /// first name's copy (unless it already is one), and its directory gets its mtime back.
 template <class S>
 inline void worker<S>::link_pass() {
-  auto& requests = s_.link_requests;
-  for (auto& r : requests) {  // a first name given up (walker::check_first_copy): its successor
-    const auto it = s_.first_name.find(std::make_pair(r.src.dev, r.src.ino));
-    if (it != s_.first_name.end() && !it->second.empty() && it->second != r.first) r.first = it->second;
-  }
-  std::sort(requests.begin(), requests.end());
+  const auto& requests = s_.links.requests();  // a first name given up (walker::check_first_copy): its successor
   if (!s_.root->have_dst) return journal_.fail(side::destination, operation::open, std::make_error_code(std::errc::no_such_file_or_directory));
   for (const auto& r : requests) {
     if (s_.stop.halted()) return;
@@ -615,7 +610,7 @@ class scheduler {
     work(first);
     for (auto& th : threads) th.join();
     if (!s_.deferred.empty() && !s_.stop.halted() && !s_.stop.exception()) first.deferred_pass();  // a halted run saves no state
-    if (!s_.link_requests.empty() && !s_.stop.halted() && !s_.stop.exception()) first.link_pass();
+    if (s_.links.pending() && !s_.stop.halted() && !s_.stop.exception()) first.link_pass();
     first.record().merge_into(s_.out);
     for (auto& h : helpers) h->record().merge_into(s_.out);
     if (const std::exception_ptr e = s_.stop.exception()) std::rethrow_exception(e);

@@ -523,6 +523,61 @@ class run_stop {
   std::exception_ptr exception_;
 };
 
+// ---- the hard-link registry (a service of the run) ---------------------------------------------
+
+/// hard_links: the first name seen of each multiply-linked source inode, and each further name,
+/// to be made a hard link to the first name's copy at the end of the run (the link pass).
+/// Thread-safe while the walk runs; requests() is for the link pass, after it.  Its users: the
+/// source reader (first_name, first_failed) and the worker (the link pass).
+class link_registry {
+ public:
+  struct request {
+    std::string rel, first;  // relative paths: the further name, the first name
+    stat_info src;           // the source file (the group's size and mtime)
+    bool operator<(const request& o) const { return std::tie(rel, first) < std::tie(o.rel, o.first); }
+  };
+
+  /// True for the first name `rel` of the multiply-linked source file `st`; a later name is
+  /// queued for the link pass.  A first name given up (first_failed) is taken by the next.
+  bool first_name(const stat_info& st, const std::string& rel) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto seen = first_.emplace(std::make_pair(st.dev, st.ino), rel);
+    if (!seen.second && seen.first->second.empty()) {
+      seen.first->second = rel;
+      return true;
+    }
+    if (!seen.second) requests_.push_back({rel, seen.first->second, st});
+    return seen.second;
+  }
+  /// The first name `rel` of `st` has no copy in the destination: given up.
+  void first_failed(const stat_info& st, const std::string& rel) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = first_.find(std::make_pair(st.dev, st.ino));
+    if (it != first_.end() && it->second == rel) it->second.clear();
+  }
+  /// Whether some name waits for the link pass.
+  bool pending() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !requests_.empty();
+  }
+  /// For the link pass (the walk is over): each further name with the first name of its group
+  /// now (a first name given up: its successor), in name order.
+  const std::vector<request>& requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& r : requests_) {
+      const auto it = first_.find(std::make_pair(r.src.dev, r.src.ino));
+      if (it != first_.end() && !it->second.empty() && it->second != r.first) r.first = it->second;
+    }
+    std::sort(requests_.begin(), requests_.end());
+    return requests_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_;
+  std::vector<request> requests_;
+};
+
 // ---- the cycle set and the temporary names (services of the run) -------------------------------
 
 /// The source directories of the nodes alive, a multiset by device and inode: every ancestor of
@@ -616,14 +671,7 @@ struct run_state {
   /// A destination entry that is the state file itself (inside the destination): never touched.
   bool is_state_file(const std::string& rel) const { return !state_rel.empty() && rel == state_rel; }
 
-  std::mutex links_mu;  // hard_links: the first name seen of each multiply-linked source inode
-  std::map<std::pair<std::uint64_t, std::uint64_t>, std::string> first_name;
-  struct link_request {
-    std::string rel, first;  // relative paths: the further name, the first name
-    stat_info src;           // the source file (the group's size and mtime)
-    bool operator<(const link_request& o) const { return std::tie(rel, first) < std::tie(o.rel, o.first); }
-  };
-  std::vector<link_request> link_requests;
+  link_registry links;  // hard_links: the first name of each multiply-linked inode, the names to link
 
   std::mutex mu;  // state_error
   run_stop stop;  // errors::stop, an exception, the cancel flag

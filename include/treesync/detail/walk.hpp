@@ -33,24 +33,11 @@ class source_reader {
   /// hard_links: true for the first name of a multiply-linked source file; a later name is queued
   /// for the link pass.  A first name whose copy could not be made (first_failed) is given up: the
   /// next name the walk reaches takes its place (rsync makes the group's other names then).
-  bool first_name(const stat_info& st) {
-    std::lock_guard<std::mutex> lock(s_.links_mu);
-    const auto seen = s_.first_name.emplace(std::make_pair(st.dev, st.ino), j_.rel);
-    if (!seen.second && seen.first->second.empty()) {
-      seen.first->second = j_.rel;
-      return true;
-    }
-    if (!seen.second) s_.link_requests.push_back({j_.rel, seen.first->second, st});
-    return seen.second;
-  }
+  bool first_name(const stat_info& st) { return s_.links.first_name(st, j_.rel); }
 
   /// hard_links: the first name `rel` of the source file `st` has no copy in the destination (an
   /// entry of another type could not go, or the write failed): given up (see first_name).
-  void first_failed(const stat_info& st, const std::string& rel) {
-    std::lock_guard<std::mutex> lock(s_.links_mu);
-    const auto it = s_.first_name.find(std::make_pair(st.dev, st.ino));
-    if (it != s_.first_name.end() && it->second == rel) it->second.clear();
-  }
+  void first_failed(const stat_info& st, const std::string& rel) { s_.links.first_failed(st, rel); }
 
   /// One stat per entry: d_type decides whether it is taken with or without following.  Fills
   /// p.src and p.type (none: a link to skip) and, for a kept link, p.target.  False when reported.
