@@ -91,7 +91,7 @@ class pruner {
   /// Under a cap on deletions the entries in it are counted against it first: past the cap it
   /// stays (reported: errc::max_delete_exceeded).
   bool replace_dir(handle& d, const std::string& name) {
-    if (s_.capped() && !s_.reserve_deletions(count_entry(d, name, file_type::directory, false))) {
+    if (s_.deletions.capped() && !s_.deletions.reserve(count_entry(d, name, file_type::directory, false))) {
       forget_listings();
       j_.fail(side::destination, operation::rmdir, errc::max_delete_exceeded);
       return false;

@@ -163,7 +163,7 @@ inline void worker<S>::run_batch(node& n, std::size_t begin, std::size_t end, st
     if (v == verdict::remove && i != npos) v = walker_.consider_removal(n, n.dl[j], t);
     if (v != verdict::none && n.dst_deferred && !walker_.need_dst(n)) continue;
     bool done = false;
-    if (v == verdict::remove && s_.defer_deletions()) {
+    if (v == verdict::remove && s_.deletions.deferred()) {
       // after the directory's other entries (a source failure among them stops it), and at the
       // end of the run (deferred_pass): the directory's last batch hands it on (run_removals)
       std::lock_guard<std::mutex> lock(n.mu);
@@ -204,16 +204,16 @@ inline void worker<S>::run_removals(node& n) {
   std::sort(removals.begin(), removals.end());
   journal_.set_rel_of(n);
   std::error_code ec;
-  if (!s_.stop.halted() && s_.deletions_allowed() && defer(n, removals, ec)) return;
-  if (ec && s_.capped()) journal_.fail(side::destination, operation::stat, ec);
+  if (!s_.stop.halted() && s_.deletions.allowed() && defer(n, removals, ec)) return;
+  if (ec && s_.deletions.capped()) journal_.fail(side::destination, operation::stat, ec);
   bool modified = false;
   for (const auto& [k, t] : removals) {
     const std::string& name = n.dl[n.merged[k].second].name;
     rel_scope scope(journal_.rel, name);
     bool done = false;
     if (!s_.stop.halted()) {
-      if (!s_.deletions_allowed()) note_deletions_skipped();
-      else if (!s_.capped()) modified |= done = remove(n, name, t);
+      if (!s_.deletions.allowed()) note_deletions_skipped();
+      else if (!s_.deletions.capped()) modified |= done = remove(n, name, t);
     }
     if (s_.recording && !done) {  // the entry stays: its record, in its place
       std::vector<entry_record> made;
@@ -235,15 +235,15 @@ inline void worker<S>::run_removals(node& n) {
 /// put back after.  Its record in the state file is put with the entries that stayed.
 template <class S>
 inline void worker<S>::deferred_pass() {
-  auto& dirs = s_.deferred;
+  auto& dirs = s_.deletions.dirs();
   if (dirs.empty()) return;
-  bool allowed = s_.deletions_allowed();
+  bool allowed = s_.deletions.allowed();
   if (!allowed) {
     journal_.rel.clear();
     note_deletions_skipped();
   }
   std::sort(dirs.begin(), dirs.end(), [](const auto& a, const auto& b) { return a.rel < b.rel; });
-  if (allowed && s_.capped()) allowed = s_.reserve_deletions(count_deferred());
+  if (allowed && s_.deletions.capped()) allowed = s_.deletions.reserve(count_deferred());
   for (auto& d : dirs) {
     if (s_.stop.halted()) break;
     journal_.rel = d.rel;
@@ -374,14 +374,15 @@ inline void worker<S>::record_dir(node& n, bool changed) {
   }
   if (n.deferred != static_cast<std::size_t>(-1)) {  // its deletions wait: put with their outcome (deferred_pass)
     const std::size_t slot = s_.state.slot(n);
-    std::lock_guard<std::mutex> lock(s_.deferred_mu);
-    auto& dd = s_.deferred[n.deferred];
-    dd.stashed = true;
-    dd.holds_state_file = holds_state_file(journal_.rel);
-    dd.slot = slot;
-    dd.record = d;
-    dd.count = count;
-    dd.made = std::move(made);
+    const bool holds = holds_state_file(journal_.rel);
+    s_.deletions.update(n.deferred, [&](typename S::deferred_dir& dd) {
+      dd.stashed = true;
+      dd.holds_state_file = holds;
+      dd.slot = slot;
+      dd.record = d;
+      dd.count = count;
+      dd.made = std::move(made);
+    });
     return;
   }
   std::sort(made.begin(), made.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -456,7 +457,7 @@ inline bool worker<S>::enter_deferred(const typename S::deferred_dir& d, handle&
 template <class S>
 inline std::size_t worker<S>::count_deferred() {
   std::size_t total = 0;
-  for (auto& d : s_.deferred) {
+  for (auto& d : s_.deletions.dirs()) {
     bool trees = false;
     for (const auto& e : d.entries) {
       if (e.second == file_type::directory) trees = true;
@@ -502,16 +503,14 @@ inline bool worker<S>::defer(node& n, const std::vector<std::pair<std::size_t, f
       d.staying.emplace_back(2 * k + 1, std::move(line));
     }
   }
-  std::lock_guard<std::mutex> lock(s_.deferred_mu);
-  n.deferred = s_.deferred.size();
-  s_.deferred.push_back(std::move(d));
+  n.deferred = s_.deletions.defer(std::move(d));
   return true;
 }
 
 // keep_on_source_error: the deletions a source failure stopped, reported once for the run.
 template <class S>
 inline void worker<S>::note_deletions_skipped() {
-  if (s_.deletions_noted.exchange(true)) return;
+  if (!s_.deletions.first_skip_notice()) return;
   const std::string at = std::move(journal_.rel);
   journal_.rel.clear();
   journal_.notice(side::destination, operation::unlink, errc::deletions_skipped);
@@ -609,7 +608,7 @@ class scheduler {
     }
     work(first);
     for (auto& th : threads) th.join();
-    if (!s_.deferred.empty() && !s_.stop.halted() && !s_.stop.exception()) first.deferred_pass();  // a halted run saves no state
+    if (s_.deletions.any() && !s_.stop.halted() && !s_.stop.exception()) first.deferred_pass();  // a halted run saves no state
     if (s_.links.pending() && !s_.stop.halted() && !s_.stop.exception()) first.link_pass();
     first.record().merge_into(s_.out);
     for (auto& h : helpers) h->record().merge_into(s_.out);
@@ -730,7 +729,7 @@ class scheduler {
     // in reverse, so the LIFO work list enters them in name order
     for (auto it = children.rbegin(); it != children.rend(); ++it) push({*it, npos, npos});
     if (n->batches.fetch_sub(1) == 1) {  // the last batch: the listings are no longer needed
-      if (s_.defer_deletions()) w.run_removals(*n);  // after the directory's other entries
+      if (s_.deletions.deferred()) w.run_removals(*n);  // after the directory's other entries
       if (s_.opt.keep_on_source_error) {
         std::vector<std::pair<std::size_t, std::vector<node*>>> held;
         {
@@ -914,13 +913,13 @@ class engine {
     if (s_.state_error) s_.out.errors.push_back({s_.opt.state.string(), operation::state, s_.state_error, side::destination});
     s_.state.note_gone(s_.out);  // recorded entries the destination no longer had: one notice
     if (!s_.stop.halted()) save_state();
-    if (s_.over_limit) s_.out.would_delete = s_.deletions_counted;
+    if (s_.deletions.over_limit()) s_.out.would_delete = s_.deletions.counted();
     if (const std::error_code e = s_.stop.error()) return e;
     if (s_.opt.cancel && s_.opt.cancel->load()) {
       s_.out.cancelled = true;
       return std::make_error_code(std::errc::operation_canceled);
     }
-    if (s_.over_limit) return errc::max_delete_exceeded;
+    if (s_.deletions.over_limit()) return errc::max_delete_exceeded;
     return {};
   }
 

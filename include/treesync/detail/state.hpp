@@ -578,6 +578,92 @@ class link_registry {
   std::vector<request> requests_;
 };
 
+// ---- the deletion ledger (a service of the run) ------------------------------------------------
+
+/// What a run may delete, and when.  keep_on_source_error (rsync: "IO error encountered --
+/// skipping file deletion"): the first source-side failure of the run (a vanished entry is none)
+/// stops every deletion from then on, reported once.  A source failure in a directory another
+/// worker still walks may come after a deletion elsewhere, where one worker (name order, depth
+/// first) would have seen it first; and rsync -H (no incremental walk) deletes nothing after an
+/// error anywhere.  So under keep_on_source_error, and under a cap (max_delete, any limit(): they
+/// are counted first, and over the cap none is made), every deletion of an entry the source lacks
+/// waits for the end of the run (worker::deferred_pass), kept per directory (its path, identity,
+/// and the names to delete: memory bounded by what is deleted).  Thread-safe while the walk runs;
+/// dirs() is for the deferred pass, after it.  Its users: the journal (a source failure), the
+/// worker (deferring, the deferred pass, the notice), the pruner (a directory replaced counted
+/// against the cap) and the engine (the run's outcome over the cap).
+class deletion_ledger {
+ public:
+  struct deferred_dir {
+    std::string rel;  // as journal::rel has it (with the roots' own relative path, subtree)
+    std::uint64_t dev = 0, ino = 0;
+    std::vector<std::pair<std::string, file_type>> entries;
+    // state_file: each entry's record as it stands ((key, E line), see dir_node::made), and the
+    // directory's own record, stashed by record_dir and put once the deletions are done
+    std::vector<std::pair<std::size_t, std::string>> staying;
+    bool stashed = false, holds_state_file = false;
+    std::size_t slot = 0, count = 0;
+    dir_record record;
+    std::vector<std::pair<std::size_t, std::string>> made;
+  };
+
+  deletion_ledger(bool keep_on_source_error, std::size_t limit) : keep_(keep_on_source_error), limit_(limit) {}
+
+  /// A source-side failure (keep_on_source_error: no deletion from now on).
+  void source_failed() noexcept { source_failed_.store(true, std::memory_order_release); }
+  /// keep_on_source_error: a deletion may go ahead (no source failure so far, or the option off).
+  bool allowed() const noexcept { return !keep_ || !source_failed_.load(std::memory_order_acquire); }
+  /// True the first time only: the skipped deletions are reported once.
+  bool first_skip_notice() noexcept { return !noted_.exchange(true); }
+  /// The deletion policy caps the run's deletions (max_delete, or any limit()).
+  bool capped() const noexcept { return limit_ != unlimited; }
+  /// Deletions of entries the source lacks wait for the end of the run (see above).
+  bool deferred() const noexcept { return keep_ || capped(); }
+  /// Under a cap: `n` more deletions are counted against it.  False (and over_limit) when the
+  /// count so far then exceeds it: those deletions are not made, nor any after them.
+  bool reserve(std::size_t n) noexcept {
+    if (!capped()) return true;
+    const std::size_t before = counted_.fetch_add(n);
+    if (!over_limit_.load() && before + n <= limit_) return true;
+    over_limit_.store(true);
+    return false;
+  }
+  /// More deletions were found than the cap allows: the run ends with max_delete_exceeded.
+  bool over_limit() const noexcept { return over_limit_.load(); }
+  /// Every deletion the run found (a directory replaced by an entry of another type: the entries
+  /// in it, counted when it comes; the deletions of entries the source lacks: at the end).
+  std::size_t counted() const noexcept { return counted_.load(); }
+
+  /// A directory's deletions, kept for the deferred pass; returns its index.
+  std::size_t defer(deferred_dir d) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(std::move(d));
+    return dirs_.size() - 1;
+  }
+  /// `f(deferred_dir&)` on the directory at `index`, under the ledger's lock.
+  template <class F>
+  void update(std::size_t index, F&& f) {
+    std::lock_guard<std::mutex> lock(mu_);
+    f(dirs_[index]);
+  }
+  bool any() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !dirs_.empty();
+  }
+  /// The deferred directories, for the deferred pass (the walk is over).
+  std::vector<deferred_dir>& dirs() noexcept { return dirs_; }
+
+ private:
+  const bool keep_;           // keep_on_source_error
+  const std::size_t limit_;   // the deletion policy's cap (unlimited: none)
+  std::atomic<bool> source_failed_{false};
+  std::atomic<bool> noted_{false};
+  std::atomic<std::size_t> counted_{0};
+  std::atomic<bool> over_limit_{false};
+  mutable std::mutex mu_;  // dirs_
+  std::vector<deferred_dir> dirs_;
+};
+
 // ---- the cycle set and the temporary names (services of the run) -------------------------------
 
 /// The source directories of the nodes alive, a multiset by device and inode: every ancestor of
@@ -633,7 +719,7 @@ struct run_state {
       : fs(f), pol(p), who(f, op), opt(who.as_user(op)), jobs(op.jobs == 0 ? 1 : op.jobs), out(r),
         time(f), backups(f, op.backup_dir),
         temps(f, op.temp_dir, errc::unsafe_temp_dir, true), state(f, op.state, op.verify, op.subtree, op.state_memory),
-        stop(op.errors == error_mode::stop, op.cancel) {}
+        stop(op.errors == error_mode::stop, op.cancel), deletions(op.keep_on_source_error, p.limit) {}
 
   FS& fs;
   const policy_view pol;  // compare, deletion, links, exclude, observer
@@ -676,59 +762,8 @@ struct run_state {
   std::mutex mu;  // state_error
   run_stop stop;  // errors::stop, an exception, the cancel flag
   std::error_code refusal;  // the walker's verdict on the root (empty_source): the run is refused
-  // keep_on_source_error (rsync: "IO error encountered -- skipping file deletion"): set by the
-  // first source-side failure of the run (a vanished entry is none); from then on nothing is
-  // deleted.  deletions_noted: the skip is reported once.
-  std::atomic<bool> source_failed{false};
-  std::atomic<bool> deletions_noted{false};
-  // keep_on_source_error: a source failure in a directory another worker still walks may come
-  // after a deletion elsewhere, where one worker (name order, depth first) would have seen it
-  // first; and rsync -H (no incremental walk) deletes nothing after an error anywhere.  So every
-  // deletion waits for the end of the run (worker::deferred_pass), and is carried out only if no
-  // source failure happened at all: never more deleted than rsync deletes, whatever the jobs.
-  // Kept per directory (its path, identity, and the names to delete): memory bounded by what is
-  // deleted.
-  struct deferred_dir {
-    std::string rel;  // as journal::rel has it (with the roots' own relative path, subtree)
-    std::uint64_t dev = 0, ino = 0;
-    std::vector<std::pair<std::string, file_type>> entries;
-    // state_file: each entry's record as it stands ((key, E line), see dir_node::made), and the
-    // directory's own record, stashed by record_dir and put once the deletions are done
-    std::vector<std::pair<std::size_t, std::string>> staying;
-    bool stashed = false, holds_state_file = false;
-    std::size_t slot = 0, count = 0;
-    dir_record record;
-    std::vector<std::pair<std::size_t, std::string>> made;
-  };
-  std::mutex deferred_mu;
-  std::vector<deferred_dir> deferred;
-
-  /// keep_on_source_error: a deletion may go ahead (no source failure so far, or the option off).
-  bool deletions_allowed() const noexcept {
-    return !opt.keep_on_source_error || !source_failed.load(std::memory_order_acquire);
-  }
-
-  /// The deletion policy caps the run's deletions (max_delete, or any limit()).
-  bool capped() const noexcept { return pol.limit != unlimited; }
-  /// Deletions of entries the source lacks wait for the end of the run (deferred_pass): under
-  /// keep_on_source_error (a source failure anywhere cancels them), and under a cap (they are
-  /// counted first: over the cap, none is made).
-  bool defer_deletions() const noexcept { return opt.keep_on_source_error || capped(); }
-  /// Under a cap: `n` more deletions are counted against it.  False (and over_limit set) when the
-  /// count so far then exceeds it: those deletions are not made, nor any after them.
-  bool reserve_deletions(std::size_t n) noexcept {
-    if (!capped()) return true;
-    const std::size_t before = deletions_counted.fetch_add(n);
-    if (!over_limit.load() && before + n <= pol.limit) return true;
-    over_limit.store(true);
-    return false;
-  }
-  // max_delete: every deletion the run found (a directory replaced by an entry of another type:
-  // the entries in it, counted when it comes; the deletions of entries the source lacks: at the
-  // end of the walk); over_limit: more than the cap, the run ends with max_delete_exceeded
-  std::atomic<std::size_t> deletions_counted{0};
-  std::atomic<bool> over_limit{false};
-
+  deletion_ledger deletions;  // keep_on_source_error and the cap: what may be deleted, and when
+  using deferred_dir = deletion_ledger::deferred_dir;
 
   cycle_set cycles;  // the source directories of the nodes alive
 
@@ -797,7 +832,7 @@ class journal {
   // calls).  Until it is set the other workers go on taking entries.
   /// A failure of `op` on the entry at hand, in the tree `where`.
   void fail(side where, operation op, std::error_code ec) {
-    if (where == side::source) s_.source_failed.store(true, std::memory_order_release);
+    if (where == side::source) s_.deletions.source_failed();
     s_.stop.on(ec);
     rep.errors.push_back({rel, op, ec, where});
     note(action_kind::error, file_type::none, 0, 0, ec);
