@@ -887,7 +887,7 @@ class engine {
     bool dst_exists = false;
     s_.locate_backups(dst);
     if (auto e = preflight(src, dst, ss, ds, dst_exists)) return e;
-    s_.root_dev = ss.dev;
+    s_.roots.src_dev = ss.dev;
     worker<state> first(s_);
     first.record().rel = s_.opt.subtree;
     if (auto e = load_state(first, dst_exists, false)) return e;
@@ -1081,9 +1081,9 @@ class engine {
       root->have_dst = true;
       const stat_info id = dst_exists ? ds : s_.fs.stat(root->dst, ".", false, ec);
       if (ec) return ec;
-      s_.dst_known = true;
-      s_.dst_dev = id.dev;
-      s_.dst_ino = id.ino;
+      s_.roots.dst_known = true;
+      s_.roots.dst_dev = id.dev;
+      s_.roots.dst_ino = id.ino;
       if (dst_exists && s_.backups.enabled() && s_.backups.relative()) {
         if (auto e = s_.backups.check(&root->dst)) return e;
       }

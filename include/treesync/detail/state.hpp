@@ -664,6 +664,21 @@ class deletion_ledger {
   std::vector<deferred_dir> dirs_;
 };
 
+// ---- the roots' identity (a service of the run) ------------------------------------------------
+
+/// What the run knows of its roots: the source root's filesystem (one_file_system compares each
+/// directory's with it) and the destination root's device and inode, once it exists (a source
+/// directory that is the destination itself is not entered).  Set by the engine when it opens
+/// the roots, before any worker starts; read by the walker.
+struct root_identity {
+  std::uint64_t src_dev = 0;
+  bool dst_known = false;
+  std::uint64_t dst_dev = 0, dst_ino = 0;
+
+  /// The directory `st` is the destination root.
+  bool is_dst(const stat_info& st) const noexcept { return dst_known && st.dev == dst_dev && st.ino == dst_ino; }
+};
+
 // ---- the cycle set and the temporary names (services of the run) -------------------------------
 
 /// The source directories of the nodes alive, a multiset by device and inode: every ancestor of
@@ -729,9 +744,7 @@ struct run_state {
   const unsigned jobs;
   report& out;
   time_rules<FS> time;  // the destination's time model (asked once at the start) and the racy window
-  std::uint64_t root_dev = 0;
-  bool dst_known = false;  // the destination root's identity, once it exists
-  std::uint64_t dst_dev = 0, dst_ino = 0;
+  root_identity roots;  // the source root's filesystem, the destination root's identity
   std::unique_ptr<node> root;  // the root directory pair, whose handles stay open for the whole run
   backup_tree<FS> backups;
   std::string backup_rel;  // the backup directory's path inside the destination, if it is inside

@@ -801,12 +801,12 @@ template <class S>
 inline void walker<S>::enter_dir(node& n, const std::string& name, const dir_entry* de, plan& p,
                                  std::vector<node*>& children) {
   const stat_info& st = p.src;
-  if (s_.dst_known && st.dev == s_.dst_dev && st.ino == s_.dst_ino) {
+  if (s_.roots.is_dst(st)) {
     // a followed link into a directory that holds the destination: entering it would copy the
     // destination into itself, level after level
     return j_.fail(side::source, operation::opendir, errc::nested_directory);
   }
-  if (s_.opt.one_file_system && st.dev != s_.root_dev) return j_.skip(file_type::directory, operation::opendir, errc::other_filesystem);
+  if (s_.opt.one_file_system && st.dev != s_.roots.src_dev) return j_.skip(file_type::directory, operation::opendir, errc::other_filesystem);
   // A cycle: the directory is one of the source directories from here up to the root.  Those
   // are all live nodes, so only a directory that is live somewhere needs the walk up.
   if (s_.cycles.live(st)) {
