@@ -53,6 +53,17 @@ void source_tree(mock_fs& fs) {
 
 }  // namespace
 
+TEST_CASE("exclude::from_lines: a pattern a line; blank, '#' and ';' lines skipped, a CRLF's '\\r' dropped, spaces kept") {
+  const auto e = treesync::exclude::from_lines("*.o\r\n\n# *.c\n; *.h\n  lead.txt\nlast/");
+  CHECK(e.excluded("a/main.o", F));         // the '\r' of a CRLF line is no part of the pattern
+  CHECK(!e.excluded("main.c", F));          // a '#' line is a comment
+  CHECK(!e.excluded("main.h", F));          // so is a ';' line
+  CHECK(e.excluded("  lead.txt", F));       // leading spaces are part of the pattern (rsync)
+  CHECK(!e.excluded("lead.txt", F));
+  CHECK(e.excluded("last", D));             // the last line, without a newline
+  CHECK(!e.excluded("last", F));
+}
+
 TEST_CASE("filter: an entry that no rule matches is included") {
   filter f;
   f.exclude("*.o");

@@ -74,15 +74,7 @@ class exclude {
   /// Leading and other trailing spaces are part of the pattern, as in rsync.
   static exclude from_lines(std::string_view text) {
     exclude out{};
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-      std::size_t end = text.find('\n', pos);
-      if (end == std::string_view::npos) end = text.size();
-      std::string_view line = text.substr(pos, end - pos);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (!line.empty() && line.front() != '#' && line.front() != ';') out.add(line);
-      pos = end + 1;
-    }
+    detail::for_each_rule_line(text, [&out](std::string_view line) { out.add(line); });
     return out;
   }
   bool excluded(std::string_view rel, file_type type) const {
@@ -236,7 +228,7 @@ class filter : private detail::filter_rules {
   /// not understood (they add nothing).
   std::size_t add_rules(std::string_view text, std::optional<bool> plain_include = std::nullopt) {
     std::size_t bad = 0;
-    for_each_line(text, [&](std::string_view line) {
+    detail::for_each_rule_line(text, [&](std::string_view line) {
       if (plain_include) {
         add_plain(line, *plain_include);
       } else if (!add_rule(line)) {

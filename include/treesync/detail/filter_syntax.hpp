@@ -19,6 +19,21 @@ namespace treesync {
 inline namespace v0 {
 namespace detail {
 
+/// Calls `f(line)` for each line of a rule or exclude file's `text` (rsync's reading): a trailing
+/// '\r' dropped (CRLF files), blank lines and lines starting with '#' or ';' skipped.
+template <class F>
+void for_each_rule_line(std::string_view text, F&& f) {
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t end = text.find('\n', pos);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(pos, end - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty() && line.front() != '#' && line.front() != ';') f(line);
+    pos = end + 1;
+  }
+}
+
 // A rule, and rsync's syntax for one (a line of a rule file, a --filter argument): the parsing.
 class rule_syntax {
  protected:
@@ -118,19 +133,6 @@ class rule_syntax {
     r.mods = mods;
     r.pattern = std::string(name);
     return r;
-  }
-
-  template <class F>
-  static void for_each_line(std::string_view text, F&& f) {
-    std::size_t pos = 0;
-    while (pos < text.size()) {
-      std::size_t end = text.find('\n', pos);
-      if (end == std::string_view::npos) end = text.size();
-      std::string_view line = text.substr(pos, end - pos);
-      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-      if (!line.empty() && line.front() != '#' && line.front() != ';') f(line);
-      pos = end + 1;
-    }
   }
 
   static rule make_rule(bool include_it, std::string_view pat, bool negate = false) {
